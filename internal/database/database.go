@@ -1,0 +1,134 @@
+// Package database opens Sluice's MySQL connection pool and holds the few
+// helpers every MySQL store shares: transactions and error translation into
+// the errs vocabulary.
+package database
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/sluicehq/sluice/internal/errs"
+)
+
+// Options tune the pool. The zero value suits a real MySQL server.
+type Options struct {
+	// MaxOpenConns caps the pool; 0 means 25. The -dev engine needs 1.
+	MaxOpenConns int
+}
+
+// Config parses dsn (go-sql-driver/mysql syntax) and sets what Sluice
+// relies on: DATETIME columns scanned as UTC time.Time, and UTC on the
+// session, so timestamps mean the same on every server.
+func Config(dsn string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse mysql dsn: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	return cfg, nil
+}
+
+// Open opens a pool on dsn and checks that the server answers.
+func Open(ctx context.Context, dsn string, opts Options) (*sqlx.DB, error) {
+	cfg, err := Config(dsn)
+	if err != nil {
+		return nil, err
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	db := sqlx.NewDb(sql.OpenDB(connector), "mysql")
+	n := opts.MaxOpenConns
+	if n == 0 {
+		n = 25
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxLifetime(5 * time.Minute)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to mysql %s: %w", cfg.Addr, Translate(err))
+	}
+	return db, nil
+}
+
+// InTx runs fn in a transaction, committing when fn returns nil and rolling
+// back otherwise.
+func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", Translate(err))
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", Translate(err))
+	}
+	return nil
+}
+
+// MySQL error numbers Sluice reacts to.
+const (
+	errDuplicateEntry   = 1062
+	errLockDeadlock     = 1213
+	errLockWaitTimeout  = 1205
+	errRowIsReferenced  = 1451
+	errRowIsReferenced2 = 1217
+)
+
+// IsDuplicate reports whether err is a unique-key violation.
+func IsDuplicate(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == errDuplicateEntry
+}
+
+// IsReferenced reports whether err is a foreign-key violation on delete.
+func IsReferenced(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == errRowIsReferenced || me.Number == errRowIsReferenced2)
+}
+
+// Translate wraps errors that mean "the database cannot be reached right
+// now" with errs.ErrUnavailable, so that callers answer 503 rather than 500.
+// Other errors come back unchanged.
+func Translate(err error) error {
+	if err == nil || errors.Is(err, errs.ErrUnavailable) {
+		return err
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		if me.Number == errLockDeadlock || me.Number == errLockWaitTimeout {
+			return fmt.Errorf("%w: %w", errs.ErrUnavailable, err)
+		}
+		return err
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) {
+		return fmt.Errorf("%w: %w", errs.ErrUnavailable, err)
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return fmt.Errorf("%w: %w", errs.ErrUnavailable, err)
+	}
+	return err
+}

@@ -1,0 +1,238 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/database"
+)
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Process is a server process a test started and owns. It can be paused,
+// killed and started again on the same port and data directory.
+type Process struct {
+	t    testing.TB
+	name string
+	path string
+	args []string
+	dir  string
+	log  string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+func newProcess(t testing.TB, name, path, dir string, args []string) *Process {
+	p := &Process{t: t, name: name, path: path, args: args, dir: dir, log: filepath.Join(dir, name+".log")}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// Start starts the process (again).
+func (p *Process) Start() {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		p.t.Fatalf("open %s log: %v", p.name, err)
+	}
+	cmd := exec.Command(p.path, p.args...)
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.Dir = p.dir
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		p.t.Fatalf("start %s: %v", p.name, err)
+	}
+	logf.Close()
+	p.cmd = cmd
+	go func() { _ = cmd.Wait() }()
+}
+
+// PID returns the process id of the running process, or 0.
+func (p *Process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+func (p *Process) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+// Pause stops the process with SIGSTOP: it keeps its sockets but answers nothing.
+func (p *Process) Pause() { p.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process.
+func (p *Process) Resume() { p.signal(syscall.SIGCONT) }
+
+// Kill ends the process with SIGKILL and waits until it is gone.
+func (p *Process) Kill() {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Kill()
+	waitFor(10*time.Second, func() bool { return cmd.Process.Signal(syscall.Signal(0)) != nil })
+}
+
+// Stop ends the process with SIGTERM, then SIGKILL after 5 s.
+func (p *Process) Stop() {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if !waitFor(5*time.Second, func() bool { return cmd.Process.Signal(syscall.Signal(0)) != nil }) {
+		_ = cmd.Process.Kill()
+	}
+}
+
+// Log returns what the process printed so far.
+func (p *Process) Log() string {
+	b, _ := os.ReadFile(p.log)
+	return string(b)
+}
+
+// RedisServer is a private redis-server on a loopback port, without persistence.
+type RedisServer struct {
+	*Process
+	Addr string
+	Port int
+}
+
+// StartRedis starts a private redis-server with extra configuration
+// arguments ("--cluster-enabled", "yes", ...), waits until it answers and
+// stops it when t ends.
+func StartRedis(t testing.TB, extra ...string) *RedisServer {
+	t.Helper()
+	path := LookPath(t, "redis-server")
+	port := FreePort(t)
+	dir := t.TempDir()
+	args := append([]string{
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--protected-mode", "no",
+	}, extra...)
+	s := &RedisServer{Process: newProcess(t, "redis-"+strconv.Itoa(port), path, dir, args), Port: port,
+		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	s.Start()
+	return s
+}
+
+// Start starts the server (again) and waits until it answers PING.
+func (s *RedisServer) Start() {
+	s.t.Helper()
+	s.Process.Start()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer rdb.Close()
+	if !waitFor(10*time.Second, func() bool { return rdb.Ping(context.Background()).Err() == nil }) {
+		s.t.Fatalf("redis-server %s did not start: %s", s.Addr, s.Log())
+	}
+}
+
+// MariaDBServer is a private mariadbd with its own data directory.
+type MariaDBServer struct {
+	*Process
+	Port int
+	// RootDSN connects as root without a database.
+	RootDSN string
+}
+
+// StartMariaDB initialises a data directory and starts a private mariadbd,
+// stopped when t ends. It takes a few seconds; use the shared server
+// (MySQL, MySQLDSN) unless the test must stop the database.
+func StartMariaDB(t testing.TB) *MariaDBServer {
+	t.Helper()
+	install := LookPath(t, "mariadb-install-db")
+	server := LookPath(t, "mariadbd")
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	user := "root"
+	if os.Geteuid() != 0 {
+		user = os.Getenv("USER")
+	}
+	out, err := exec.Command(install, "--no-defaults", "--datadir="+data, "--auth-root-authentication-method=normal",
+		"--skip-test-db", "--user="+user).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+	port := FreePort(t)
+	args := []string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(dir, "sock"),
+		"--pid-file=" + filepath.Join(dir, "pid"), "--bind-address=127.0.0.1", "--port=" + strconv.Itoa(port),
+		"--user=" + user, "--skip-log-bin", "--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=2",
+		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci"}
+	cfg := mysql.NewConfig()
+	cfg.User = "root"
+	cfg.Net = "tcp"
+	cfg.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	s := &MariaDBServer{Process: newProcess(t, "mariadb-"+strconv.Itoa(port), server, dir, args), Port: port,
+		RootDSN: cfg.FormatDSN()}
+	s.Start()
+	return s
+}
+
+// Start starts the server (again) and waits until it accepts connections.
+func (s *MariaDBServer) Start() {
+	s.t.Helper()
+	s.Process.Start()
+	ok := waitFor(30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		db, err := database.Open(ctx, s.RootDSN, database.Options{MaxOpenConns: 1})
+		if err != nil {
+			return false
+		}
+		db.Close()
+		return true
+	})
+	if !ok {
+		s.t.Fatalf("mariadbd on port %d did not start: %s", s.Port, s.Log())
+	}
+}
+
+// FreshDatabase creates a migrated database on this server and returns its DSN.
+func (s *MariaDBServer) FreshDatabase(t testing.TB) string {
+	t.Helper()
+	return freshDatabase(t, s.RootDSN)
+}
+
+// String names the server in test output.
+func (s *MariaDBServer) String() string { return fmt.Sprintf("mariadbd on port %d", s.Port) }

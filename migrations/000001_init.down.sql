@@ -1,0 +1,10 @@
+DROP TABLE IF EXISTS api_tokens;
+DROP TABLE IF EXISTS sessions;
+DROP TABLE IF EXISTS policy_revision;
+DROP TABLE IF EXISTS casbin_rule;
+DROP TABLE IF EXISTS audit_log;
+DROP TABLE IF EXISTS bucket_events;
+DROP TABLE IF EXISTS bucket_apps;
+DROP TABLE IF EXISTS buckets;
+DROP TABLE IF EXISTS apps;
+DROP TABLE IF EXISTS users;

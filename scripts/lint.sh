@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# gofmt, go vet and staticcheck must all be clean.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
+if [ -n "$unformatted" ]; then
+	echo "gofmt needed on:"
+	echo "$unformatted"
+	exit 1
+fi
+go vet ./...
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
