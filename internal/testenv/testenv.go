@@ -164,4 +164,3 @@ func waitFor(d time.Duration, ok func() bool) bool {
 	}
 	return ok()
 }
-
