@@ -2,7 +2,6 @@ CREATE TABLE users (
     id            BIGINT       NOT NULL AUTO_INCREMENT,
     username      VARCHAR(64)  NOT NULL,
     password_hash VARCHAR(255) NOT NULL,
-    is_admin      BOOLEAN      NOT NULL DEFAULT FALSE,
     disabled      BOOLEAN      NOT NULL DEFAULT FALSE,
     created_at    DATETIME(6)  NOT NULL,
     updated_at    DATETIME(6)  NOT NULL,
