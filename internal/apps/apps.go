@@ -1,0 +1,90 @@
+// Package apps holds the applications registered in Sluice: the services
+// that take tokens from buckets and the unit that roles are granted on.
+package apps
+
+import (
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/errs"
+)
+
+// MaxDescription is the longest description of an app or a bucket, in characters.
+const MaxDescription = 500
+
+// App is an application registered in the console.
+type App struct {
+	ID          int64     `db:"id" json:"id"`
+	Name        string    `db:"name" json:"name"`
+	Description string    `db:"description" json:"description"`
+	Version     int64     `db:"version" json:"version"`
+	CreatedBy   string    `db:"created_by" json:"created_by"`
+	UpdatedBy   string    `db:"updated_by" json:"updated_by"`
+	CreatedAt   time.Time `db:"created_at" json:"created_at"`
+	UpdatedAt   time.Time `db:"updated_at" json:"updated_at"`
+}
+
+// Validate checks the fields a user sets and returns a *errs.Validation
+// naming each invalid one ("name", "description"), or nil.
+func (a *App) Validate() error {
+	var v errs.Validation
+	if r := NameProblem(a.Name); r != "" {
+		v.Add("name", r)
+	}
+	if r := DescriptionProblem(a.Description); r != "" {
+		v.Add("description", r)
+	}
+	return v.Err()
+}
+
+// ValidName reports whether s is a valid app or bucket name:
+// ^[a-z0-9][a-z0-9._-]{0,62}$. Such names are safe as Redis hash tags and
+// Casbin values (no ',', '"', '*', '{', '}' or whitespace).
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// NameProblem says why s is not a valid name, or returns "" when it is.
+func NameProblem(s string) string {
+	switch {
+	case s == "":
+		return "is required"
+	case len(s) > 63:
+		return "must be at most 63 characters"
+	case !ValidName(s):
+		return "must start with a lowercase letter or digit and contain only lowercase letters, digits, '.', '_' and '-'"
+	}
+	return ""
+}
+
+// DescriptionProblem says why s is not a valid description, or returns ""
+// when it is: at most MaxDescription characters of valid UTF-8, without
+// control characters other than tab and line breaks.
+func DescriptionProblem(s string) string {
+	if !utf8.ValidString(s) {
+		return "must be valid UTF-8 text"
+	}
+	if utf8.RuneCountInString(s) > MaxDescription {
+		return "must be at most 500 characters"
+	}
+	if strings.IndexFunc(s, func(r rune) bool {
+		return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t'
+	}) >= 0 {
+		return "must not contain control characters"
+	}
+	return ""
+}

@@ -1,0 +1,337 @@
+package apps
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/errs"
+)
+
+// Page sizes of List.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 500
+)
+
+// Store keeps apps in MySQL. It is safe for concurrent use.
+type Store struct {
+	db *sqlx.DB
+}
+
+// NewStore returns a Store on db, a pool opened with database.Open.
+func NewStore(db *sqlx.DB) *Store { return &Store{db: db} }
+
+// Filter selects apps for List.
+type Filter struct {
+	// Search keeps apps whose name contains it (case-insensitive, literal).
+	Search string
+	// Names keeps only the named apps (the caller's memberships); nil
+	// means every app, an empty non-nil slice none.
+	Names []string
+	// After is the cursor: the name of the last app of the previous page.
+	After string
+	// Limit is the page size: DefaultLimit when 0, at most MaxLimit.
+	Limit int
+}
+
+// Page is one page of apps ordered by name.
+type Page struct {
+	Apps []*App `json:"apps"`
+	// Next is the cursor of the next page, "" on the last one.
+	Next string `json:"next,omitempty"`
+	// Total counts every app the filter selects, on all pages.
+	Total int `json:"total"`
+}
+
+// conflict is an errs.ErrConflict whose message is fit to show a user as is.
+type conflict string
+
+func (c conflict) Error() string        { return string(c) }
+func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
+
+// conflictf returns an error matching errs.ErrConflict whose message is the
+// formatted sentence, without a prefix, so that it can be shown as is.
+func conflictf(format string, args ...any) error { return conflict(fmt.Sprintf(format, args...)) }
+
+const columns = `id, name, description, version, created_by, updated_by, created_at, updated_at`
+
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// Create registers a, setting its ID, Version (1), timestamps and authors.
+// Each of also runs in the same transaction after the insert, so that, for
+// example, the creator's owner role commits or fails together with the app.
+// A taken name gives an error matching errs.ErrConflict.
+func (s *Store) Create(ctx context.Context, actor audit.Actor, a *App, also ...func(ctx context.Context, tx *sqlx.Tx) error) error {
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	n := *a
+	n.Version = 1
+	n.CreatedAt = now()
+	n.UpdatedAt = n.CreatedAt
+	n.CreatedBy, n.UpdatedBy = actor.User, actor.User
+	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO apps
+			(name, description, version, created_by, created_at, updated_by, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			n.Name, n.Description, n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
+		if database.IsDuplicate(err) {
+			return conflictf("an app named %q already exists", n.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("insert app: %w", database.Translate(err))
+		}
+		if n.ID, err = res.LastInsertId(); err != nil {
+			return fmt.Errorf("insert app: %w", database.Translate(err))
+		}
+		for _, fn := range also {
+			if err := fn(ctx, tx); err != nil {
+				return err
+			}
+		}
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "app.create", ObjectType: "app", ObjectName: n.Name, App: n.Name,
+			After: audit.Snapshot(n),
+		})
+	})
+	if err != nil {
+		return err
+	}
+	*a = n
+	return nil
+}
+
+// Get returns the app named name, or an error matching errs.ErrNotFound.
+func (s *Store) Get(ctx context.Context, name string) (*App, error) {
+	return get(ctx, s.db, name, false)
+}
+
+func get(ctx context.Context, q sqlx.QueryerContext, name string, forUpdate bool) (*App, error) {
+	if !ValidName(name) {
+		return nil, fmt.Errorf("app %q: %w", name, errs.ErrNotFound)
+	}
+	query := `SELECT ` + columns + ` FROM apps WHERE name = ?`
+	if forUpdate {
+		query += ` FOR UPDATE`
+	}
+	var a App
+	err := sqlx.GetContext(ctx, q, &a, query, name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("app %q: %w", name, errs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get app %q: %w", name, database.Translate(err))
+	}
+	return &a, nil
+}
+
+// List returns one page of the apps f selects, ordered by name.
+func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	limit = min(limit, MaxLimit)
+	if f.Names != nil {
+		f.Names = slices.DeleteFunc(slices.Clone(f.Names), func(n string) bool { return !ValidName(n) })
+	}
+	// Input that no app can match is answered without a query, which also
+	// keeps invalid UTF-8 away from the server.
+	if (f.Names != nil && len(f.Names) == 0) || !utf8.ValidString(f.Search) || !utf8.ValidString(f.After) {
+		return Page{Apps: []*App{}}, nil
+	}
+	var where []string
+	var args []any
+	if f.Search != "" {
+		where = append(where, `name LIKE ? ESCAPE '!'`)
+		args = append(args, likeContains(f.Search))
+	}
+	if f.Names != nil {
+		where = append(where, `name IN (?)`)
+		args = append(args, f.Names)
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = " WHERE " + strings.Join(where, " AND ")
+	}
+
+	var page Page
+	q, qargs, err := sqlx.In(`SELECT COUNT(*) FROM apps`+cond, args...)
+	if err != nil {
+		return Page{}, fmt.Errorf("list apps: %w", err)
+	}
+	if err := s.db.GetContext(ctx, &page.Total, q, qargs...); err != nil {
+		return Page{}, fmt.Errorf("count apps: %w", database.Translate(err))
+	}
+
+	if f.After != "" {
+		if cond == "" {
+			cond = " WHERE name > ?"
+		} else {
+			cond += " AND name > ?"
+		}
+		args = append(args, f.After)
+	}
+	args = append(args, limit+1)
+	q, qargs, err = sqlx.In(`SELECT `+columns+` FROM apps`+cond+` ORDER BY name LIMIT ?`, args...)
+	if err != nil {
+		return Page{}, fmt.Errorf("list apps: %w", err)
+	}
+	page.Apps = []*App{}
+	if err := s.db.SelectContext(ctx, &page.Apps, q, qargs...); err != nil {
+		return Page{}, fmt.Errorf("list apps: %w", database.Translate(err))
+	}
+	if len(page.Apps) > limit {
+		page.Apps = page.Apps[:limit]
+		page.Next = page.Apps[limit-1].Name
+	}
+	return page, nil
+}
+
+// Update saves a's description. a.Version must be the version the caller
+// read: when the app changed since, Update changes nothing and returns an
+// error matching errs.ErrConflict. On success a holds the stored app, its
+// Version one higher.
+func (s *Store) Update(ctx context.Context, actor audit.Actor, a *App) error {
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	var saved App
+	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		old, err := get(ctx, tx, a.Name, true)
+		if err != nil {
+			return err
+		}
+		if old.Version != a.Version {
+			return conflictf("app %q was changed by someone else (now version %d, you edited version %d); reload and try again",
+				a.Name, old.Version, a.Version)
+		}
+		saved = *old
+		saved.Description = a.Description
+		saved.Version = old.Version + 1
+		saved.UpdatedBy, saved.UpdatedAt = actor.User, now()
+		if _, err := tx.ExecContext(ctx, `UPDATE apps SET description = ?, version = ?, updated_by = ?, updated_at = ?
+			WHERE id = ? AND version = ?`,
+			saved.Description, saved.Version, saved.UpdatedBy, saved.UpdatedAt, old.ID, old.Version); err != nil {
+			return fmt.Errorf("update app %q: %w", a.Name, database.Translate(err))
+		}
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "app.update", ObjectType: "app", ObjectName: a.Name, App: a.Name,
+			Before: audit.Snapshot(old), After: audit.Snapshot(saved),
+		})
+	})
+	if err != nil {
+		return err
+	}
+	*a = saved
+	return nil
+}
+
+// Delete removes the app named name. version is the version the caller
+// read, or 0 for whatever is stored. An app still used by a bucket, as its
+// owner or an allowed app, is not deleted: the error matches
+// errs.ErrConflict and says how many buckets use it. Each of also runs in
+// the same transaction before the delete (for example to drop the app's
+// role assignments).
+func (s *Store) Delete(ctx context.Context, actor audit.Actor, name string, version int64, also ...func(ctx context.Context, tx *sqlx.Tx) error) error {
+	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		old, err := get(ctx, tx, name, true)
+		if err != nil {
+			return err
+		}
+		if version != 0 && old.Version != version {
+			return conflictf("app %q was changed by someone else (now version %d, you saw version %d); reload and try again",
+				name, old.Version, version)
+		}
+		var used int
+		if err := tx.GetContext(ctx, &used, `SELECT COUNT(*) FROM buckets b
+			WHERE b.owner_app_id = ? OR EXISTS (SELECT 1 FROM bucket_apps ba WHERE ba.bucket_id = b.id AND ba.app_id = ?)`,
+			old.ID, old.ID); err != nil {
+			return fmt.Errorf("count buckets of app %q: %w", name, database.Translate(err))
+		}
+		if used > 0 {
+			return inUse(name, used)
+		}
+		for _, fn := range also {
+			if err := fn(ctx, tx); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM apps WHERE id = ?`, old.ID); err != nil {
+			if database.IsReferenced(err) {
+				// A bucket started to use the app after the count above.
+				return inUse(name, 1)
+			}
+			return fmt.Errorf("delete app %q: %w", name, database.Translate(err))
+		}
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "app.delete", ObjectType: "app", ObjectName: name, App: name,
+			Before: audit.Snapshot(old),
+		})
+	})
+}
+
+func inUse(name string, n int) error {
+	noun := "buckets use"
+	if n == 1 {
+		noun = "bucket uses"
+	}
+	return conflictf("app %q cannot be deleted: %d %s it as owner or allowed app; delete those buckets or remove the app from them first",
+		name, n, noun)
+}
+
+// Exist returns the names among names that are not registered apps, sorted
+// and without duplicates; nil when all exist.
+func (s *Store) Exist(ctx context.Context, names []string) (missing []string, err error) {
+	return findMissing(ctx, s.db, names)
+}
+
+func findMissing(ctx context.Context, q sqlx.QueryerContext, names []string) ([]string, error) {
+	want := slices.Clone(names)
+	slices.Sort(want)
+	want = slices.Compact(want)
+	var valid []string
+	var missing []string
+	for _, n := range want {
+		if ValidName(n) {
+			valid = append(valid, n)
+		} else {
+			missing = append(missing, n)
+		}
+	}
+	if len(valid) == 0 {
+		return missing, nil
+	}
+	query, args, err := sqlx.In(`SELECT name FROM apps WHERE name IN (?)`, valid)
+	if err != nil {
+		return nil, fmt.Errorf("check apps: %w", err)
+	}
+	var found []string
+	if err := sqlx.SelectContext(ctx, q, &found, query, args...); err != nil {
+		return nil, fmt.Errorf("check apps: %w", database.Translate(err))
+	}
+	for _, n := range valid {
+		if !slices.Contains(found, n) {
+			missing = append(missing, n)
+		}
+	}
+	slices.Sort(missing)
+	return missing, nil
+}
+
+// likeContains turns s into a LIKE pattern (escape character '!') that
+// matches values containing s literally.
+func likeContains(s string) string {
+	r := strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
+	return "%" + r.Replace(strings.ToLower(s)) + "%"
+}

@@ -1,0 +1,140 @@
+// Package buckets holds token bucket definitions: the domain type that
+// validates itself, the exact refill Rate, and the MySQL store whose every
+// change also writes a change event (outbox) for the sync worker and an
+// audit row, in the same transaction.
+package buckets
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/apps"
+	"github.com/sluicehq/sluice/internal/errs"
+)
+
+// Limits of a Bucket.
+const (
+	// MaxCapacity is the largest max_permits.
+	MaxCapacity = 1_000_000_000
+	// MaxAllowedApps caps the allowed apps of one bucket; the list travels
+	// with every change event and sits in the bucket's Redis hash.
+	MaxAllowedApps = 100
+)
+
+// Bucket is a token bucket definition. It belongs to its owner app and
+// grants tokens to its allowed apps.
+type Bucket struct {
+	ID          int64  `json:"id"`
+	Name        string `json:"name"`
+	OwnerApp    string `json:"owner_app"`
+	Description string `json:"description"`
+	// MaxPermits is the capacity: the most tokens the bucket holds.
+	MaxPermits int64 `json:"max_permits"`
+	// Rate is the refill rate; JSON carries its canonical text ("0.5/s").
+	Rate Rate `json:"rate"`
+	// AllowedApps may take tokens. Validate sorts and dedupes it and
+	// makes it [OwnerApp] when empty.
+	AllowedApps []string `json:"allowed_apps"`
+	// Version counts the saved changes of the bucket, from 1. Updates and
+	// deletes that name a stale version are refused.
+	Version   int64     `json:"version"`
+	CreatedBy string    `json:"created_by"`
+	UpdatedBy string    `json:"updated_by"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ValidName reports whether s is a valid bucket name; the rule is the same
+// as for apps: ^[a-z0-9][a-z0-9._-]{0,62}$.
+func ValidName(s string) bool { return apps.ValidName(s) }
+
+// Validate checks every field a user sets and returns a *errs.Validation
+// naming each invalid one (name, owner_app, description, max_permits, rate,
+// allowed_apps), or nil. It first puts AllowedApps in canonical form:
+// sorted, without duplicates, and [OwnerApp] when empty. Whether the apps
+// exist is checked by the Store.
+func (b *Bucket) Validate() error {
+	b.AllowedApps = normalizeApps(b.AllowedApps, b.OwnerApp)
+	var v errs.Validation
+	if r := apps.NameProblem(b.Name); r != "" {
+		v.Add("name", r)
+	}
+	if r := apps.NameProblem(b.OwnerApp); r != "" {
+		v.Add("owner_app", r)
+	}
+	if r := apps.DescriptionProblem(b.Description); r != "" {
+		v.Add("description", r)
+	}
+	if b.MaxPermits < 1 || b.MaxPermits > MaxCapacity {
+		v.Add("max_permits", "must be a whole number from 1 to 1000000000")
+	}
+	if err := b.Rate.Validate(); err != nil {
+		v.Add("rate", errs.Fields(err).For("rate"))
+	}
+	if r := allowedAppsProblem(b.AllowedApps); r != "" {
+		v.Add("allowed_apps", r)
+	}
+	return v.Err()
+}
+
+// normalizeApps trims, sorts and dedupes names, defaulting to owner.
+func normalizeApps(names []string, owner string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		if owner == "" {
+			return []string{}
+		}
+		return []string{owner}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func allowedAppsProblem(names []string) string {
+	if len(names) == 0 {
+		return "must list at least one app"
+	}
+	if len(names) > MaxAllowedApps {
+		return fmt.Sprintf("must list at most %d apps", MaxAllowedApps)
+	}
+	var bad []string
+	for _, n := range names {
+		if !apps.ValidName(n) {
+			bad = append(bad, n)
+		}
+	}
+	switch {
+	case len(bad) == 0:
+		return ""
+	case len(bad) == 1:
+		return fmt.Sprintf("%q is not a valid app name", clip(bad[0]))
+	default:
+		return fmt.Sprintf("%q and %d more are not valid app names", clip(bad[0]), len(bad)-1)
+	}
+}
+
+// clip keeps user input quoted in messages short.
+func clip(s string) string {
+	if r := []rune(s); len(r) > 40 {
+		return string(r[:40]) + "..."
+	}
+	return s
+}
+
+func unknownApps(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	if len(names) == 1 {
+		return "unknown app " + q[0]
+	}
+	return "unknown apps " + strings.Join(q, ", ")
+}

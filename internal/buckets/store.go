@@ -1,0 +1,517 @@
+package buckets
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/errs"
+)
+
+// Page sizes of List.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 500
+)
+
+// Store keeps bucket definitions in MySQL. It is safe for concurrent use.
+type Store struct {
+	db *sqlx.DB
+}
+
+// NewStore returns a Store on db, a pool opened with database.Open.
+func NewStore(db *sqlx.DB) *Store { return &Store{db: db} }
+
+// Filter selects buckets for List.
+type Filter struct {
+	// Search keeps buckets whose name contains it (case-insensitive,
+	// literal: '%' and '_' match only themselves).
+	Search string
+	// App keeps buckets that the app owns or is allowed on.
+	App string
+	// VisibleTo keeps buckets whose owner app or one of whose allowed apps
+	// is listed (the caller's apps). nil means every bucket (admins); an
+	// empty non-nil slice selects none.
+	VisibleTo []string
+	// After is the cursor: the name of the last bucket of the previous page.
+	After string
+	// Limit is the page size: DefaultLimit when 0, at most MaxLimit.
+	Limit int
+}
+
+// Page is one page of buckets ordered by name.
+type Page struct {
+	Buckets []*Bucket `json:"buckets"`
+	// Next is the cursor of the next page, "" on the last one.
+	Next string `json:"next,omitempty"`
+	// Total counts every bucket the filter selects, on all pages.
+	Total int `json:"total"`
+}
+
+// conflict is an errs.ErrConflict whose message is fit to show a user as is.
+type conflict string
+
+func (c conflict) Error() string        { return string(c) }
+func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
+
+func conflictf(format string, args ...any) error { return conflict(fmt.Sprintf(format, args...)) }
+
+func notFound(name string) error { return fmt.Errorf("bucket %q: %w", name, errs.ErrNotFound) }
+
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// row is a bucket as the database returns it.
+type row struct {
+	ID          int64     `db:"id"`
+	Name        string    `db:"name"`
+	OwnerApp    string    `db:"owner_app"`
+	Description string    `db:"description"`
+	MaxPermits  int64     `db:"max_permits"`
+	RatePermits string    `db:"rate_permits"`
+	RatePeriod  int64     `db:"rate_period_seconds"`
+	Version     int64     `db:"version"`
+	CreatedBy   string    `db:"created_by"`
+	UpdatedBy   string    `db:"updated_by"`
+	CreatedAt   time.Time `db:"created_at"`
+	UpdatedAt   time.Time `db:"updated_at"`
+}
+
+const selectBuckets = `SELECT b.id, b.name, o.name AS owner_app, b.description, b.max_permits,
+	b.rate_permits, b.rate_period_seconds, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at
+	FROM buckets b JOIN apps o ON o.id = b.owner_app_id`
+
+func (r *row) bucket() (*Bucket, error) {
+	rate, err := storedRate(r.RatePermits, r.RatePeriod)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %q: %w", r.Name, err)
+	}
+	return &Bucket{
+		ID: r.ID, Name: r.Name, OwnerApp: r.OwnerApp, Description: r.Description,
+		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, Version: r.Version,
+		CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}, nil
+}
+
+// storedRate rebuilds a Rate from its DECIMAL and INT columns, exactly.
+func storedRate(permits string, periodSeconds int64) (Rate, error) {
+	micro, err := parsePermits(permits)
+	if err != nil {
+		return Rate{}, fmt.Errorf("stored rate %q per %d s: %w", permits, periodSeconds, err)
+	}
+	return Rate{PermitsMicro: micro, Period: time.Duration(periodSeconds) * time.Second}, nil
+}
+
+// withApps loads the allowed apps of bs (all buckets when all is set) in
+// one query.
+func withApps(ctx context.Context, q sqlx.QueryerContext, bs []*Bucket, all bool) error {
+	if len(bs) == 0 {
+		return nil
+	}
+	byID := make(map[int64]*Bucket, len(bs))
+	ids := make([]int64, len(bs))
+	for i, b := range bs {
+		byID[b.ID] = b
+		ids[i] = b.ID
+	}
+	query := `SELECT ba.bucket_id, a.name FROM bucket_apps ba JOIN apps a ON a.id = ba.app_id`
+	var args []any
+	if !all {
+		var err error
+		query, args, err = sqlx.In(query+` WHERE ba.bucket_id IN (?)`, ids)
+		if err != nil {
+			return fmt.Errorf("load allowed apps: %w", err)
+		}
+	}
+	rows, err := q.QueryxContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("load allowed apps: %w", database.Translate(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var name string
+		if err := rows.Scan(&id, &name); err != nil {
+			return fmt.Errorf("load allowed apps: %w", database.Translate(err))
+		}
+		if b := byID[id]; b != nil {
+			b.AllowedApps = append(b.AllowedApps, name)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load allowed apps: %w", database.Translate(err))
+	}
+	for _, b := range bs {
+		slices.Sort(b.AllowedApps)
+	}
+	return nil
+}
+
+func selectRows(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) ([]*Bucket, error) {
+	var rows []row
+	if err := sqlx.SelectContext(ctx, q, &rows, query, args...); err != nil {
+		return nil, database.Translate(err)
+	}
+	out := make([]*Bucket, 0, len(rows))
+	for i := range rows {
+		b, err := rows[i].bucket()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func get(ctx context.Context, q sqlx.QueryerContext, name string) (*Bucket, error) {
+	if !ValidName(name) {
+		return nil, notFound(name)
+	}
+	bs, err := selectRows(ctx, q, selectBuckets+` WHERE b.name = ?`, name)
+	if err != nil {
+		return nil, fmt.Errorf("get bucket %q: %w", name, err)
+	}
+	if len(bs) == 0 {
+		return nil, notFound(name)
+	}
+	if err := withApps(ctx, q, bs, false); err != nil {
+		return nil, err
+	}
+	return bs[0], nil
+}
+
+// lock takes the row lock of the bucket named name in tx and returns the
+// bucket as committed. Only the bucket row is locked, not its owner app's.
+func lock(ctx context.Context, tx *sqlx.Tx, name string) (*Bucket, error) {
+	if !ValidName(name) {
+		return nil, notFound(name)
+	}
+	var id int64
+	err := tx.GetContext(ctx, &id, `SELECT id FROM buckets WHERE name = ? FOR UPDATE`, name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock bucket %q: %w", name, database.Translate(err))
+	}
+	return get(ctx, tx, name)
+}
+
+// Get returns the bucket named name, or an error matching errs.ErrNotFound.
+func (s *Store) Get(ctx context.Context, name string) (*Bucket, error) {
+	return get(ctx, s.db, name)
+}
+
+// Definition returns the current definition of one bucket, for the sync
+// worker's re-checks; an error matching errs.ErrNotFound means it is gone.
+func (s *Store) Definition(ctx context.Context, name string) (*Bucket, error) {
+	return s.Get(ctx, name)
+}
+
+// Definitions returns every bucket with its allowed apps, ordered by name,
+// for the sync worker's full reconcile. It reads one consistent snapshot in
+// two queries, whatever the number of buckets.
+func (s *Store) Definitions(ctx context.Context) ([]*Bucket, error) {
+	var out []*Bucket
+	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		bs, err := selectRows(ctx, tx, selectBuckets+` ORDER BY b.name`)
+		if err != nil {
+			return fmt.Errorf("load bucket definitions: %w", err)
+		}
+		if err := withApps(ctx, tx, bs, true); err != nil {
+			return err
+		}
+		out = bs
+		return nil
+	})
+	return out, err
+}
+
+// List returns one page of the buckets f selects, ordered by name, each
+// with its allowed apps.
+func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	limit = min(limit, MaxLimit)
+	if f.VisibleTo != nil {
+		f.VisibleTo = slices.DeleteFunc(slices.Clone(f.VisibleTo), func(n string) bool { return !ValidName(n) })
+	}
+	// Input that no bucket can match is answered without a query, which
+	// also keeps invalid UTF-8 away from the server.
+	if (f.VisibleTo != nil && len(f.VisibleTo) == 0) || (f.App != "" && !ValidName(f.App)) ||
+		!utf8.ValidString(f.Search) || !utf8.ValidString(f.After) {
+		return Page{Buckets: []*Bucket{}}, nil
+	}
+	var where []string
+	var args []any
+	if f.Search != "" {
+		where = append(where, `b.name LIKE ? ESCAPE '!'`)
+		args = append(args, likeContains(f.Search))
+	}
+	if f.App != "" {
+		where = append(where, `(o.name = ? OR EXISTS (SELECT 1 FROM bucket_apps ba JOIN apps a ON a.id = ba.app_id
+			WHERE ba.bucket_id = b.id AND a.name = ?))`)
+		args = append(args, f.App, f.App)
+	}
+	if f.VisibleTo != nil {
+		where = append(where, `(o.name IN (?) OR EXISTS (SELECT 1 FROM bucket_apps ba JOIN apps a ON a.id = ba.app_id
+			WHERE ba.bucket_id = b.id AND a.name IN (?)))`)
+		args = append(args, f.VisibleTo, f.VisibleTo)
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = " WHERE " + strings.Join(where, " AND ")
+	}
+
+	var page Page
+	q, qargs, err := sqlx.In(`SELECT COUNT(*) FROM buckets b JOIN apps o ON o.id = b.owner_app_id`+cond, args...)
+	if err != nil {
+		return Page{}, fmt.Errorf("list buckets: %w", err)
+	}
+	if err := s.db.GetContext(ctx, &page.Total, q, qargs...); err != nil {
+		return Page{}, fmt.Errorf("count buckets: %w", database.Translate(err))
+	}
+
+	if f.After != "" {
+		where = append(where, `b.name > ?`)
+		args = append(args, f.After)
+		cond = " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, limit+1)
+	q, qargs, err = sqlx.In(selectBuckets+cond+` ORDER BY b.name LIMIT ?`, args...)
+	if err != nil {
+		return Page{}, fmt.Errorf("list buckets: %w", err)
+	}
+	bs, err := selectRows(ctx, s.db, q, qargs...)
+	if err != nil {
+		return Page{}, fmt.Errorf("list buckets: %w", err)
+	}
+	if len(bs) > limit {
+		bs = bs[:limit]
+		page.Next = bs[limit-1].Name
+	}
+	if err := withApps(ctx, s.db, bs, false); err != nil {
+		return Page{}, err
+	}
+	page.Buckets = bs
+	return page, nil
+}
+
+// appIDs resolves the owner and allowed apps of b to ids, reporting unknown
+// names as a *errs.Validation.
+func appIDs(ctx context.Context, tx *sqlx.Tx, b *Bucket) (owner int64, allowed []int64, err error) {
+	names := append([]string{b.OwnerApp}, b.AllowedApps...)
+	query, args, err := sqlx.In(`SELECT id, name FROM apps WHERE name IN (?)`, names)
+	if err != nil {
+		return 0, nil, fmt.Errorf("resolve apps: %w", err)
+	}
+	var found []struct {
+		ID   int64  `db:"id"`
+		Name string `db:"name"`
+	}
+	if err := tx.SelectContext(ctx, &found, query, args...); err != nil {
+		return 0, nil, fmt.Errorf("resolve apps: %w", database.Translate(err))
+	}
+	ids := make(map[string]int64, len(found))
+	for _, f := range found {
+		ids[f.Name] = f.ID
+	}
+	var v errs.Validation
+	owner, ok := ids[b.OwnerApp]
+	if !ok {
+		v.Add("owner_app", unknownApps([]string{b.OwnerApp}))
+	}
+	var missing []string
+	for _, n := range b.AllowedApps {
+		id, ok := ids[n]
+		if !ok {
+			if n != b.OwnerApp { // already reported on owner_app
+				missing = append(missing, n)
+			}
+			continue
+		}
+		allowed = append(allowed, id)
+	}
+	if len(missing) > 0 {
+		v.Add("allowed_apps", unknownApps(missing))
+	}
+	if err := v.Err(); err != nil {
+		return 0, nil, err
+	}
+	return owner, allowed, nil
+}
+
+func insertApps(ctx context.Context, tx *sqlx.Tx, bucketID int64, appIDs []int64) error {
+	if len(appIDs) == 0 {
+		return nil
+	}
+	values := strings.TrimSuffix(strings.Repeat("(?, ?),", len(appIDs)), ",")
+	args := make([]any, 0, 2*len(appIDs))
+	for _, id := range appIDs {
+		args = append(args, bucketID, id)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO bucket_apps (bucket_id, app_id) VALUES `+values, args...); err != nil {
+		return fmt.Errorf("save allowed apps: %w", database.Translate(err))
+	}
+	return nil
+}
+
+// Create saves a new bucket, setting its ID, Version (1), timestamps and
+// authors. A taken name gives an error matching errs.ErrConflict; an
+// unknown owner or allowed app a *errs.Validation on that field.
+func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	n := *b
+	n.AllowedApps = slices.Clone(b.AllowedApps)
+	n.Version = 1
+	n.CreatedAt = now()
+	n.UpdatedAt = n.CreatedAt
+	n.CreatedBy, n.UpdatedBy = actor.User, actor.User
+	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		owner, allowed, err := appIDs(ctx, tx, &n)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO buckets (name, owner_app_id, description, max_permits,
+			rate_permits, rate_period_seconds, version, created_by, created_at, updated_by, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(),
+			n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
+		if database.IsDuplicate(err) {
+			return conflictf("a bucket named %q already exists", n.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("insert bucket %q: %w", n.Name, database.Translate(err))
+		}
+		if n.ID, err = res.LastInsertId(); err != nil {
+			return fmt.Errorf("insert bucket %q: %w", n.Name, database.Translate(err))
+		}
+		if err := insertApps(ctx, tx, n.ID, allowed); err != nil {
+			return err
+		}
+		if err := writeEvent(ctx, tx, OpUpsert, &n, n.Version); err != nil {
+			return err
+		}
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "bucket.create", ObjectType: "bucket", ObjectName: n.Name, App: n.OwnerApp,
+			After: audit.Snapshot(n),
+		})
+	})
+	if err != nil {
+		return err
+	}
+	*b = n
+	return nil
+}
+
+// Update saves the description, capacity, rate and allowed apps of the
+// bucket named b.Name. b.Version must be the version the caller read: when
+// the bucket changed since, nothing changes and the error matches
+// errs.ErrConflict. The owner app cannot change (a *errs.Validation on
+// owner_app): ownership decides who may edit, so moving a bucket to another
+// team is done by creating a new bucket. On success b holds the stored
+// bucket, its Version one higher.
+func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	var saved Bucket
+	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		old, err := lock(ctx, tx, b.Name)
+		if err != nil {
+			return err
+		}
+		if old.Version != b.Version {
+			return conflictf("bucket %q was changed by someone else (now version %d, you edited version %d); reload it and apply your change again",
+				b.Name, old.Version, b.Version)
+		}
+		if old.OwnerApp != b.OwnerApp {
+			return errs.Invalid("owner_app", "cannot be changed; create a new bucket under the other app instead")
+		}
+		saved = *old
+		saved.Description, saved.MaxPermits, saved.Rate = b.Description, b.MaxPermits, b.Rate
+		saved.AllowedApps = slices.Clone(b.AllowedApps)
+		saved.Version = old.Version + 1
+		saved.UpdatedBy, saved.UpdatedAt = actor.User, now()
+		_, allowed, err := appIDs(ctx, tx, &saved)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE buckets SET description = ?, max_permits = ?, rate_permits = ?,
+			rate_period_seconds = ?, version = ?, updated_by = ?, updated_at = ? WHERE id = ? AND version = ?`,
+			saved.Description, saved.MaxPermits, saved.Rate.Permits(), saved.Rate.PeriodSeconds(),
+			saved.Version, saved.UpdatedBy, saved.UpdatedAt, old.ID, old.Version); err != nil {
+			return fmt.Errorf("update bucket %q: %w", b.Name, database.Translate(err))
+		}
+		if !slices.Equal(old.AllowedApps, saved.AllowedApps) {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM bucket_apps WHERE bucket_id = ?`, old.ID); err != nil {
+				return fmt.Errorf("update allowed apps of %q: %w", b.Name, database.Translate(err))
+			}
+			if err := insertApps(ctx, tx, old.ID, allowed); err != nil {
+				return err
+			}
+		}
+		if err := writeEvent(ctx, tx, OpUpsert, &saved, saved.Version); err != nil {
+			return err
+		}
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "bucket.update", ObjectType: "bucket", ObjectName: b.Name, App: old.OwnerApp,
+			Before: audit.Snapshot(old), After: audit.Snapshot(saved),
+		})
+	})
+	if err != nil {
+		return err
+	}
+	*b = saved
+	return nil
+}
+
+// Delete removes the bucket named name. version is the version the caller
+// read, or 0 for whatever is stored; a stale one gives an error matching
+// errs.ErrConflict and deletes nothing.
+func (s *Store) Delete(ctx context.Context, actor audit.Actor, name string, version int64) error {
+	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		old, err := lock(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		if version != 0 && old.Version != version {
+			return conflictf("bucket %q was changed by someone else (now version %d, you saw version %d); reload it and try again",
+				name, old.Version, version)
+		}
+		// Allowed apps first: the schema's cascade is not relied on, so the
+		// statement works the same on every engine.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM bucket_apps WHERE bucket_id = ?`, old.ID); err != nil {
+			return fmt.Errorf("delete bucket %q: %w", name, database.Translate(err))
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM buckets WHERE id = ?`, old.ID); err != nil {
+			return fmt.Errorf("delete bucket %q: %w", name, database.Translate(err))
+		}
+		if err := writeEvent(ctx, tx, OpDelete, old, old.Version+1); err != nil {
+			return err
+		}
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "bucket.delete", ObjectType: "bucket", ObjectName: name, App: old.OwnerApp,
+			Before: audit.Snapshot(old),
+		})
+	})
+}
+
+// likeContains turns s into a LIKE pattern (escape character '!') that
+// matches values containing s literally.
+func likeContains(s string) string {
+	r := strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
+	return "%" + r.Replace(strings.ToLower(s)) + "%"
+}

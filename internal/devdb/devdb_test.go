@@ -1,0 +1,128 @@
+package devdb_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/apps"
+	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/devdb"
+	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/migrations"
+)
+
+// The migrations and the stores run unchanged on the embedded engine.
+func TestMigrationsAndStores(t *testing.T) {
+	ctx := context.Background()
+	dsn, stop, err := devdb.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	if err := migrations.Up(dsn); err != nil {
+		t.Fatalf("migrations on the embedded engine: %v", err)
+	}
+	db, err := database.Open(ctx, dsn, database.Options{MaxOpenConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	actor := audit.Actor{User: "alice"}
+	appStore := apps.NewStore(db)
+	for _, name := range []string{"shop", "search"} {
+		if err := appStore.Create(ctx, actor, &apps.App{Name: name}); err != nil {
+			t.Fatalf("create app %s: %v", name, err)
+		}
+	}
+	store := buckets.NewStore(db)
+	rate, err := buckets.ParseRate("0.5/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &buckets.Bucket{Name: "checkout_v2", OwnerApp: "shop", MaxPermits: 10, Rate: rate, AllowedApps: []string{"shop", "search"}}
+	if err := store.Create(ctx, actor, b); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if err := store.Create(ctx, actor, &buckets.Bucket{Name: "checkoutxv2", OwnerApp: "shop", MaxPermits: 1, Rate: rate}); err != nil {
+		t.Fatalf("create second: %v", err)
+	}
+	if err := store.Create(ctx, actor, &buckets.Bucket{Name: "checkout_v2", OwnerApp: "shop", MaxPermits: 1, Rate: rate}); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("duplicate create = %v; want ErrConflict", err)
+	}
+	got, err := store.Get(ctx, "checkout_v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Rate != rate || got.MaxPermits != 10 || got.Version != 1 || len(got.AllowedApps) != 2 {
+		t.Fatalf("get = %+v", got)
+	}
+
+	page, err := store.List(ctx, buckets.Filter{Search: "t_v", VisibleTo: []string{"search"}})
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	if page.Total != 1 || len(page.Buckets) != 1 || page.Buckets[0].Name != "checkout_v2" {
+		t.Fatalf("list = %+v; want only checkout_v2 (the '_' is literal)", page)
+	}
+
+	got.MaxPermits = 20
+	got.AllowedApps = []string{"shop"}
+	if err := store.Update(ctx, actor, got); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	stale := *got
+	stale.Version = 1
+	if err := store.Update(ctx, actor, &stale); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("stale update = %v; want ErrConflict", err)
+	}
+	if err := store.Delete(ctx, actor, "checkout_v2", got.Version); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := store.Get(ctx, "checkout_v2"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("get after delete = %v; want ErrNotFound", err)
+	}
+
+	events, err := store.PendingEvents(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 4 || events[3].Op != buckets.OpDelete || events[3].Version != 3 {
+		t.Fatalf("events = %+v; want 4 ending with the delete at version 3", events)
+	}
+	defs, err := store.Definitions(ctx)
+	if err != nil || len(defs) != 1 || defs[0].Name != "checkoutxv2" || len(defs[0].AllowedApps) != 1 {
+		t.Fatalf("definitions = %+v, %v", defs, err)
+	}
+	entries, err := audit.NewStore(db).List(ctx, audit.Filter{ObjectType: "bucket", Apps: []string{"shop"}})
+	if err != nil || len(entries.Entries) != 4 {
+		t.Fatalf("audit = %+v, %v; want 4 bucket entries", entries, err)
+	}
+	if err := appStore.Delete(ctx, actor, "search", 0); err != nil {
+		t.Fatalf("delete unused app: %v", err)
+	}
+	if err := appStore.Delete(ctx, actor, "shop", 0); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("delete used app = %v; want ErrConflict", err)
+	}
+}
+
+// Down migrations run on the embedded engine too.
+func TestMigrationsDown(t *testing.T) {
+	dsn, stop, err := devdb.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	if err := migrations.Up(dsn); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Down(dsn); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	if err := migrations.Up(dsn); err != nil {
+		t.Fatalf("up again: %v", err)
+	}
+}
