@@ -1,0 +1,45 @@
+// Command sluice-sync keeps the bucket hashes in Redis equal to the bucket
+// definitions in MySQL: it applies change events as they are committed and
+// reconciles everything periodically. Several instances may run at once.
+//
+// Configuration comes from flags and SLUICE_* environment variables (run
+// with -h). It serves /healthz, /readyz and /metrics on SLUICE_HTTP_ADDR
+// (default :9090) and stops gracefully on SIGTERM or SIGINT.
+//
+// Exit codes: 0 after a requested stop, 1 when a store cannot be reached at
+// start-up or the worker fails, 2 on bad configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv)
+	stop()
+	os.Exit(exitCode(err))
+}
+
+// exitCode reports err on stderr and maps it to the process exit code.
+func exitCode(err error) int {
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "sluice-sync: %v\nRun sluice-sync -h for the flags and environment variables.\n", err)
+		return 2
+	default:
+		fmt.Fprintf(os.Stderr, "sluice-sync: %v\n", err)
+		return 1
+	}
+}

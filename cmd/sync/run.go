@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/syncer"
+	"github.com/sluicehq/sluice/migrations"
+)
+
+// run is the whole program: main only adds signals and the exit code.
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	if len(args) > 0 && args[0] == "healthcheck" {
+		return healthcheck(ctx, args[1:], os.Stderr)
+	}
+	cfg, err := parseConfig(args, getenv, os.Stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	return serve(ctx, cfg, log)
+}
+
+// serve connects to the stores, then runs the worker and the HTTP server
+// until ctx ends.
+func serve(ctx context.Context, cfg config, log *slog.Logger) error {
+	db, err := retryStartup(ctx, cfg.startupTimeout, log, "mysql", func(ctx context.Context) (*sqlx.DB, error) {
+		return database.Open(ctx, cfg.mysqlDSN, database.Options{MaxOpenConns: 10})
+	})
+	if err != nil {
+		return fmt.Errorf("mysql is unreachable: %w", err)
+	}
+	defer db.Close()
+	if cfg.migrate {
+		if err := migrations.Up(cfg.mysqlDSN); err != nil {
+			return fmt.Errorf("migrate database: %w", err)
+		}
+	}
+	rdb, err := retryStartup(ctx, cfg.startupTimeout, log, "redis", cfg.redis.Open)
+	if err != nil {
+		return fmt.Errorf("redis is unreachable: %w", err)
+	}
+	defer rdb.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	w := syncer.New(syncer.Config{
+		Buckets:           buckets.NewStore(db),
+		Redis:             rdb,
+		Keyspace:          redisscript.Keyspace{Prefix: cfg.keyPrefix},
+		PollInterval:      cfg.pollInterval,
+		ReconcileInterval: cfg.reconcileInterval,
+		BatchSize:         cfg.batchSize,
+		Logger:            log,
+		Metrics:           reg,
+	})
+
+	var srv *http.Server
+	srvErr := make(chan error, 1)
+	if cfg.httpAddr != "" {
+		ln, err := net.Listen("tcp", cfg.httpAddr)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.httpAddr, err)
+		}
+		srv = &http.Server{Handler: handler(db, rdb, w, reg), ReadHeaderTimeout: 5 * time.Second}
+		log.Info("http listening", "addr", ln.Addr().String())
+		go func() { srvErr <- srv.Serve(ln) }()
+	}
+	log.Info("sync worker starting", "redis", cfg.redis.String(), "mode", cfg.redis.Mode())
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	var runErr error
+	select {
+	case runErr = <-done:
+	case err := <-srvErr:
+		cancel()
+		<-done
+		runErr = fmt.Errorf("http server: %w", err)
+	}
+	if srv != nil {
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		scancel()
+	}
+	return runErr
+}
+
+// retryStartup calls open until it succeeds, ctx ends or timeout passes,
+// so that a store still starting next to the worker does not fail it, but
+// a wrong address still ends with a clear error.
+func retryStartup[T any](ctx context.Context, timeout time.Duration, log *slog.Logger, what string,
+	open func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	wait := 200 * time.Millisecond
+	for {
+		actx, acancel := context.WithTimeout(ctx, min(5*time.Second, timeout))
+		v, err := open(actx)
+		acancel()
+		if err == nil {
+			return v, nil
+		}
+		if ctx.Err() != nil {
+			return v, err
+		}
+		log.Warn("waiting for "+what, "err", err, "retry_in", wait.String())
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		case <-t.C:
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
+}
+
+// handler serves the probes and metrics.
+func handler(db *sqlx.DB, rdb redis.UniversalClient, w *syncer.Worker, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(rw, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
+		st := readiness(r.Context(), db, rdb, w)
+		rw.Header().Set("Content-Type", "application/json")
+		if !st.Ready {
+			rw.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(rw).Encode(st)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}
+
+// readyState is the body of /readyz.
+type readyState struct {
+	Ready         bool   `json:"ready"`
+	MySQL         string `json:"mysql"`
+	Redis         string `json:"redis"`
+	LastPoll      string `json:"last_poll,omitempty"`
+	LastReconcile string `json:"last_reconcile,omitempty"`
+}
+
+// readiness checks both stores and that the event loop polled recently: a
+// worker stuck for a long time is not doing its job even if both stores
+// answer.
+func readiness(ctx context.Context, db *sqlx.DB, rdb redis.UniversalClient, w *syncer.Worker) readyState {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st := readyState{Ready: true, MySQL: "ok", Redis: "ok"}
+	if err := db.PingContext(ctx); err != nil {
+		st.Ready, st.MySQL = false, "unreachable"
+	}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		st.Ready, st.Redis = false, "unreachable"
+	}
+	last := w.LastPoll()
+	if last.IsZero() || time.Since(last) > 5*time.Second+10*w.PollInterval() {
+		st.Ready = false
+	}
+	if !last.IsZero() {
+		st.LastPoll = last.UTC().Format(time.RFC3339Nano)
+	}
+	if lr := w.LastReconcile(); !lr.IsZero() {
+		st.LastReconcile = lr.UTC().Format(time.RFC3339Nano)
+	}
+	return st
+}
+
+// healthcheck is the `healthcheck -url URL` subcommand, for container
+// health checks in images without curl.
+func healthcheck(ctx context.Context, args []string, output io.Writer) error {
+	fs := flag.NewFlagSet("sluice-sync healthcheck", flag.ContinueOnError)
+	fs.SetOutput(output)
+	url := fs.String("url", "http://127.0.0.1:9090/healthz", "`URL` to check")
+	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	if err != nil {
+		return usageError{fmt.Errorf("healthcheck url: %w", err)}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: %s answered %s", *url, resp.Status)
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package syncer
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the worker's Prometheus collectors. They exist even when no
+// registerer is configured, so the code never checks for nil.
+type metrics struct {
+	lag               prometheus.Histogram
+	applied           *prometheus.CounterVec
+	repairs           *prometheus.CounterVec
+	errors            *prometheus.CounterVec
+	reconcileDuration prometheus.Histogram
+	lastSync          prometheus.Gauge
+	lastReconcile     prometheus.Gauge
+}
+
+// Repair kinds counted by sluice_sync_reconcile_repairs_total.
+const (
+	repairMissing   = "missing"
+	repairDiffering = "differing"
+	repairExtra     = "extra"
+	repairForced    = "forced"
+)
+
+// Error stages counted by sluice_sync_errors_total.
+const (
+	stagePoll      = "poll"
+	stageApply     = "apply"
+	stageAck       = "ack"
+	stageReconcile = "reconcile"
+	stageMarker    = "marker"
+)
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sluice", Subsystem: "sync", Name: "propagation_lag_seconds",
+			Help:    "Time from a bucket change being committed to its event being applied to Redis.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}),
+		applied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "sync", Name: "events_applied_total",
+			Help: "Change events applied to Redis, by operation and outcome.",
+		}, []string{"op", "outcome"}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "sync", Name: "reconcile_repairs_total",
+			Help: "Bucket hashes the full reconcile repaired, by kind (missing, differing, extra, forced).",
+		}, []string{"kind"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "sync", Name: "errors_total",
+			Help: "Failed attempts, by stage (poll, apply, ack, reconcile, marker).",
+		}, []string{"stage"}),
+		reconcileDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sluice", Subsystem: "sync", Name: "reconcile_duration_seconds",
+			Help:    "Duration of successful full reconciles.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}),
+		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sluice", Subsystem: "sync", Name: "last_poll_timestamp_seconds",
+			Help: "Unix time of the last successful poll of the change events.",
+		}),
+		lastReconcile: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sluice", Subsystem: "sync", Name: "last_reconcile_timestamp_seconds",
+			Help: "Unix time of the last successful full reconcile.",
+		}),
+	}
+	// Pre-create the label sets people alert on, so they read 0 rather than absent.
+	for _, k := range []string{repairMissing, repairDiffering, repairExtra, repairForced} {
+		m.repairs.WithLabelValues(k)
+	}
+	for _, s := range []string{stagePoll, stageApply, stageAck, stageReconcile, stageMarker} {
+		m.errors.WithLabelValues(s)
+	}
+	if reg != nil {
+		m.lag = register(reg, m.lag)
+		m.applied = register(reg, m.applied)
+		m.repairs = register(reg, m.repairs)
+		m.errors = register(reg, m.errors)
+		m.reconcileDuration = register(reg, m.reconcileDuration)
+		m.lastSync = register(reg, m.lastSync)
+		m.lastReconcile = register(reg, m.lastReconcile)
+	}
+	return m
+}
+
+// register adds c to reg, or returns the collector already registered
+// under the same name, so that several workers in one process (tests,
+// -dev) share their metrics instead of failing.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	return c
+}

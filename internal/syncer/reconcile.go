@@ -1,0 +1,361 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/redisscript"
+)
+
+// reconcileWorkers is how many buckets a reconcile checks at once: enough
+// to hide Redis round trips, few enough to leave the pool to others.
+const reconcileWorkers = 16
+
+// Report says what a full reconcile found and did.
+type Report struct {
+	// Definitions is the number of buckets in MySQL; Hashes the number of
+	// bucket hashes found in Redis.
+	Definitions int
+	Hashes      int
+	// Missing hashes were created, Differing ones rewritten, Extra ones
+	// (no bucket in MySQL) deleted, and Forced ones overwritten because
+	// Redis held a newer (id, version) than MySQL.
+	Missing   int
+	Differing int
+	Extra     int
+	Forced    int
+	Duration  time.Duration
+}
+
+// Repaired is the number of hashes the reconcile changed.
+func (r Report) Repaired() int { return r.Missing + r.Differing + r.Extra + r.Forced }
+
+func (r Report) attrs() []any {
+	return []any{"definitions", r.Definitions, "hashes", r.Hashes, "missing", r.Missing,
+		"differing", r.Differing, "extra", r.Extra, "forced", r.Forced, "duration", r.Duration.String()}
+}
+
+// tally collects a Report from concurrent checks.
+type tally struct {
+	mu  sync.Mutex
+	rep Report
+	m   *metrics
+}
+
+func (t *tally) add(kind string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch kind {
+	case repairMissing:
+		t.rep.Missing++
+	case repairDiffering:
+		t.rep.Differing++
+	case repairExtra:
+		t.rep.Extra++
+	case repairForced:
+		t.rep.Forced++
+	default:
+		return
+	}
+	t.m.repairs.WithLabelValues(kind).Inc()
+}
+
+// Reconcile compares every bucket definition in MySQL with the hashes in
+// Redis and repairs what differs: it creates missing hashes, rewrites
+// hashes whose config differs (keeping their tokens), and deletes hashes
+// of buckets MySQL does not have. A hash whose config is right is not
+// written, so live token state is never disturbed.
+//
+// Reconcile is safe to run while events are applied and while other
+// workers reconcile: every write is guarded by (id, version) in Redis, and
+// anything that looks wrong against the snapshot is re-checked in MySQL
+// before it is acted on.
+func (w *Worker) Reconcile(ctx context.Context) (Report, error) {
+	if err := w.check(); err != nil {
+		return Report{}, err
+	}
+	start := time.Now()
+	rep, err := w.reconcile(ctx)
+	rep.Duration = time.Since(start)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.m.errors.WithLabelValues(stageReconcile).Inc()
+		}
+		return rep, err
+	}
+	w.lastReconcile.Store(time.Now().UnixNano())
+	w.m.lastReconcile.SetToCurrentTime()
+	w.m.reconcileDuration.Observe(rep.Duration.Seconds())
+	return rep, nil
+}
+
+func (w *Worker) reconcile(ctx context.Context) (Report, error) {
+	// The marker goes first: should Redis lose its data during this run,
+	// its absence triggers another one.
+	if err := w.rdb.Set(ctx, w.marker, time.Now().UTC().Format(time.RFC3339), 0).Err(); err != nil {
+		return Report{}, fmt.Errorf("write sync marker: %w", err)
+	}
+	defs, err := w.store.Definitions(ctx)
+	if err != nil {
+		return Report{}, fmt.Errorf("read bucket definitions: %w", err)
+	}
+	names, err := w.scan(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	t := &tally{rep: Report{Definitions: len(defs), Hashes: len(names)}, m: w.m}
+	known := make(map[string]bool, len(defs))
+	for _, d := range defs {
+		known[d.Name] = true
+	}
+	var extras []string
+	for name := range names {
+		if !known[name] {
+			extras = append(extras, name)
+		}
+	}
+	slices.Sort(extras)
+
+	// A store failure stops the run, which the retry redoes from scratch;
+	// a definition Redis refuses as invalid only skips that bucket, so one
+	// bad row cannot keep every other bucket from being repaired.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	jobs := make(chan func(context.Context) error)
+	var wg sync.WaitGroup
+	for range reconcileWorkers {
+		wg.Go(func() {
+			for job := range jobs {
+				err := job(ctx)
+				switch {
+				case err == nil:
+				case errors.Is(err, redisscript.ErrInvalidConfig):
+					w.m.errors.WithLabelValues(stageReconcile).Inc()
+					w.log.Error("sync: reconcile skipped a bucket redis rejects", "err", err)
+				default:
+					cancel(err)
+				}
+			}
+		})
+	}
+feed:
+	for _, d := range defs {
+		select {
+		case jobs <- func(ctx context.Context) error { return w.reconcileBucket(ctx, t, d) }:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	for _, name := range extras {
+		if ctx.Err() != nil {
+			break
+		}
+		select {
+		case jobs <- func(ctx context.Context) error { return w.removeExtra(ctx, t, name) }:
+		case <-ctx.Done():
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return t.rep, err
+	}
+	return t.rep, nil
+}
+
+// scan returns the names of every bucket hash in Redis, from every master
+// of a cluster.
+func (w *Worker) scan(ctx context.Context) (map[string]bool, error) {
+	names := map[string]bool{}
+	var mu sync.Mutex
+	scanNode := func(ctx context.Context, node redis.Cmdable) error {
+		iter := node.Scan(ctx, 0, w.ks.Pattern(), 1000).Iterator()
+		for iter.Next(ctx) {
+			if name, ok := w.ks.NameOf(iter.Val()); ok {
+				mu.Lock()
+				names[name] = true
+				mu.Unlock()
+			}
+		}
+		return iter.Err()
+	}
+	var err error
+	if cc, ok := w.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scanNode(ctx, node) })
+	} else {
+		err = scanNode(ctx, w.rdb)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan redis for bucket hashes: %w", err)
+	}
+	return names, nil
+}
+
+// reconcileBucket makes the hash of one MySQL definition right.
+func (w *Worker) reconcileBucket(ctx context.Context, t *tally, d *buckets.Bucket) error {
+	want := bucketConfig(d)
+	st, err := redisscript.Read(ctx, w.rdb, w.ks, d.Name)
+	if err != nil {
+		return fmt.Errorf("read redis hash of %q: %w", d.Name, err)
+	}
+	if st.Exists && sameConfig(st.Config, want) {
+		return nil
+	}
+	kind := repairDiffering
+	if !st.Exists {
+		kind = repairMissing
+	}
+	return w.repair(ctx, t, d.Name, want, kind)
+}
+
+// repair writes want, MySQL's definition of name as of the snapshot, to
+// Redis. When Redis refuses it as older than what it holds (or as deleted),
+// the snapshot may simply be behind: MySQL is asked again, and only when
+// it still says want is Redis overwritten by force. MySQL is the truth;
+// Redis can be ahead of it only after MySQL lost data or reused an id.
+func (w *Worker) repair(ctx context.Context, t *tally, name string, want redisscript.Config, kind string) error {
+	for range 3 {
+		out, err := redisscript.Apply(ctx, w.rdb, w.ks, want, false)
+		if err != nil {
+			return fmt.Errorf("repair redis hash of %q: %w", name, err)
+		}
+		switch out {
+		case redisscript.Created, redisscript.Updated:
+			t.add(kind)
+			return nil
+		case redisscript.Unchanged:
+			return nil // someone else fixed it meanwhile
+		}
+		cur, err := w.store.Definition(ctx, name)
+		if errors.Is(err, errs.ErrNotFound) {
+			return nil // deleted since the snapshot: its delete event rules
+		}
+		if err != nil {
+			return fmt.Errorf("re-check bucket %q: %w", name, err)
+		}
+		now := bucketConfig(cur)
+		if now.ID != want.ID || now.Version != want.Version {
+			want = now // the snapshot was behind: try the current definition
+			continue
+		}
+		next, err := w.force(ctx, t, now, out)
+		if err != nil || next == nil {
+			return err
+		}
+		want, kind = *next, repairDiffering
+	}
+	// Still moving after three tries: the bucket is being edited right now,
+	// and its events will carry the result.
+	return nil
+}
+
+// force overwrites Redis with cfg, which MySQL has just confirmed, after
+// Apply refused it with out (Stale or Tombstoned). A tombstone never
+// yields to a forced write, so it is removed first: it can only be there
+// because MySQL reused the id or was restored from a backup.
+//
+// An edit or delete committed and applied just before the forced write
+// would now be hidden, so MySQL is asked once more: a newer definition is
+// returned for the caller to apply, and a deletion is redone here.
+func (w *Worker) force(ctx context.Context, t *tally, cfg redisscript.Config, out redisscript.ApplyOutcome) (*redisscript.Config, error) {
+	if out == redisscript.Tombstoned {
+		if err := w.rdb.Del(ctx, w.ks.Tombstone(cfg.Name)).Err(); err != nil {
+			return nil, fmt.Errorf("clear tombstone of %q: %w", cfg.Name, err)
+		}
+	}
+	res, err := redisscript.Apply(ctx, w.rdb, w.ks, cfg, true)
+	if err != nil {
+		return nil, fmt.Errorf("force redis hash of %q: %w", cfg.Name, err)
+	}
+	if res == redisscript.Created || res == redisscript.Updated {
+		t.add(repairForced)
+		w.log.Warn("sync: redis held a newer or deleted version of a bucket; overwrote it with mysql's",
+			"bucket", cfg.Name, "id", cfg.ID, "version", cfg.Version, "refused_as", out.String())
+	}
+	after, err := w.store.Definition(ctx, cfg.Name)
+	if errors.Is(err, errs.ErrNotFound) {
+		if _, err := redisscript.Delete(ctx, w.rdb, w.ks, cfg.Name, cfg.ID, cfg.Version+1); err != nil {
+			return nil, fmt.Errorf("delete bucket %q again: %w", cfg.Name, err)
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("re-check bucket %q: %w", cfg.Name, err)
+	}
+	if a := bucketConfig(after); a.ID != cfg.ID || a.Version != cfg.Version {
+		return &a, nil
+	}
+	return nil, nil
+}
+
+// removeExtra deletes the hash of name, which the snapshot of MySQL does
+// not have, unless MySQL has it now (created after the snapshot). The
+// delete is guarded by the id read from Redis, so a newer incarnation of
+// the name written meanwhile survives.
+func (w *Worker) removeExtra(ctx context.Context, t *tally, name string) error {
+	st, err := redisscript.Read(ctx, w.rdb, w.ks, name)
+	if err != nil {
+		return fmt.Errorf("read redis hash of %q: %w", name, err)
+	}
+	if !st.Exists {
+		// Either gone already, or a hash without a valid config, which no
+		// client can use: delete the latter whatever MySQL says, the
+		// check of its definition (if any) rewrites it.
+		n, err := w.rdb.Exists(ctx, w.ks.Bucket(name)).Result()
+		if err != nil || n == 0 {
+			return err
+		}
+	}
+	cur, err := w.store.Definition(ctx, name)
+	switch {
+	case err == nil:
+		want := bucketConfig(cur)
+		if st.Exists && sameConfig(st.Config, want) {
+			return nil
+		}
+		return w.repair(ctx, t, name, want, repairDiffering)
+	case !errors.Is(err, errs.ErrNotFound):
+		return fmt.Errorf("re-check bucket %q: %w", name, err)
+	}
+	id := st.Config.ID
+	if !st.Exists {
+		// The delete script spares hashes with a larger id than it is
+		// given, so a garbage hash is deleted under its own id, if any.
+		raw, err := w.rdb.HGet(ctx, w.ks.Bucket(name), redisscript.FieldID).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("read id of redis hash %q: %w", name, err)
+		}
+		id, _ = strconv.ParseInt(raw, 10, 64) // garbage reads as 0
+		id = max(id, 0)
+	}
+	// Version is the deletion's, as a delete event would carry it.
+	deleted, err := redisscript.Delete(ctx, w.rdb, w.ks, name, id, st.Config.Version+1)
+	if err != nil {
+		return fmt.Errorf("delete extra redis hash of %q: %w", name, err)
+	}
+	if deleted {
+		t.add(repairExtra)
+	}
+	return nil
+}
+
+// sameConfig compares configs, allowed apps as a set.
+func sameConfig(a, b redisscript.Config) bool {
+	if a.ID != b.ID || a.Version != b.Version || a.Capacity != b.Capacity ||
+		a.PermitsMicro != b.PermitsMicro || a.PeriodSeconds != b.PeriodSeconds || len(a.Apps) != len(b.Apps) {
+		return false
+	}
+	x, y := slices.Clone(a.Apps), slices.Clone(b.Apps)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}

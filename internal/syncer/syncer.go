@@ -1,0 +1,385 @@
+// Package syncer keeps Redis equal to MySQL: it applies the buckets
+// outbox (change events committed with every bucket change) to the bucket
+// hashes in Redis, and periodically reconciles every definition against
+// every hash, so that a flushed or restarted Redis heals by itself.
+//
+// Delivery is at least once. An event is acknowledged (deleted) only after
+// it was applied, and applying is idempotent and guarded by the bucket's
+// (id, version) in the Redis scripts, so replays, duplicates, reordering
+// and several workers running at once all converge on the same state.
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/redisscript"
+)
+
+// Defaults of Config.
+const (
+	DefaultPollInterval      = 100 * time.Millisecond
+	DefaultReconcileInterval = 30 * time.Second
+	DefaultBatchSize         = 500
+)
+
+// drainTimeout bounds finishing the current batch after Run's context ends.
+const drainTimeout = 10 * time.Second
+
+// Config configures a Worker. Buckets and Redis are required.
+type Config struct {
+	// Buckets reads definitions and the outbox from MySQL.
+	Buckets *buckets.Store
+	// Redis is a single, Sentinel or Cluster client.
+	Redis redis.UniversalClient
+	// Keyspace names the bucket keys; the zero value uses "sluice:".
+	Keyspace redisscript.Keyspace
+	// PollInterval is the pause between polls of an empty outbox;
+	// 0 means DefaultPollInterval.
+	PollInterval time.Duration
+	// ReconcileInterval is the period of the full reconcile; 0 means
+	// DefaultReconcileInterval.
+	ReconcileInterval time.Duration
+	// BatchSize is the most events read per poll; 0 means DefaultBatchSize.
+	BatchSize int
+	// Logger receives progress and errors; nil discards them.
+	Logger *slog.Logger
+	// Metrics, when set, receives the worker's Prometheus collectors.
+	Metrics prometheus.Registerer
+}
+
+// Worker moves bucket definitions from MySQL to Redis. It is safe for
+// concurrent use; several workers, in one process or many, may share the
+// same stores.
+type Worker struct {
+	store        *buckets.Store
+	rdb          redis.UniversalClient
+	ks           redisscript.Keyspace
+	poll         time.Duration
+	period       time.Duration
+	batch        int
+	log          *slog.Logger
+	m            *metrics
+	marker       string
+	reconcileNow chan struct{}
+
+	lastPoll      atomic.Int64 // unix nanoseconds
+	lastReconcile atomic.Int64
+}
+
+// New returns a Worker for cfg. It does not contact the stores.
+func New(cfg Config) *Worker {
+	w := &Worker{
+		store: cfg.Buckets, rdb: cfg.Redis, ks: cfg.Keyspace,
+		poll: cfg.PollInterval, period: cfg.ReconcileInterval, batch: cfg.BatchSize,
+		log: cfg.Logger, m: newMetrics(cfg.Metrics), reconcileNow: make(chan struct{}, 1),
+	}
+	if w.poll <= 0 {
+		w.poll = DefaultPollInterval
+	}
+	if w.period <= 0 {
+		w.period = DefaultReconcileInterval
+	}
+	if w.batch <= 0 {
+		w.batch = DefaultBatchSize
+	}
+	w.batch = min(w.batch, buckets.MaxEventLimit)
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	w.marker = markerKey(w.ks)
+	return w
+}
+
+// LastPoll returns when the outbox was last read successfully (zero before
+// the first time), for readiness checks.
+func (w *Worker) LastPoll() time.Time { return unixNano(w.lastPoll.Load()) }
+
+// LastReconcile returns when the last full reconcile succeeded (zero before
+// the first one).
+func (w *Worker) LastReconcile() time.Time { return unixNano(w.lastReconcile.Load()) }
+
+// PollInterval returns the effective poll interval.
+func (w *Worker) PollInterval() time.Duration { return w.poll }
+
+// ReconcileInterval returns the effective reconcile period.
+func (w *Worker) ReconcileInterval() time.Duration { return w.period }
+
+var errNotConfigured = errors.New("syncer: Config.Buckets and Config.Redis are required")
+
+func (w *Worker) check() error {
+	if w.store == nil || w.rdb == nil {
+		return errNotConfigured
+	}
+	return nil
+}
+
+func unixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// Run applies change events as they appear and reconciles every
+// ReconcileInterval (and at once when it notices that Redis lost its
+// data), until ctx ends. Failures are logged and retried with backoff;
+// Run never gives up. When ctx ends it finishes the batch in hand, then
+// returns nil.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	w.log.Info("sync worker started", "poll_interval", w.poll.String(), "reconcile_interval", w.period.String(),
+		"key_prefix", w.ks.Prefix)
+	var wg sync.WaitGroup
+	wg.Go(func() { w.eventLoop(ctx) })
+	wg.Go(func() { w.reconcileLoop(ctx) })
+	wg.Wait()
+	w.log.Info("sync worker stopped")
+	return nil
+}
+
+func (w *Worker) eventLoop(ctx context.Context) {
+	bo := backoff{min: w.poll, max: 5 * time.Second}
+	for ctx.Err() == nil {
+		_, full, err := w.batchOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return // stopping: the batch in hand was finished
+		case err != nil:
+			wait := bo.next()
+			w.log.Warn("sync: applying change events failed; retrying", "err", err, "retry_in", wait.String())
+			sleep(ctx, wait)
+		case full:
+			bo.reset() // a backlog: no pause
+		default:
+			bo.reset()
+			w.checkMarker(ctx)
+			sleep(ctx, w.poll)
+		}
+	}
+}
+
+func (w *Worker) reconcileLoop(ctx context.Context) {
+	bo := backoff{min: 500 * time.Millisecond, max: 30 * time.Second}
+	for ctx.Err() == nil {
+		rep, err := w.Reconcile(ctx)
+		var wait time.Duration
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			wait = min(bo.next(), w.period)
+			w.log.Warn("sync: reconcile failed; retrying", "err", err, "retry_in", wait.String())
+		default:
+			bo.reset()
+			wait = w.period
+			if rep.Repaired() > 0 {
+				w.log.Info("sync: reconcile repaired redis", rep.attrs()...)
+			} else {
+				w.log.Debug("sync: reconcile found redis in sync", rep.attrs()...)
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-w.reconcileNow:
+			t.Stop()
+		}
+	}
+}
+
+// SyncOnce applies every pending change event, batch after batch, and
+// returns how many it applied.
+func (w *Worker) SyncOnce(ctx context.Context) (int, error) {
+	if err := w.check(); err != nil {
+		return 0, err
+	}
+	total := 0
+	for {
+		n, full, err := w.batchOnce(ctx)
+		total += n
+		if err != nil || !full {
+			return total, err
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
+
+// batchOnce applies one batch of events in id order and acknowledges those
+// it applied. full reports that the batch was full, so more may be pending.
+// Once the events are read, the batch is finished even if ctx ends (a
+// graceful stop), within drainTimeout.
+func (w *Worker) batchOnce(ctx context.Context) (n int, full bool, err error) {
+	events, err := w.store.PendingEvents(ctx, w.batch)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.m.errors.WithLabelValues(stagePoll).Inc()
+		}
+		return 0, false, err // the store's error names what failed
+	}
+	w.lastPoll.Store(time.Now().UnixNano())
+	w.m.lastSync.SetToCurrentTime()
+	if len(events) == 0 {
+		return 0, false, nil
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
+	defer cancel()
+	done := make([]int64, 0, len(events))
+	var applyErr error
+	for _, e := range events {
+		if err := w.applyEvent(dctx, e); err != nil {
+			w.m.errors.WithLabelValues(stageApply).Inc()
+			applyErr = fmt.Errorf("apply change event %d (%s %q v%d): %w", e.ID, e.Op, e.Name, e.Version, err)
+			break // later events wait: they must not overtake this one
+		}
+		done = append(done, e.ID)
+	}
+	if len(done) > 0 {
+		if err := w.store.AckEvents(dctx, done); err != nil {
+			w.m.errors.WithLabelValues(stageAck).Inc()
+			// Not acknowledged means applied again later: harmless.
+			return len(done), false, errors.Join(applyErr, fmt.Errorf("acknowledge change events: %w", err))
+		}
+	}
+	return len(done), applyErr == nil && len(events) == w.batch, applyErr
+}
+
+// applyEvent applies one event. An event Redis refuses as invalid would
+// block every later one forever, so it is logged and skipped: the
+// reconcile repairs that bucket from MySQL.
+func (w *Worker) applyEvent(ctx context.Context, e buckets.Event) error {
+	var outcome string
+	switch e.Op {
+	case buckets.OpUpsert:
+		out, err := redisscript.Apply(ctx, w.rdb, w.ks, eventConfig(e), false)
+		if err != nil {
+			if errors.Is(err, redisscript.ErrInvalidConfig) {
+				w.log.Error("sync: skipping an event redis rejects", "event", e.ID, "bucket", e.Name, "err", err)
+				outcome = "rejected"
+				break
+			}
+			return err
+		}
+		outcome = out.String()
+	case buckets.OpDelete:
+		deleted, err := redisscript.Delete(ctx, w.rdb, w.ks, e.Name, e.BucketID, e.Version)
+		if err != nil {
+			if errors.Is(err, redisscript.ErrInvalidConfig) {
+				w.log.Error("sync: skipping an event redis rejects", "event", e.ID, "bucket", e.Name, "err", err)
+				outcome = "rejected"
+				break
+			}
+			return err
+		}
+		outcome = "deleted"
+		if !deleted {
+			outcome = "absent"
+		}
+	default:
+		// Written by a newer Sluice: this one cannot apply it, and
+		// holding it back would stall everything behind it.
+		w.log.Error("sync: skipping an event of unknown operation", "event", e.ID, "bucket", e.Name, "op", string(e.Op))
+		outcome = "unknown"
+	}
+	w.m.applied.WithLabelValues(string(e.Op), outcome).Inc()
+	// created_at comes from the clock of the process that made the change;
+	// a skewed clock must not produce negative lags.
+	w.m.lag.Observe(max(time.Since(e.CreatedAt), 0).Seconds())
+	w.log.Debug("sync: applied change event", "event", e.ID, "op", string(e.Op), "bucket", e.Name,
+		"id", e.BucketID, "version", e.Version, "outcome", outcome)
+	return nil
+}
+
+// eventConfig is the Redis config an upsert event carries.
+func eventConfig(e buckets.Event) redisscript.Config {
+	return redisscript.Config{
+		Name: e.Name, ID: e.BucketID, Version: e.Version, Capacity: e.MaxPermits,
+		PermitsMicro: e.Rate.PermitsMicro, PeriodSeconds: int64(e.Rate.Period / time.Second),
+		Apps: e.AllowedApps,
+	}
+}
+
+// bucketConfig is the Redis config of a stored definition.
+func bucketConfig(b *buckets.Bucket) redisscript.Config {
+	return redisscript.Config{
+		Name: b.Name, ID: b.ID, Version: b.Version, Capacity: b.MaxPermits,
+		PermitsMicro: b.Rate.PermitsMicro, PeriodSeconds: int64(b.Rate.Period / time.Second),
+		Apps: b.AllowedApps,
+	}
+}
+
+// checkMarker notices that Redis lost its data (FLUSHALL, a restart
+// without persistence, a failover to an empty replica) by the absence of
+// the marker key the reconcile writes, and asks for a reconcile at once
+// instead of waiting for the next period.
+func (w *Worker) checkMarker(ctx context.Context) {
+	n, err := w.rdb.Exists(ctx, w.marker).Result()
+	if err != nil {
+		if ctx.Err() == nil {
+			w.m.errors.WithLabelValues(stageMarker).Inc()
+		}
+		return
+	}
+	if n == 0 && !w.LastReconcile().IsZero() {
+		select {
+		case w.reconcileNow <- struct{}{}:
+			w.log.Warn("sync: redis lost its data; reconciling now")
+		default:
+		}
+	}
+}
+
+// backoff yields growing, jittered waits between min and max.
+type backoff struct {
+	min, max time.Duration
+	cur      time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(b.cur*2, b.max)
+	}
+	// Full jitter in the upper half keeps workers that failed together
+	// from retrying in lockstep.
+	return b.cur/2 + rand.N(b.cur/2+1)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// markerKey is the key whose absence tells that Redis lost its data. It
+// sits beside the bucket hashes but outside their SCAN pattern.
+func markerKey(ks redisscript.Keyspace) string {
+	p := ks.Prefix
+	if p == "" {
+		p = redisscript.DefaultPrefix
+	}
+	return p + "sync:marker"
+}
