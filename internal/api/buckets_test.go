@@ -1,0 +1,310 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/audit"
+)
+
+func TestBucketCreate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("olivia")
+	e.app("alpha", "olivia")
+	e.app("beta", "olivia")
+
+	r := e.must(201, owner, "POST", "/api/v1/buckets", map[string]any{
+		"name": "checkout", "owner_app": "alpha", "description": "Checkout calls",
+		"max_permits": 100, "rate": "0.5 per second", "allowed_apps": []string{"beta", "alpha", "beta"},
+	})
+	var b bucketJSON
+	r.decode(t, &b)
+	want := bucketJSON{Name: "checkout", OwnerApp: "alpha", Description: "Checkout calls", MaxPermits: 100,
+		Rate: "0.5/s", RatePermits: 0.5, RatePeriodSeconds: 1, AllowedApps: []string{"alpha", "beta"},
+		Version: 1, CreatedBy: "olivia", UpdatedBy: "olivia"}
+	if fmt.Sprintf("%+v", b) != fmt.Sprintf("%+v", want) {
+		t.Errorf("created\n%+v\nwant\n%+v", b, want)
+	}
+	if r.header.Get("ETag") != `"1"` || r.header.Get("Location") != "/api/v1/buckets/checkout" {
+		t.Errorf("ETag %q Location %q", r.header.Get("ETag"), r.header.Get("Location"))
+	}
+	// rate_permits is an exact decimal in the JSON text, not a float rendering.
+	if !strings.Contains(string(r.body), `"rate_permits":0.5,`) {
+		t.Errorf("body %s", r.body)
+	}
+	// Defaults: allowed apps = the owner app.
+	e.must(201, owner, "POST", "/api/v1/buckets", map[string]any{"name": "plain", "owner_app": "alpha", "max_permits": 1, "rate": "7/90s"}).decode(t, &b)
+	if fmt.Sprint(b.AllowedApps) != "[alpha]" || b.Rate != "7/90s" || b.RatePeriodSeconds != 90 || b.RatePermits != 7 {
+		t.Errorf("defaults: %+v", b)
+	}
+	entries := e.auditEntries(audit.Filter{Action: "bucket.create", ObjectName: "checkout"})
+	if len(entries) != 1 || entries[0].Actor != "olivia (api token ci)" || entries[0].App != "alpha" {
+		t.Errorf("audit rows %+v", entries)
+	}
+
+	t.Run("validation", func(t *testing.T) {
+		b := e.must(422, owner, "POST", "/api/v1/buckets", map[string]any{
+			"name": "Bad Name", "owner_app": "alpha", "max_permits": 0, "rate": "fast",
+			"allowed_apps": []string{"NOT OK"},
+		}).errorBody(t)
+		for _, f := range []string{"name", "max_permits", "rate", "allowed_apps"} {
+			if b.reasonFor(f) == "" {
+				t.Errorf("no reason for %s: %+v", f, b.Error)
+			}
+		}
+		if !strings.Contains(b.reasonFor("rate"), "100/min") {
+			t.Errorf("rate reason %q should show the syntax", b.reasonFor("rate"))
+		}
+		cases := map[string]map[string]any{
+			"max_permits": {"name": "x", "owner_app": "alpha", "max_permits": 1_000_000_001, "rate": "1/s"},
+			"rate":        {"name": "x", "owner_app": "alpha", "max_permits": 1, "rate": "0/s"},
+			"owner_app":   {"name": "x", "max_permits": 1, "rate": "1/s"},
+			"description": {"name": "x", "owner_app": "alpha", "max_permits": 1, "rate": "1/s", "description": "a\x00b"},
+		}
+		for field, body := range cases {
+			b := e.must(422, owner, "POST", "/api/v1/buckets", body).errorBody(t)
+			if b.reasonFor(field) == "" {
+				t.Errorf("%s: %+v", field, b.Error)
+			}
+		}
+		// Unknown allowed apps are reported by name.
+		b = e.must(422, owner, "POST", "/api/v1/buckets", map[string]any{
+			"name": "x", "owner_app": "alpha", "max_permits": 1, "rate": "1/s", "allowed_apps": []string{"ghost"},
+		}).errorBody(t)
+		if !strings.Contains(b.reasonFor("allowed_apps"), "ghost") {
+			t.Errorf("unknown app: %+v", b.Error)
+		}
+	})
+	t.Run("malformed", func(t *testing.T) {
+		for _, body := range []string{
+			`{"name":"x","owner_app":"alpha","max_permits":1,"rate":"1/s","version":1}`,      // read-only field
+			`{"name":"x","owner_app":"alpha","max_permits":1,"rate":"1/s","rate_permits":1}`, // read-only field
+			`{"name":"x","owner_app":"alpha","max_permits":1.5,"rate":"1/s"}`,
+			`{"name":"x","owner_app":"alpha","max_permits":"1","rate":"1/s"}`,
+			`{"name":"x","owner_app":"alpha","max_permits":1,"rate":1}`,
+			`{"name":"x","allowed_apps":"alpha"}`,
+			`{"name":"x"} {}`,
+			`nonsense`,
+			``,
+		} {
+			r := e.call(owner, "POST", "/api/v1/buckets", body)
+			if r.status != 400 {
+				t.Errorf("%s: status %d: %s", body, r.status, r.body)
+				continue
+			}
+			if b := r.errorBody(t); b.Error.Code != "bad_request" {
+				t.Errorf("%s: %+v", body, b.Error)
+			}
+		}
+		r := e.call(owner, "POST", "/api/v1/buckets", "name=x", "Content-Type", "application/x-www-form-urlencoded")
+		if r.status != http.StatusUnsupportedMediaType {
+			t.Errorf("form body: %d", r.status)
+		}
+		big := `{"name":"x","description":"` + strings.Repeat("x", 70_000) + `"}`
+		if r := e.call(owner, "POST", "/api/v1/buckets", big); r.status != http.StatusRequestEntityTooLarge {
+			t.Errorf("large body: %d", r.status)
+		}
+	})
+	t.Run("conflict", func(t *testing.T) {
+		b := e.must(409, owner, "POST", "/api/v1/buckets", map[string]any{
+			"name": "checkout", "owner_app": "beta", "max_permits": 1, "rate": "1/s",
+		}).errorBody(t)
+		if b.Error.Code != "conflict" || !strings.Contains(b.Error.Message, "checkout") {
+			t.Errorf("%+v", b.Error)
+		}
+	})
+}
+
+func TestBucketList(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("olivia")
+	e.app("alpha", "olivia")
+	e.app("beta", "olivia")
+	for i := range 7 {
+		e.bucket(fmt.Sprintf("alpha-%d", i), "alpha")
+	}
+	e.bucket("beta-0", "beta")
+	e.bucket("beta_x", "beta", "alpha")
+	e.bucket("betaxx", "beta")
+
+	list := func(query string) bucketList {
+		var l bucketList
+		e.must(200, owner, "GET", "/api/v1/buckets?"+query, nil).decode(t, &l)
+		return l
+	}
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 10 {
+			t.Fatal("pagination does not end")
+		}
+		l := list("limit=3&cursor=" + cursor)
+		if l.Total != 10 || len(l.Buckets) > 3 {
+			t.Fatalf("total %d, %d on a page", l.Total, len(l.Buckets))
+		}
+		for _, b := range l.Buckets {
+			got = append(got, b.Name)
+		}
+		if l.NextCursor == "" {
+			break
+		}
+		cursor = l.NextCursor
+	}
+	if len(got) != 10 || got[0] != "alpha-0" || got[9] != "betaxx" {
+		t.Errorf("pages: %v", got)
+	}
+	// search is literal: "_" matches only itself.
+	if l := list("search=BETA_"); l.Total != 1 || l.Buckets[0].Name != "beta_x" {
+		t.Errorf("search beta_: %+v", l)
+	}
+	// app keeps buckets the app owns or is allowed on.
+	if l := list("app=alpha&limit=500"); l.Total != 8 {
+		t.Errorf("app=alpha: total %d, want 8", l.Total)
+	}
+	if l := list("app=alpha&search=beta"); l.Total != 1 || l.Buckets[0].Name != "beta_x" {
+		t.Errorf("app=alpha&search=beta: %+v", l)
+	}
+	for _, q := range []string{"limit=0", "limit=x", "cursor=abc", "app=Not%20Valid", "search=" + strings.Repeat("a", 64), "app=a&app=b"} {
+		if b := e.must(400, owner, "GET", "/api/v1/buckets?"+q, nil).errorBody(t); len(b.Error.Fields) != 1 {
+			t.Errorf("?%s: %+v", q, b.Error)
+		}
+	}
+}
+
+func TestBucketUpdate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("olivia")
+	e.app("alpha", "olivia")
+	e.app("beta", "olivia")
+	e.bucket("api", "alpha", "alpha", "beta")
+	path := "/api/v1/buckets/api"
+
+	get := func() (bucketJSON, string) {
+		r := e.must(200, owner, "GET", path, nil)
+		var b bucketJSON
+		r.decode(t, &b)
+		return b, r.header.Get("ETag")
+	}
+	b, tag := get()
+	if tag != `"1"` || b.Version != 1 {
+		t.Fatalf("ETag %q version %d", tag, b.Version)
+	}
+
+	t.Run("put replaces", func(t *testing.T) {
+		r := e.must(200, owner, "PUT", path, map[string]any{"name": "api", "owner_app": "alpha", "max_permits": 50, "rate": "100/min"}, "If-Match", tag)
+		var got bucketJSON
+		r.decode(t, &got)
+		if got.Version != 2 || got.MaxPermits != 50 || got.Rate != "100/min" || fmt.Sprint(got.AllowedApps) != "[alpha]" || r.header.Get("ETag") != `"2"` {
+			t.Errorf("after PUT: %+v, ETag %q", got, r.header.Get("ETag"))
+		}
+	})
+	t.Run("stale if-match", func(t *testing.T) {
+		b := e.must(412, owner, "PUT", path, map[string]any{"max_permits": 1, "rate": "1/s"}, "If-Match", tag).errorBody(t)
+		if b.Error.Code != "precondition_failed" {
+			t.Errorf("%+v", b.Error)
+		}
+		e.must(412, owner, "PATCH", path, map[string]any{"max_permits": 1}, "If-Match", tag)
+		e.must(412, owner, "DELETE", path, nil, "If-Match", tag)
+		e.must(412, owner, "DELETE", path, nil, "If-Match", `"abc"`)
+		if now, _ := get(); now.Version != 2 || now.MaxPermits != 50 {
+			t.Errorf("a stale change applied: %+v", now)
+		}
+	})
+	t.Run("missing or bad if-match", func(t *testing.T) {
+		b := e.must(428, owner, "PUT", path, map[string]any{"max_permits": 1, "rate": "1/s"}).errorBody(t)
+		if b.Error.Code != "precondition_required" {
+			t.Errorf("%+v", b.Error)
+		}
+		e.must(428, owner, "PATCH", path, map[string]any{"max_permits": 1})
+		e.must(428, owner, "DELETE", path, nil)
+		e.must(400, owner, "PATCH", path, map[string]any{"max_permits": 1}, "If-Match", `W/"2"`)
+		e.must(400, owner, "PATCH", path, map[string]any{"max_permits": 1}, "If-Match", `2`)
+	})
+	t.Run("patch changes only what is given", func(t *testing.T) {
+		r := e.must(200, owner, "PATCH", path, map[string]any{"description": "hot path", "allowed_apps": []string{"beta", "alpha"}}, "If-Match", `"2"`)
+		var got bucketJSON
+		r.decode(t, &got)
+		if got.Version != 3 || got.Description != "hot path" || got.MaxPermits != 50 || got.Rate != "100/min" || fmt.Sprint(got.AllowedApps) != "[alpha beta]" {
+			t.Errorf("after PATCH: %+v", got)
+		}
+		r = e.call(owner, "PATCH", path, `{"rate":"5/h"}`, "If-Match", `"3"`, "Content-Type", "application/merge-patch+json")
+		if r.status != 200 {
+			t.Fatalf("merge patch: %d %s", r.status, r.body)
+		}
+	})
+	t.Run("no-op patch keeps the version", func(t *testing.T) {
+		before, tag := get()
+		r := e.must(200, owner, "PATCH", path, map[string]any{"rate": before.Rate, "max_permits": before.MaxPermits}, "If-Match", tag)
+		if r.header.Get("ETag") != tag {
+			t.Errorf("ETag %q after a no-op, want %q", r.header.Get("ETag"), tag)
+		}
+		e.must(200, owner, "PATCH", path, map[string]any{}, "If-Match", tag)
+		if after, _ := get(); after.Version != before.Version {
+			t.Errorf("version %d -> %d on a no-op", before.Version, after.Version)
+		}
+	})
+	t.Run("validation", func(t *testing.T) {
+		b := e.must(422, owner, "PATCH", path, map[string]any{"max_permits": -1, "rate": "1/forever"}, "If-Match", "*").errorBody(t)
+		if b.reasonFor("max_permits") == "" || b.reasonFor("rate") == "" {
+			t.Errorf("%+v", b.Error)
+		}
+		b = e.must(422, owner, "PUT", path, map[string]any{"description": "no limits"}, "If-Match", "*").errorBody(t)
+		if b.reasonFor("max_permits") == "" || b.reasonFor("rate") == "" {
+			t.Errorf("PUT without the required fields: %+v", b.Error)
+		}
+		b = e.must(422, owner, "PATCH", path, map[string]any{"owner_app": "beta"}, "If-Match", "*").errorBody(t)
+		if b.reasonFor("owner_app") == "" {
+			t.Errorf("owner change: %+v", b.Error)
+		}
+		b = e.must(422, owner, "PATCH", path, map[string]any{"name": "renamed"}, "If-Match", "*").errorBody(t)
+		if b.reasonFor("name") == "" {
+			t.Errorf("rename: %+v", b.Error)
+		}
+		e.must(400, owner, "PATCH", path, map[string]any{"version": 9}, "If-Match", "*")
+		if now, _ := get(); now.Version != 4 {
+			t.Errorf("a refused change applied: version %d", now.Version)
+		}
+	})
+	t.Run("concurrent writers", func(t *testing.T) {
+		_, tag := get()
+		const writers = 4
+		statuses := make([]int, writers)
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Go(func() {
+				statuses[i] = e.call(owner, "PATCH", path, map[string]any{"max_permits": 10 + i}, "If-Match", tag).status
+			})
+		}
+		wg.Wait()
+		ok := 0
+		for _, s := range statuses {
+			switch s {
+			case 200:
+				ok++
+			case 412:
+			default:
+				t.Errorf("status %d", s)
+			}
+		}
+		if ok != 1 {
+			t.Errorf("%d of %d writers with the same If-Match succeeded (statuses %v), want exactly 1", ok, writers, statuses)
+		}
+	})
+	t.Run("delete", func(t *testing.T) {
+		_, tag := get()
+		e.must(204, owner, "DELETE", path, nil, "If-Match", tag)
+		e.must(404, owner, "GET", path, nil)
+		e.must(404, owner, "DELETE", path, nil, "If-Match", "*")
+		e.must(404, owner, "PATCH", path, map[string]any{"max_permits": 1}, "If-Match", "*")
+		entries := e.auditEntries(audit.Filter{ObjectType: "bucket", ObjectName: "api"})
+		if len(entries) < 6 || entries[0].Action != "bucket.delete" {
+			t.Errorf("audit trail of the bucket: %d entries, newest %+v", len(entries), entries[0])
+		}
+	})
+}

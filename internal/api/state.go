@@ -1,0 +1,99 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/redisscript"
+)
+
+// Sync statuses of a bucket's live state.
+const (
+	syncInSync  = "in_sync" // Redis holds the MySQL version
+	syncPending = "pending" // Redis holds an older version or none yet
+	syncAhead   = "ahead"   // Redis holds a newer version than this read of MySQL
+)
+
+// stateJSON is a bucket's live state in Redis next to its MySQL version.
+type stateJSON struct {
+	Bucket string `json:"bucket"`
+	// SyncStatus compares Redis with MySQL: in_sync, pending or ahead.
+	SyncStatus   string `json:"sync_status"`
+	MySQLVersion int64  `json:"mysql_version"`
+	// InRedis is false until the sync worker has written the bucket.
+	InRedis      bool        `json:"in_redis"`
+	RedisVersion int64       `json:"redis_version,omitempty"`
+	Capacity     int64       `json:"capacity,omitempty"`
+	Rate         string      `json:"rate,omitempty"`
+	AllowedApps  []string    `json:"allowed_apps,omitempty"`
+	Tokens       json.Number `json:"tokens,omitempty"`
+	// LastRefill is when an acquire last refilled the bucket, RedisTime
+	// the Redis clock at this read; both come from Redis TIME.
+	LastRefill *time.Time `json:"last_refill,omitempty"`
+	RedisTime  time.Time  `json:"redis_time"`
+}
+
+// stateTimeout bounds the Redis read, so a hung Redis costs a 503, not a
+// hung request.
+const stateTimeout = 2 * time.Second
+
+// bucketState: GET /buckets/{bucket}/state, for anyone who can see the
+// bucket.
+func (s *server) bucketState(w http.ResponseWriter, r *http.Request, c *caller) error {
+	b, err := s.visibleBucket(r, c)
+	if err != nil {
+		return err
+	}
+	if s.Redis == nil {
+		return fmt.Errorf("live state: no redis configured: %w", errs.ErrUnavailable)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), stateTimeout)
+	defer cancel()
+	st, err := redisscript.Read(ctx, s.Redis, s.Keyspace, b.Name)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errs.ErrUnavailable, err)
+	}
+	out := stateJSON{Bucket: b.Name, MySQLVersion: b.Version, InRedis: st.Exists, RedisTime: st.Now.UTC(),
+		SyncStatus: syncPending}
+	if st.Exists {
+		cfg := st.Config
+		out.RedisVersion = cfg.Version
+		out.Capacity = cfg.Capacity
+		out.Rate = rateText(cfg.PermitsMicro, cfg.PeriodSeconds)
+		out.AllowedApps = cfg.Apps
+		out.Tokens = tokens(st.Tokens)
+		if !st.Refilled.IsZero() {
+			t := st.Refilled.UTC()
+			out.LastRefill = &t
+		}
+		switch {
+		case cfg.ID > b.ID || (cfg.ID == b.ID && cfg.Version > b.Version):
+			out.SyncStatus = syncAhead
+		case cfg.ID == b.ID && cfg.Version == b.Version:
+			out.SyncStatus = syncInSync
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// tokens renders a token count with at most 6 decimals, the precision of
+// rates; a non-finite value (a corrupt hash) is left out.
+func tokens(f float64) json.Number {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return ""
+	}
+	return json.Number(strconv.FormatFloat(math.Round(f*1e6)/1e6, 'f', -1, 64))
+}
+
+// rateText renders a Redis config's rate in the canonical text of buckets.
+func rateText(permitsMicro, periodSeconds int64) string {
+	return buckets.Rate{PermitsMicro: permitsMicro, Period: time.Duration(periodSeconds) * time.Second}.String()
+}
