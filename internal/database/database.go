@@ -93,6 +93,9 @@ const (
 	errLockWaitTimeout  = 1205
 	errRowIsReferenced  = 1451
 	errRowIsReferenced2 = 1217
+	errTooManyConns     = 1040
+	errServerShutdown   = 1053
+	errConnKilled       = 1927 // MariaDB: the server is killing connections
 )
 
 // IsDuplicate reports whether err is a unique-key violation.
@@ -116,7 +119,8 @@ func Translate(err error) error {
 	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
-		if me.Number == errLockDeadlock || me.Number == errLockWaitTimeout {
+		switch me.Number {
+		case errLockDeadlock, errLockWaitTimeout, errTooManyConns, errServerShutdown, errConnKilled:
 			return fmt.Errorf("%w: %w", errs.ErrUnavailable, err)
 		}
 		return err
@@ -124,10 +128,6 @@ func Translate(err error) error {
 	var ne net.Error
 	if errors.As(err, &ne) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) {
-		return fmt.Errorf("%w: %w", errs.ErrUnavailable, err)
-	}
-	var oe *net.OpError
-	if errors.As(err, &oe) {
 		return fmt.Errorf("%w: %w", errs.ErrUnavailable, err)
 	}
 	return err

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/accounts"
+	"github.com/sluicehq/sluice/internal/api"
+	"github.com/sluicehq/sluice/internal/apps"
+	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/console"
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/rbac"
+	"github.com/sluicehq/sluice/internal/redisconn"
+	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/migrations"
+)
+
+// serveConfig is everything `serve` is started with.
+type serveConfig struct {
+	listen         string
+	mysqlDSN       string
+	redis          redisconn.Options
+	keyPrefix      string
+	secureCookies  bool
+	trustedProxies []string
+	migrate        bool
+	dev            bool
+	logLevel       slog.Level
+	startupTimeout time.Duration
+}
+
+func parseServe(e env) (serveConfig, error) {
+	cfg := serveConfig{
+		listen:         ":8080",
+		mysqlDSN:       e.getenv("SLUICE_MYSQL_DSN"),
+		keyPrefix:      e.getenv("SLUICE_KEY_PREFIX"),
+		migrate:        true,
+		startupTimeout: 15 * time.Second,
+	}
+	var err error
+	if cfg.redis, err = redisconn.FromEnv(e.getenv); err != nil {
+		return cfg, usageError{err}
+	}
+	if v, ok := lookup(e.getenv, "SLUICE_LISTEN"); ok {
+		cfg.listen = v
+	}
+	if v, ok := lookup(e.getenv, "SLUICE_SECURE_COOKIES"); ok {
+		if cfg.secureCookies, err = strconv.ParseBool(v); err != nil {
+			return cfg, usagef("SLUICE_SECURE_COOKIES=%q: want true or false", v)
+		}
+	}
+	proxies := e.getenv("SLUICE_TRUSTED_PROXIES")
+	level := e.getenv("SLUICE_LOG_LEVEL")
+	if level == "" {
+		level = "info"
+	}
+
+	fs := newFlags(e, "serve", "[serve] [flags]")
+	fs.StringVar(&cfg.listen, "listen", cfg.listen, "`address` the console listens on (env SLUICE_LISTEN)")
+	fs.StringVar(&cfg.mysqlDSN, "mysql-dsn", cfg.mysqlDSN, "MySQL `DSN`, as user:password@tcp(host:port)/sluice (env SLUICE_MYSQL_DSN)")
+	cfg.redis.RegisterFlags(fs)
+	fs.StringVar(&cfg.keyPrefix, "key-prefix", cfg.keyPrefix, "Redis key `prefix` of bucket hashes, as the sync worker's; empty means \"sluice:\" (env SLUICE_KEY_PREFIX)")
+	fs.BoolVar(&cfg.secureCookies, "secure-cookies", cfg.secureCookies, "mark cookies Secure even on plain HTTP, behind a TLS-terminating proxy (env SLUICE_SECURE_COOKIES)")
+	fs.StringVar(&proxies, "trusted-proxies", proxies, "comma-separated `addresses or CIDRs` of proxies whose X-Forwarded-For is believed (env SLUICE_TRUSTED_PROXIES)")
+	fs.BoolVar(&cfg.migrate, "migrate", cfg.migrate, "apply database migrations at start-up")
+	fs.BoolVar(&cfg.dev, "dev", false, "run everything in this process with in-memory stores, a seeded admin and a demo app")
+	fs.StringVar(&level, "log-level", level, "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
+	fs.DurationVar(&cfg.startupTimeout, "startup-timeout", cfg.startupTimeout, "how long to wait for MySQL and Redis at start-up")
+	if err := parse(fs, e.args); err != nil {
+		return cfg, err
+	}
+	for _, p := range strings.Split(proxies, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			cfg.trustedProxies = append(cfg.trustedProxies, p)
+		}
+	}
+	if err := cfg.logLevel.UnmarshalText([]byte(level)); err != nil {
+		return cfg, usagef("log level %q: want debug, info, warn or error", level)
+	}
+	if cfg.startupTimeout <= 0 {
+		return cfg, usagef("start-up timeout must be positive")
+	}
+	if cfg.dev {
+		return cfg, nil // the in-memory stores need no addresses
+	}
+	if strings.TrimSpace(cfg.mysqlDSN) == "" {
+		return cfg, usagef("mysql is not configured: set SLUICE_MYSQL_DSN or -mysql-dsn")
+	}
+	if err := cfg.redis.Validate(); err != nil {
+		return cfg, usageError{err}
+	}
+	return cfg, nil
+}
+
+// serve connects to MySQL and Redis, applies migrations and serves the
+// console (and the JSON API under /api/v1) until ctx ends.
+func serve(ctx context.Context, e env) error {
+	cfg, err := parseServe(e)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	if cfg.dev {
+		return serveDev(ctx, cfg, e, log)
+	}
+	db, err := retryStartup(ctx, cfg.startupTimeout, log, "mysql", func(ctx context.Context) (*sqlx.DB, error) {
+		return database.Open(ctx, cfg.mysqlDSN, database.Options{})
+	})
+	if err != nil {
+		return fmt.Errorf("mysql is unreachable: %w", err)
+	}
+	defer db.Close()
+	if cfg.migrate {
+		if err := migrations.Up(cfg.mysqlDSN); err != nil {
+			return fmt.Errorf("migrate database: %w", err)
+		}
+	}
+	rdb, err := retryStartup(ctx, cfg.startupTimeout, log, "redis", cfg.redis.Open)
+	if err != nil {
+		return fmt.Errorf("redis is unreachable: %w", err)
+	}
+	defer rdb.Close()
+	return serveWith(ctx, cfg, stores{db: db, rdb: rdb, ks: redisscript.Keyspace{Prefix: cfg.keyPrefix}}, e.stderr, log)
+}
+
+// stores are what the console runs on, real or in-memory (-dev).
+type stores struct {
+	db  *sqlx.DB
+	rdb redis.UniversalClient
+	ks  redisscript.Keyspace
+}
+
+// serveWith serves the console on st until ctx ends, then shuts down
+// gracefully.
+func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer, log *slog.Logger) error {
+	enf, err := rbac.New(ctx, st.db)
+	if err != nil {
+		return fmt.Errorf("load permissions: %w", err)
+	}
+	enf.Log = log
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = enf.Run(runCtx) }()
+
+	con, err := console.New(console.Config{
+		DB: st.db, Redis: st.rdb, Keyspace: st.ks, Enforcer: enf,
+		SecureCookies: cfg.secureCookies, TrustedProxies: cfg.trustedProxies, Logger: log,
+		API: newAPI(st, enf, log),
+	})
+	if err != nil {
+		return fmt.Errorf("build console: %w", err)
+	}
+	defer con.Close()
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
+	}
+	srv := &http.Server{
+		Handler:           con,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("console listening", "addr", ln.Addr().String())
+	fmt.Fprintf(stderr, "Sluice console on http://%s\n", displayAddr(ln.Addr()))
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-srvErr:
+		return fmt.Errorf("http server: %w", err)
+	}
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shut down http server: %w", err)
+	}
+	return nil
+}
+
+// newAPI builds the JSON API (issue 6) served beside the console under
+// /api/v1, on the same stores and permission checks.
+func newAPI(st stores, enf *rbac.Enforcer, log *slog.Logger) http.Handler {
+	return api.New(api.Config{
+		DB: st.db, Apps: apps.NewStore(st.db), Buckets: buckets.NewStore(st.db), Audit: audit.NewStore(st.db),
+		Accounts: accounts.NewStore(st.db), Enforcer: enf, Redis: st.rdb, Keyspace: st.ks, Logger: log,
+	})
+}
+
+// displayAddr turns ":8080" into "localhost:8080" for people to click.
+func displayAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// retryStartup calls open until it succeeds, ctx ends or timeout passes,
+// so that a store still starting next to the console does not fail it,
+// while a wrong address still ends with a clear error.
+func retryStartup[T any](ctx context.Context, timeout time.Duration, log *slog.Logger, what string,
+	open func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	wait := 200 * time.Millisecond
+	for {
+		actx, acancel := context.WithTimeout(ctx, min(5*time.Second, timeout))
+		v, err := open(actx)
+		acancel()
+		if err == nil {
+			return v, nil
+		}
+		if ctx.Err() != nil {
+			return v, err
+		}
+		log.Warn("waiting for "+what, "err", err, "retry_in", wait.String())
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		case <-t.C:
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
+}

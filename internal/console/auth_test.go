@@ -1,0 +1,271 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestSignInRotatesSessionAndSignOutEndsIt(t *testing.T) {
+	e := newEnv(t)
+	u := e.user("alice", false)
+	b := e.browser()
+
+	// A session id the browser already holds (planted, or left over) must
+	// not survive the sign-in.
+	old, err := e.acc.NewSession(context.Background(), u.ID, "127.0.0.1", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.setCookie(sessionCookie, old)
+
+	r := b.get("/login?next=/apps")
+	wantStatus(t, "sign-in page", r, http.StatusOK)
+	wantBody(t, "sign-in page", r, `<label for="username">`, `<label for="password">`, `name="next" value="/apps"`)
+
+	r = b.post("/login", url.Values{"username": {"alice"}, "password": {testPassword}, "next": {"/apps"}})
+	wantStatus(t, "sign in", r, http.StatusSeeOther)
+	if r.location != "/apps" {
+		t.Fatalf("sign in redirects to %q, want /apps", r.location)
+	}
+	cookie := ""
+	for _, c := range (&http.Response{Header: r.header}).Cookies() {
+		if c.Name == sessionCookie {
+			cookie = c.Raw
+			if !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/" {
+				t.Fatalf("session cookie lacks HttpOnly, SameSite=Lax or Path=/: %s", c.Raw)
+			}
+		}
+	}
+	if cookie == "" {
+		t.Fatal("sign in set no session cookie")
+	}
+	current := b.cookie(sessionCookie)
+	if current == "" || current == old {
+		t.Fatalf("session id not rotated at sign-in: %q", current)
+	}
+	if _, _, err := e.acc.Session(context.Background(), old); err == nil {
+		t.Fatal("the session held before sign-in still works")
+	}
+	wantStatus(t, "apps page", b.get("/apps"), http.StatusOK)
+	if e.auditCount("login.success") != 1 {
+		t.Fatal("sign-in not audited")
+	}
+
+	r = b.post("/logout", nil)
+	wantStatus(t, "sign out", r, http.StatusSeeOther)
+	if _, _, err := e.acc.Session(context.Background(), current); err == nil {
+		t.Fatal("the session still works on the server after sign-out")
+	}
+	// Replaying the old cookie gets nothing.
+	replay := e.browser()
+	replay.setCookie(sessionCookie, current)
+	r = replay.get("/buckets")
+	if r.status != http.StatusSeeOther || !strings.HasPrefix(r.location, "/login") {
+		t.Fatalf("replayed session after sign-out: status %d location %q", r.status, r.location)
+	}
+}
+
+func TestSignInFailureIsAuditedAndGeneric(t *testing.T) {
+	e := newEnv(t)
+	e.user("alice", false)
+	b := e.browser()
+	for _, form := range []url.Values{
+		{"username": {"alice"}, "password": {"not the password"}},
+		{"username": {"nobody"}, "password": {testPassword}},
+	} {
+		r := b.post("/login", form)
+		wantStatus(t, "wrong credentials", r, http.StatusUnauthorized)
+		wantBody(t, "wrong credentials", r, "Wrong user name or password.")
+		if b.cookie(sessionCookie) != "" {
+			t.Fatal("a failed sign-in set a session cookie")
+		}
+	}
+	if n := e.auditCount("login.failure"); n != 2 {
+		t.Fatalf("%d sign-in failures audited, want 2", n)
+	}
+}
+
+func TestSignInThrottle(t *testing.T) {
+	t.Run("per user", func(t *testing.T) {
+		e := newEnv(t)
+		e.user("alice", false)
+		// Each attempt comes from its own address (through a trusted
+		// proxy), so only the user's bucket runs dry.
+		if err := e.s.engine.SetTrustedProxies([]string{"127.0.0.1"}); err != nil {
+			t.Fatal(err)
+		}
+		from := func(i int) map[string]string {
+			return map[string]string{"X-Forwarded-For": "10.0.0." + string(rune('0'+i)), "Sec-Fetch-Site": "same-origin"}
+		}
+		for i := 1; i <= loginAttempts; i++ {
+			r := e.browser().postWith("/login", url.Values{"username": {"alice"}, "password": {"wrong password!"}}, from(i))
+			wantStatus(t, "attempt", r, http.StatusUnauthorized)
+		}
+		// The 6th is refused even with the right password, without checking it.
+		r := e.browser().postWith("/login", url.Values{"username": {"alice"}, "password": {testPassword}}, from(6))
+		wantStatus(t, "6th attempt", r, http.StatusTooManyRequests)
+		wantBody(t, "6th attempt", r, "Too many sign-in attempts")
+		if r.header.Get("Retry-After") == "" {
+			t.Fatal("no Retry-After on a throttled sign-in")
+		}
+		// The addresses are not exhausted: another user signs in from one.
+		e.user("bob", false)
+		r = e.browser().postWith("/login", url.Values{"username": {"bob"}, "password": {testPassword}}, from(1))
+		wantStatus(t, "another user from a used address", r, http.StatusSeeOther)
+	})
+	t.Run("per address", func(t *testing.T) {
+		e := newEnv(t)
+		e.user("alice", false)
+		for i := 1; i <= loginAttempts; i++ {
+			r := e.browser().post("/login", url.Values{"username": {"user" + string(rune('a'+i))}, "password": {"wrong password!"}})
+			wantStatus(t, "attempt", r, http.StatusUnauthorized)
+		}
+		r := e.browser().post("/login", url.Values{"username": {"alice"}, "password": {testPassword}})
+		wantStatus(t, "6th attempt from one address", r, http.StatusTooManyRequests)
+	})
+	t.Run("buckets live in redis under the internal prefix", func(t *testing.T) {
+		e := newEnv(t)
+		e.browser().post("/login", url.Values{"username": {"alice"}, "password": {"whatever it is"}})
+		keys, err := e.rdb.Keys(context.Background(), e.s.cfg.ThrottlePrefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != 2 {
+			t.Fatalf("throttle keys %v, want one per user and one per address", keys)
+		}
+		for _, k := range keys {
+			if ttl := e.rdb.TTL(context.Background(), k).Val(); ttl <= 0 {
+				t.Fatalf("throttle key %s has no TTL", k)
+			}
+			if strings.Contains(k, "alice") || strings.Contains(k, "127.0.0.1") {
+				t.Fatalf("throttle key %s carries the raw user name or address", k)
+			}
+		}
+		n, err := e.rdb.Keys(context.Background(), e.ks.Pattern()).Result()
+		if err != nil || len(n) != 0 {
+			t.Fatalf("throttle buckets leaked into the sync worker's key space: %v %v", n, err)
+		}
+	})
+}
+
+func TestSignInThrottleFallsBackWithoutRedis(t *testing.T) {
+	th := newThrottle(nil, "x:", nil)
+	for i := 0; i < loginAttempts; i++ {
+		if ok, _ := th.allow(context.Background(), "10.0.0.1", "bob"); !ok {
+			t.Fatalf("attempt %d refused", i+1)
+		}
+	}
+	ok, wait := th.allow(context.Background(), "10.0.0.1", "bob")
+	if ok || wait <= 0 {
+		t.Fatalf("6th attempt: ok=%v wait=%v, want refused with a wait", ok, wait)
+	}
+}
+
+func TestCrossOriginPostsAreRefused(t *testing.T) {
+	e := newEnv(t)
+	u := e.user("alice", false)
+	b := e.browser()
+	b.signIn(u)
+	before := e.auditCount("access.denied")
+	for name, h := range map[string]map[string]string{
+		"sec-fetch-site cross-site": {"Sec-Fetch-Site": "cross-site"},
+		"sec-fetch-site same-site":  {"Sec-Fetch-Site": "same-site"},
+		"foreign origin":            {"Origin": "https://evil.example"},
+	} {
+		r := b.postWith("/apps", url.Values{"name": {"stolen"}}, h)
+		wantStatus(t, name, r, http.StatusForbidden)
+		wantBody(t, name, r, "sent from another site")
+	}
+	if _, err := e.apps.Get(context.Background(), "stolen"); err == nil {
+		t.Fatal("a cross-origin form created an app")
+	}
+	if got := e.auditCount("access.denied"); got < before+3 {
+		t.Fatalf("cross-origin refusals audited %d times, want 3", got-before)
+	}
+	// The same form from this origin works.
+	wantStatus(t, "same origin", b.post("/apps", url.Values{"name": {"mine"}}), http.StatusSeeOther)
+}
+
+func TestSecurityHeadersOnEveryResponse(t *testing.T) {
+	e := newEnv(t)
+	u := e.user("alice", false)
+	b := e.browser()
+	b.signIn(u)
+	anon := e.browser()
+	cases := map[string]response{
+		"page":         b.get("/buckets"),
+		"sign-in":      anon.get("/login"),
+		"redirect":     anon.get("/buckets"),
+		"not found":    b.get("/no/such/page"),
+		"static":       anon.get("/static/app.css"),
+		"static 404":   anon.get("/static/nope.css"),
+		"405":          anon.postWith("/healthz", nil, nil),
+		"cross-origin": b.postWith("/apps", url.Values{"name": {"x"}}, map[string]string{"Sec-Fetch-Site": "cross-site"}),
+		"health":       anon.get("/healthz"),
+	}
+	for name, r := range cases {
+		h := r.header
+		csp := h.Get("Content-Security-Policy")
+		if csp == "" || strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") ||
+			!strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "default-src 'none'") {
+			t.Errorf("%s (%d): bad CSP %q", name, r.status, csp)
+		}
+		if h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: no nosniff", name)
+		}
+		if h.Get("X-Frame-Options") != "DENY" {
+			t.Errorf("%s: no X-Frame-Options DENY", name)
+		}
+		if h.Get("Referrer-Policy") == "" {
+			t.Errorf("%s: no Referrer-Policy", name)
+		}
+	}
+	if cases["not found"].status != http.StatusNotFound || cases["405"].status != http.StatusMethodNotAllowed {
+		t.Fatalf("404 page %d, 405 page %d", cases["not found"].status, cases["405"].status)
+	}
+	// Pages carry no inline script or style for the CSP to refuse.
+	for _, bad := range []string{"<script>", "style=", "<style", "onclick=", "javascript:"} {
+		if strings.Contains(cases["page"].body, bad) || strings.Contains(cases["sign-in"].body, bad) {
+			t.Errorf("a page contains %q, which the CSP blocks", bad)
+		}
+	}
+}
+
+func TestStaticFilesAreChecksummed(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	page := b.get("/login").body
+	url := e.s.views.assets["app.css"]
+	if !strings.Contains(page, `href="`+url+`"`) || !strings.Contains(url, "?v=") {
+		t.Fatalf("page does not link the checksummed stylesheet %q", url)
+	}
+	r := b.get(url)
+	wantStatus(t, "stylesheet", r, http.StatusOK)
+	if !strings.Contains(r.header.Get("Cache-Control"), "immutable") || !strings.HasPrefix(r.header.Get("Content-Type"), "text/css") {
+		t.Fatalf("stylesheet headers: %v", r.header)
+	}
+	r = b.get("/static/app.css?v=old")
+	if strings.Contains(r.header.Get("Cache-Control"), "immutable") {
+		t.Fatal("a stale checksum is cached as immutable")
+	}
+	wantStatus(t, "escape attempt", b.get("/static/../templates/layout.html"), http.StatusNotFound)
+}
+
+func TestSafeNext(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                     "/buckets",
+		"/apps?q=x":            "/apps?q=x",
+		"//evil.example/":      "/buckets",
+		"https://evil.example": "/buckets",
+		"/\\evil.example":      "/buckets",
+		"/login":               "/buckets",
+		"apps":                 "/buckets",
+	} {
+		if got := safeNext(in); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,318 @@
+package console
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cdppage "github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// chromium finds Debian's Chromium, or skips (fails under
+// SLUICE_TEST_REQUIRE=1) when it is not installed.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("SLUICE_TEST_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if _, err := exec.LookPath(p); err == nil {
+			return p
+		}
+	}
+	testenv.Unavailable(t, "chromium")
+	return ""
+}
+
+// startBrowser starts a headless Chromium with a fresh profile and returns
+// the context of its first tab.
+func startBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancel)
+	// The first action on a context starts the browser (or opens the tab)
+	// and binds its life to that context: it must not run on a shorter one.
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// tab drives one browser tab with its own cookies.
+type tab struct {
+	t    *testing.T
+	ctx  context.Context
+	base string
+}
+
+// newTab opens a tab in a new browser context: a separate cookie jar, as
+// if another person used another browser.
+func newTab(t *testing.T, browser context.Context, base string) *tab {
+	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("open a tab: %v", err)
+	}
+	return &tab{t: t, ctx: ctx, base: base}
+}
+
+func (tb *tab) run(what string, steps ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		tb.shot(tb.t, "failed")
+		tb.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (tb *tab) open(path string) {
+	tb.t.Helper()
+	tb.run("open "+path, chromedp.Navigate(tb.base+path))
+}
+
+// fill sets form fields by id.
+func (tb *tab) fill(fields ...string) {
+	tb.t.Helper()
+	var steps []chromedp.Action[chromedp.Void]
+	for i := 0; i+1 < len(fields); i += 2 {
+		steps = append(steps, chromedp.SetValue(chromedp.ID(fields[i]), fields[i+1]))
+	}
+	tb.run("fill "+strings.Join(fields, " "), steps...)
+}
+
+// submit clicks a button and waits for the page it leads to.
+func (tb *tab) submit(button string) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.WaitEvent(cdppage.LoadEventFired, nil, chromedp.Click(chromedp.CSS(button)))); err != nil {
+		tb.shot(tb.t, "failed")
+		tb.t.Fatalf("submit %s: %v", button, err)
+	}
+}
+
+// text returns the visible text of the first element matching sel.
+func (tb *tab) text(sel string) string {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		tb.shot(tb.t, "failed")
+		tb.t.Fatalf("read %s: %v", sel, err)
+	}
+	return s
+}
+
+func (tb *tab) wantText(sel string, parts ...string) {
+	tb.t.Helper()
+	got := tb.text(sel)
+	for _, p := range parts {
+		if !strings.Contains(got, p) {
+			tb.shot(tb.t, "failed")
+			tb.t.Fatalf("%s shows %q, want it to contain %q", sel, got, p)
+		}
+	}
+}
+
+func (tb *tab) count(sel string) int {
+	tb.t.Helper()
+	n, err := chromedp.Run(tb.ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+jsString(sel)+`).length`))
+	if err != nil {
+		tb.t.Fatalf("count %s: %v", sel, err)
+	}
+	return n
+}
+
+func jsString(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// shot saves a screenshot of the tab in t's artifact directory.
+func (tb *tab) shot(t *testing.T, name string) {
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	path := filepath.Join(t.ArtifactDir(), name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Logf("save screenshot: %v", err)
+		return
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+func (tb *tab) signIn(user string) {
+	tb.t.Helper()
+	tb.open("/login")
+	tb.fill("username", user, "password", testPassword)
+	tb.submit("form[action='/login'] button[type=submit]")
+}
+
+// TestBrowser walks the console the way a team uses it, in Chromium: sign
+// in, register an app, add a viewer, create a bucket (failing validation
+// first), edit it, run into a conflict from a second session, see that the
+// viewer can read but not edit, and delete it. Each step saves a screenshot.
+func TestBrowser(t *testing.T) {
+	e := newEnv(t)
+	e.user("olga", false)
+	e.user("vera", false)
+	e.user("ada", true)
+	browser := startBrowser(t)
+	olga := newTab(t, browser, e.srv.URL)
+
+	t.Run("sign in", func(t *testing.T) {
+		olga.t = t
+		olga.open("/buckets")
+		olga.wantText("h1", "Sign in")
+		olga.shot(t, "sign-in")
+		olga.fill("username", "olga", "password", testPassword)
+		olga.submit("form[action='/login'] button[type=submit]")
+		olga.wantText("h1", "Buckets")
+		olga.wantText(".who", "olga")
+	})
+
+	t.Run("register an app", func(t *testing.T) {
+		olga.t = t
+		olga.open("/apps/new")
+		olga.fill("name", "shop", "description", "The shop front and its checkout")
+		olga.submit("form[action='/apps'] button[type=submit]")
+		olga.wantText("h1", "shop")
+		olga.wantText(".flash", "You are its owner")
+		olga.shot(t, "app")
+	})
+
+	t.Run("add a viewer", func(t *testing.T) {
+		olga.t = t
+		olga.fill("user", "vera", "role", "viewer")
+		olga.submit("form[action='/apps/shop/members'] button[type=submit]")
+		olga.wantText(".flash", "vera is now viewer of shop")
+		olga.wantText("table", "vera", "viewer")
+		olga.shot(t, "members")
+	})
+
+	t.Run("create a bucket after a validation error", func(t *testing.T) {
+		olga.t = t
+		olga.open("/buckets/new")
+		olga.fill("name", "shop-checkout", "max_permits", "100", "rate", "as fast as possible",
+			"description", "Calls to the payment provider")
+		olga.submit("form[action='/buckets'] button[type=submit]")
+		olga.wantText("#rate-error", "must look like")
+		if olga.count("#rate[aria-invalid='true'][aria-describedby~='rate-error']") != 1 {
+			t.Fatal("the rate field is not marked invalid and tied to its message")
+		}
+		olga.shot(t, "validation")
+		olga.fill("rate", "100 per minute")
+		olga.submit("form[action='/buckets'] button[type=submit]")
+		olga.wantText("h1", "shop-checkout")
+		olga.wantText("main", "100 per minute", "100 tokens")
+		olga.shot(t, "bucket")
+	})
+
+	t.Run("edit", func(t *testing.T) {
+		olga.t = t
+		olga.open("/buckets/shop-checkout/edit")
+		olga.fill("max_permits", "250", "rate", "5/s")
+		olga.submit("form[action='/buckets/shop-checkout'] button[type=submit]")
+		olga.wantText(".flash", "saved (version 2)")
+		olga.wantText("main", "250 tokens", "5 per second")
+	})
+
+	t.Run("conflict from a second session", func(t *testing.T) {
+		olga.t = t
+		ada := newTab(t, browser, e.srv.URL)
+		ada.signIn("ada")
+		// Both open the form at version 2; olga saves first.
+		ada.open("/buckets/shop-checkout/edit")
+		olga.open("/buckets/shop-checkout/edit")
+		olga.fill("max_permits", "300")
+		olga.submit("form[action='/buckets/shop-checkout'] button[type=submit]")
+		olga.wantText(".flash", "version 3")
+
+		ada.fill("max_permits", "1", "description", "ada's change")
+		ada.submit("form[action='/buckets/shop-checkout'] button[type=submit]")
+		ada.wantText("#conflict", "Someone else saved this bucket", "olga saved version 3", "300")
+		ada.shot(t, "conflict")
+		b, err := e.bkts.Get(context.Background(), "shop-checkout")
+		if err != nil || b.MaxPermits != 300 || b.Description == "ada's change" {
+			t.Fatalf("the stale save overwrote the bucket: %+v %v", b, err)
+		}
+	})
+
+	t.Run("viewer sees but cannot edit", func(t *testing.T) {
+		vera := newTab(t, browser, e.srv.URL)
+		vera.signIn("vera")
+		vera.open("/buckets")
+		vera.wantText("table", "shop-checkout")
+		if vera.count("a[href='/buckets/new']") != 0 {
+			t.Fatal("the viewer is offered to create a bucket")
+		}
+		vera.open("/buckets/shop-checkout")
+		vera.wantText("h1", "shop-checkout")
+		if vera.count("a[href='/buckets/shop-checkout/edit']") != 0 {
+			t.Fatal("the viewer is offered to edit")
+		}
+		vera.shot(t, "viewer")
+		vera.open("/buckets/shop-checkout/edit")
+		vera.wantText("h1", "Not allowed")
+		vera.shot(t, "viewer-refused")
+	})
+
+	t.Run("delete with confirmation", func(t *testing.T) {
+		olga.t = t
+		olga.open("/buckets/shop-checkout")
+		olga.submit("a[href='/buckets/shop-checkout/delete']")
+		olga.wantText("h1", "Delete shop-checkout?")
+		olga.shot(t, "confirm-delete")
+		olga.submit("form[action='/buckets/shop-checkout/delete'] button[type=submit]")
+		olga.wantText(".flash", "Bucket shop-checkout deleted.")
+		if _, err := e.bkts.Get(context.Background(), "shop-checkout"); err == nil {
+			t.Fatal("bucket still exists")
+		}
+	})
+
+	t.Run("audit log and users", func(t *testing.T) {
+		ada := newTab(t, browser, e.srv.URL)
+		ada.signIn("ada")
+		ada.open("/audit?app=shop")
+		ada.wantText("table", "bucket.delete", "bucket.update", "member.grant", "olga")
+		ada.shot(t, "audit")
+		ada.open("/users")
+		ada.wantText("table", "olga", "vera", "ada")
+		ada.shot(t, "users")
+	})
+
+	t.Run("narrow screen", func(t *testing.T) {
+		olga.t = t
+		olga.run("emulate a phone", chromedp.EmulateViewport(390, 844))
+		olga.open("/apps/shop")
+		olga.shot(t, "phone")
+		olga.run("reset viewport", chromedp.ResetViewport())
+	})
+}

@@ -1,0 +1,214 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/rbac"
+)
+
+func TestAppRegisterAndMembers(t *testing.T) {
+	e := newEnv(t)
+	olga := e.user("olga", false)
+	e.user("vera", false)
+	b := e.browser()
+	b.signIn(olga)
+
+	wantBody(t, "empty list", b.get("/apps"), "not a member of any app")
+	r := b.post("/apps", url.Values{"name": {"Not Valid"}, "description": {"x"}})
+	wantStatus(t, "invalid app", r, http.StatusUnprocessableEntity)
+	wantBody(t, "invalid app", r, `id="name-error"`, `aria-describedby="name-hint name-error"`, `value="Not Valid"`)
+
+	r = b.post("/apps", url.Values{"name": {"checkout"}, "description": {"Checkout service"}})
+	wantStatus(t, "register", r, http.StatusSeeOther)
+	if got := e.enf.Apps("olga")["checkout"]; got != rbac.RoleOwner {
+		t.Fatalf("creator's role %q, want owner", got)
+	}
+	r = b.get(r.location)
+	wantBody(t, "app page", r, "App checkout registered", "Checkout service", "olga", "Grant role")
+
+	r = b.post("/apps", url.Values{"name": {"checkout"}})
+	wantStatus(t, "duplicate", r, http.StatusConflict)
+	wantBody(t, "duplicate", r, "already exists")
+
+	r = b.post("/apps/checkout/members", url.Values{"user": {"ghost"}, "role": {"viewer"}})
+	wantStatus(t, "unknown user", r, http.StatusUnprocessableEntity)
+	wantBody(t, "unknown user", r, `id="user-error"`)
+
+	r = b.post("/apps/checkout/members", url.Values{"user": {"vera"}, "role": {"viewer"}})
+	wantStatus(t, "grant", r, http.StatusSeeOther)
+	if e.enf.Apps("vera")["checkout"] != rbac.RoleViewer {
+		t.Fatal("vera is not a viewer")
+	}
+	wantBody(t, "members", b.get("/apps/checkout"), "vera is now viewer of checkout.", "Remove vera from checkout")
+
+	// The last owner cannot leave, nor be made a viewer.
+	r = b.post("/apps/checkout/members/olga/revoke", nil)
+	wantStatus(t, "last owner", r, http.StatusConflict)
+	wantBody(t, "last owner", r, `role="alert"`, "owner")
+	r = b.post("/apps/checkout/members", url.Values{"user": {"olga"}, "role": {"viewer"}})
+	wantStatus(t, "demote last owner", r, http.StatusConflict)
+	if e.enf.Apps("olga")["checkout"] != rbac.RoleOwner {
+		t.Fatal("the last owner lost the role")
+	}
+
+	r = b.post("/apps/checkout/members/vera/revoke", nil)
+	wantStatus(t, "revoke", r, http.StatusSeeOther)
+	if _, ok := e.enf.Apps("vera")["checkout"]; ok {
+		t.Fatal("vera still has a role")
+	}
+	if e.auditCount("member.grant") != 1 || e.auditCount("member.revoke") != 1 || e.auditCount("app.create") != 1 {
+		t.Fatal("member changes not audited")
+	}
+}
+
+func TestAuditLogPage(t *testing.T) {
+	e := newEnv(t)
+	olga := e.user("olga", false)
+	e.user("stan", false)
+	e.app("alpha", "olga")
+	e.app("beta", "stan")
+	e.bucket("alpha-api", "alpha")
+	e.bucket("alpha-web", "alpha")
+	e.bucket("beta-api", "beta")
+	b := e.browser()
+	b.signIn(olga)
+
+	r := b.post("/buckets/alpha-api", url.Values{"max_permits": {"42"}, "rate": {"1/s"}, "allowed_apps": {"alpha"}, "version": {"1"}})
+	wantStatus(t, "edit", r, http.StatusSeeOther)
+
+	r = b.get("/audit")
+	wantStatus(t, "audit", r, http.StatusOK)
+	wantBody(t, "audit", r, "bucket.update", "olga", "before / after", "&#34;max_permits&#34;: 42", "alpha-web")
+	if strings.Contains(r.body, "beta-api") {
+		t.Fatal("olga sees the audit trail of an app she has no role on")
+	}
+	r = b.get("/audit?bucket=alpha-api")
+	if strings.Contains(r.body, "alpha-web") || !strings.Contains(r.body, "alpha-api") {
+		t.Fatal("bucket filter does not filter")
+	}
+	r = b.get("/audit?app=beta")
+	if strings.Contains(r.body, "beta-api") {
+		t.Fatal("filtering by a foreign app reveals its entries")
+	}
+	admin := e.browser()
+	admin.signIn(e.user("ada", true))
+	wantBody(t, "admin audit", admin.get("/audit?app=beta"), "beta-api")
+}
+
+func TestUsersAdmin(t *testing.T) {
+	e := newEnv(t)
+	ada := e.user("ada", true)
+	b := e.browser()
+	b.signIn(ada)
+
+	r := b.post("/users", url.Values{"username": {"x y"}, "password": {"short"}})
+	wantStatus(t, "invalid user", r, http.StatusUnprocessableEntity)
+	wantBody(t, "invalid user", r, `id="username-error"`, `id="password-error"`)
+
+	r = b.post("/users", url.Values{"username": {"bob"}, "password": {testPassword}, "admin": {"true"}})
+	wantStatus(t, "create user", r, http.StatusSeeOther)
+	if !e.enf.IsAdmin("bob") {
+		t.Fatal("bob is not an admin")
+	}
+	wantBody(t, "users", b.get("/users"), "User bob created.", "bob", "Remove admin")
+
+	bob, err := e.acc.UserByName(context.Background(), "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bb := e.browser()
+	bb.signIn(bob)
+	wantStatus(t, "bob signed in", bb.get("/users"), http.StatusOK)
+
+	wantStatus(t, "remove admin", b.post("/users/bob/admin", url.Values{"admin": {"false"}}), http.StatusSeeOther)
+	if e.enf.IsAdmin("bob") {
+		t.Fatal("bob is still an admin")
+	}
+	wantStatus(t, "bob no longer admin", bb.get("/users"), http.StatusForbidden)
+
+	wantStatus(t, "disable", b.post("/users/bob/disable", nil), http.StatusSeeOther)
+	r = bb.get("/buckets")
+	if r.status != http.StatusSeeOther || !strings.HasPrefix(r.location, "/login") {
+		t.Fatalf("a disabled user's session still works: %d %q", r.status, r.location)
+	}
+	wantStatus(t, "enable", b.post("/users/bob/enable", nil), http.StatusSeeOther)
+
+	// An admin cannot lock themselves out from here.
+	wantStatus(t, "disable self", b.post("/users/ada/disable", nil), http.StatusUnprocessableEntity)
+	wantStatus(t, "reset password", b.post("/users/bob/password", url.Values{"password": {"a brand new password"}}), http.StatusSeeOther)
+	if _, err := e.acc.Authenticate(context.Background(), "bob", "a brand new password"); err != nil {
+		t.Fatalf("new password does not work: %v", err)
+	}
+}
+
+func TestAPITokens(t *testing.T) {
+	e := newEnv(t)
+	u := e.user("olga", false)
+	other := e.user("stan", false)
+	b := e.browser()
+	b.signIn(u)
+
+	r := b.post("/tokens", url.Values{"name": {""}})
+	wantStatus(t, "unnamed token", r, http.StatusUnprocessableEntity)
+	wantBody(t, "unnamed token", r, `id="name-error"`)
+
+	r = b.post("/tokens", url.Values{"name": {"ci-deploy"}})
+	wantStatus(t, "create token", r, http.StatusOK)
+	secret := regexp.MustCompile(`slc_[A-Za-z0-9_-]+`).FindString(r.body)
+	if secret == "" {
+		t.Fatalf("new token not shown\n%s", excerpt(r.body))
+	}
+	if r.header.Get("Cache-Control") != "no-store" {
+		t.Fatal("the page with a secret may be cached")
+	}
+	if _, _, err := e.acc.AuthenticateToken(context.Background(), secret); err != nil {
+		t.Fatalf("shown token does not work: %v", err)
+	}
+	r = b.get("/tokens")
+	wantBody(t, "list", r, "ci-deploy", secret[:12])
+	if strings.Contains(r.body, secret) {
+		t.Fatal("the secret is shown again")
+	}
+
+	// Another user cannot revoke it; the attempt looks like a missing token.
+	tokens, _ := e.acc.Tokens(context.Background(), u.ID)
+	id := tokens[0].ID
+	ob := e.browser()
+	ob.signIn(other)
+	denied := e.auditCount("access.denied")
+	wantStatus(t, "foreign revoke", ob.post("/tokens/"+itoa(id)+"/revoke", nil), http.StatusNotFound)
+	if e.auditCount("access.denied") != denied+1 {
+		t.Fatal("foreign revoke not audited")
+	}
+	wantStatus(t, "revoke", b.post("/tokens/"+itoa(id)+"/revoke", nil), http.StatusSeeOther)
+	if _, _, err := e.acc.AuthenticateToken(context.Background(), secret); err == nil {
+		t.Fatal("revoked token still works")
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// BenchmarkBucketList measures the most used page: a signed-in user's
+// first page of 25 buckets, with the session check, the permission filter,
+// two queries and the template.
+func BenchmarkBucketList(b *testing.B) {
+	e := newEnv(b)
+	u := e.user("olga", false)
+	e.app("alpha", "olga")
+	for i := 0; i < 40; i++ {
+		e.bucket("bench-"+itoa(int64(i)), "alpha")
+	}
+	br := e.browser()
+	br.signIn(u)
+	for b.Loop() {
+		if r := br.get("/buckets"); r.status != http.StatusOK {
+			b.Fatalf("status %d", r.status)
+		}
+	}
+}

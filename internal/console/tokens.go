@@ -1,0 +1,107 @@
+package console
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/sluicehq/sluice/internal/accounts"
+
+	"github.com/sluicehq/sluice/internal/errs"
+)
+
+// tokensPage lists the user's API tokens. Created holds a token just made,
+// shown on this one response only.
+type tokensPage struct {
+	layout
+	Tokens  []tokenRow
+	Created string
+	Form    tokenForm
+	Errors  *errs.Validation
+}
+
+type tokenRow struct {
+	ID        int64
+	Name      string
+	Prefix    string
+	CreatedAt time.Time
+	LastUsed  time.Time
+	Revoked   bool
+	Expired   bool
+}
+
+type tokenForm struct {
+	Name string
+}
+
+func (s *server) listTokens(c *gin.Context) {
+	s.renderTokens(c, http.StatusOK, "", tokenForm{}, nil)
+}
+
+func (s *server) renderTokens(c *gin.Context, st int, created string, form tokenForm, v *errs.Validation) {
+	list, err := s.accounts.Tokens(ctx(c), me(c).ID)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	now := time.Now()
+	p := &tokensPage{layout: layout{Title: "API tokens", Nav: "tokens"}, Created: created, Form: form, Errors: v}
+	for _, t := range list {
+		r := tokenRow{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, Revoked: t.RevokedAt != nil,
+			Expired: t.ExpiresAt != nil && !now.Before(*t.ExpiresAt)}
+		if t.LastUsedAt != nil {
+			r.LastUsed = *t.LastUsedAt
+		}
+		p.Tokens = append(p.Tokens, r)
+	}
+	s.render(c, st, "tokens", p)
+}
+
+// createToken makes a token and shows its secret in this response, not
+// after a redirect: the secret must never be stored, not even in a cookie,
+// so there is no later page that could show it.
+func (s *server) createToken(c *gin.Context) {
+	form := tokenForm{Name: postValue(c, "name")}
+	secret, _, err := s.accounts.CreateToken(ctx(c), actor(c), me(c).ID, form.Name, nil)
+	if err != nil {
+		switch status(err) {
+		case http.StatusUnprocessableEntity:
+			s.renderTokens(c, http.StatusUnprocessableEntity, "", form, errs.Fields(err))
+		case http.StatusConflict:
+			v := &errs.Validation{}
+			v.Add("name", conflictText(err))
+			s.renderTokens(c, http.StatusConflict, "", form, v)
+		default:
+			s.fail(c, err)
+		}
+		return
+	}
+	s.renderTokens(c, http.StatusOK, secret, tokenForm{}, nil)
+}
+
+// revokeToken revokes one of the user's own tokens. Another user's token
+// answers 404, exactly like a missing one, and the attempt is audited.
+func (s *server) revokeToken(c *gin.Context) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		s.fail(c, errs.ErrNotFound)
+		return
+	}
+	mine, err := s.accounts.Tokens(ctx(c), me(c).ID)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !slices.ContainsFunc(mine, func(t *accounts.Token) bool { return t.ID == id }) {
+		s.hide(c, "", "token", c.Param("id"))
+		return
+	}
+	if err := s.accounts.RevokeToken(ctx(c), actor(c), me(c).ID, id); err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.redirect(c, "/tokens", "Token revoked.")
+}

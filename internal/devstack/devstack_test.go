@@ -1,0 +1,60 @@
+package devstack_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/devstack"
+	"github.com/sluicehq/sluice/internal/redisscript"
+)
+
+// The stack needs no servers: both stores run in process.
+func TestStackServesTheDemoBucket(t *testing.T) {
+	ctx := context.Background()
+	st, err := devstack.Start(ctx, devstack.Options{AdminPassword: "correct horse battery"})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	if st.RedisAddr == "" || st.DSN == "" {
+		t.Fatalf("stack addresses missing: redis %q, dsn %q", st.RedisAddr, st.DSN)
+	}
+
+	state, err := redisscript.Read(ctx, st.Redis, st.Keyspace, devstack.DemoBucket)
+	if err != nil {
+		t.Fatalf("read demo bucket: %v", err)
+	}
+	if !state.Exists || state.Config.Capacity != 10 {
+		t.Fatalf("demo bucket in redis = %+v, want capacity 10", state)
+	}
+
+	l, err := client.New(st.Redis, devstack.DemoApp, client.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	granted := 0
+	for range 30 {
+		res, err := l.Acquire(ctx, devstack.DemoBucket, 1)
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		if !res.Allowed {
+			if res.RetryAfter <= 0 {
+				t.Fatalf("denied without a retry-after: %+v", res)
+			}
+			break
+		}
+		granted++
+	}
+	// 10 tokens to start with, plus what 5/s refills while the loop runs.
+	if granted < 10 || granted > 15 {
+		t.Fatalf("granted %d of 30 quick acquires, want about the capacity of 10", granted)
+	}
+}
