@@ -32,9 +32,10 @@ func Start(ctx context.Context) (dsn string, stop func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return "", nil, err
 	}
-	// The engine logs every connection at info level; -dev output should
+	// The engine logs every connection, and warns about file privileges that
+	// do not apply to an in-memory database; -dev output should
 	// show Sluice's own log.
-	logrus.SetLevel(logrus.WarnLevel)
+	logrus.SetLevel(logrus.ErrorLevel)
 
 	db := memory.NewDatabase(Database)
 	db.BaseDatabase.EnablePrimaryKeyIndexes()
