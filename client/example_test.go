@@ -1,0 +1,185 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/redisscript"
+)
+
+// exampleRedis stands in for a deployment: an in-process Redis (the one
+// of -dev mode) holding bucket "orders-api" (2 tokens, refilling 1 per
+// minute, for app "checkout"), as the sync worker would have written it.
+func exampleRedis() (*redis.Client, func()) {
+	m, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	cfg := redisscript.Config{Name: "orders-api", ID: 1, Version: 1, Capacity: 2, PermitsMicro: 1_000_000,
+		PeriodSeconds: 60, Apps: []string{"checkout"}}
+	if _, err := redisscript.Apply(context.Background(), rdb, redisscript.Keyspace{}, cfg, false); err != nil {
+		log.Fatal(err)
+	}
+	return rdb, func() { rdb.Close(); m.Close() }
+}
+
+func Example() {
+	rdb, stop := exampleRedis()
+	defer stop()
+
+	// One Limiter per app and process, shared by all goroutines.
+	limiter, err := client.New(rdb, "checkout")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+
+	for range 3 {
+		res, err := limiter.Acquire(context.Background(), "orders-api", 1)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("allowed=%v remaining=%d limit=%d retry after about %v\n",
+			res.Allowed, res.Remaining, res.Limit, res.RetryAfter.Round(time.Minute))
+	}
+	// Output:
+	// allowed=true remaining=1 limit=2 retry after about 0s
+	// allowed=true remaining=0 limit=2 retry after about 0s
+	// allowed=false remaining=0 limit=2 retry after about 1m0s
+}
+
+func ExampleLimiter_Acquire_errors() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	limiter, _ := client.New(rdb, "checkout")
+	defer limiter.Close()
+
+	ctx := context.Background()
+	_, err := limiter.Acquire(ctx, "no-such-bucket", 1)
+	fmt.Println(errors.Is(err, client.ErrUnknownBucket))
+	_, err = limiter.Acquire(ctx, "orders-api", 3) // more than the capacity of 2: never possible
+	fmt.Println(errors.Is(err, client.ErrExceedsCapacity))
+
+	other, _ := client.New(rdb, "billing")
+	defer other.Close()
+	_, err = other.Acquire(ctx, "orders-api", 1)
+	fmt.Println(errors.Is(err, client.ErrAppNotAllowed))
+	// Output:
+	// true
+	// true
+	// true
+}
+
+func ExampleLimiter_Allow() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	limiter, _ := client.New(rdb, "checkout")
+	defer limiter.Close()
+
+	for i := range 3 {
+		if limiter.Allow(context.Background(), "orders-api") {
+			fmt.Println(i, "served")
+		} else {
+			fmt.Println(i, "shed")
+		}
+	}
+	// Output:
+	// 0 served
+	// 1 served
+	// 2 shed
+}
+
+func ExampleLimiter_Wait() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	limiter, _ := client.New(rdb, "checkout")
+	defer limiter.Close()
+
+	// Queue for tokens, but give up after a second: the next one refills
+	// in a minute, so Wait says at once that it cannot make it.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for i := range 3 {
+		err := limiter.Wait(ctx, "orders-api", 1)
+		fmt.Println(i, errors.Is(err, context.DeadlineExceeded))
+	}
+	// Output:
+	// 0 false
+	// 1 false
+	// 2 true
+}
+
+func ExampleMiddleware() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	limiter, _ := client.New(rdb, "checkout")
+	defer limiter.Close()
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/orders", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "order placed") })
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	// Each route picks its bucket; "" leaves a route unlimited.
+	buckets := map[string]string{"/orders": "orders-api"}
+	handler := client.Middleware(limiter, func(r *http.Request) string { return buckets[r.URL.Path] })(mux)
+
+	for _, path := range []string{"/orders", "/orders", "/orders", "/health"} {
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		fmt.Printf("%s %d remaining=%q retry-after=%q\n", path, rec.Code,
+			rec.Header().Get("RateLimit-Remaining"), rec.Header().Get("Retry-After"))
+	}
+	// Output:
+	// /orders 200 remaining="1" retry-after=""
+	// /orders 200 remaining="0" retry-after=""
+	// /orders 429 remaining="0" retry-after="60"
+	// /health 200 remaining="" retry-after=""
+}
+
+func ExampleWithFailurePolicy() {
+	m, _ := miniredis.Run()
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer rdb.Close()
+	cfg := redisscript.Config{Name: "orders-api", ID: 1, Version: 1, Capacity: 10, PermitsMicro: 1_000_000,
+		PeriodSeconds: 60, Apps: []string{"checkout"}}
+	redisscript.Apply(context.Background(), rdb, redisscript.Keyspace{}, cfg, false)
+
+	quiet := client.WithLogger(nil)
+	open, _ := client.New(rdb, "checkout", client.WithFailurePolicy(client.FailOpen), quiet)
+	closed, _ := client.New(rdb, "checkout", client.WithFailurePolicy(client.FailClosed), quiet)
+	// Two instances of the service: while Redis is away each may use half
+	// of the bucket, at half the rate.
+	local, _ := client.New(rdb, "checkout", client.WithFailurePolicy(client.FailLocal), client.WithInstances(2), quiet)
+	defer open.Close()
+	defer closed.Close()
+	defer local.Close()
+
+	ctx := context.Background()
+	local.Acquire(ctx, "orders-api", 1) // learns the config: 9 tokens left
+	m.Close()                           // Redis goes away
+
+	res, err := open.Acquire(ctx, "orders-api", 1)
+	fmt.Println("open:", res.Allowed, res.Fallback, err)
+	res, err = closed.Acquire(ctx, "orders-api", 1)
+	fmt.Println("closed:", res.Allowed, res.Fallback, err)
+	granted := 0
+	for range 10 {
+		if res, _ := local.Acquire(ctx, "orders-api", 1); res.Allowed && res.Fallback {
+			granted++
+		}
+	}
+	fmt.Println("local: granted", granted, "of 10")
+	// Output:
+	// open: true true <nil>
+	// closed: false true sluice: redis unavailable
+	// local: granted 4 of 10
+}

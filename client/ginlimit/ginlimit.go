@@ -1,0 +1,42 @@
+// Package ginlimit puts a Sluice Limiter in front of gin routes. It lives
+// apart from package client so that services not using gin do not import it.
+package ginlimit
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/sluicehq/sluice/client"
+)
+
+// Middleware limits requests like client.Middleware: each takes one token
+// from the bucket bucketFor names (empty: not limited), answering 429 with
+// Retry-After when denied, 503 when the failure policy refuses and 500 when
+// the bucket cannot serve the Limiter's app, with the RateLimit headers on
+// every limited response.
+func Middleware(l *client.Limiter, bucketFor func(*gin.Context) string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		name := bucketFor(c)
+		if name == "" {
+			c.Next()
+			return
+		}
+		ctx := c.Request.Context()
+		res, err := l.Acquire(ctx, name, 1)
+		if err != nil && ctx.Err() != nil {
+			c.Abort()
+			return
+		}
+		client.SetHeaders(c.Writer.Header(), res)
+		status := client.Status(res, err)
+		if status == 0 {
+			c.Next()
+			return
+		}
+		if err != nil {
+			_ = c.Error(err)
+		}
+		c.AbortWithStatusJSON(status, gin.H{"error": http.StatusText(status)})
+	}
+}

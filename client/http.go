@@ -1,0 +1,78 @@
+package client
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// SetHeaders writes the RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset headers of r (the reset in whole seconds until the bucket
+// is full), and Retry-After in whole seconds (at least 1) when r is a
+// denial. It writes nothing when the limit is unknown (fail open).
+func SetHeaders(h http.Header, r Result) {
+	if r.Limit > 0 {
+		h.Set("RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
+		h.Set("RateLimit-Remaining", strconv.FormatInt(max(r.Remaining, 0), 10))
+		h.Set("RateLimit-Reset", strconv.FormatInt(ceilSeconds(r.ResetAfter), 10))
+	}
+	if !r.Allowed && r.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(r.RetryAfter), 1), 10))
+	}
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// Status returns the HTTP status a middleware answers for an Acquire
+// outcome: 0 to let the request through, 429 when denied, 503 when Redis
+// is unavailable and the policy refuses, 500 when the bucket cannot serve
+// this app at all (unknown bucket, app not allowed: a deployment mistake
+// that should be loud).
+func Status(r Result, err error) int {
+	switch {
+	case err == nil && r.Allowed:
+		return 0
+	case err == nil:
+		return http.StatusTooManyRequests
+	case errors.Is(err, ErrUnavailable):
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// Middleware limits requests: each takes one token, as l's app, from the
+// bucket bucketFor names (per route, say); an empty name lets the request
+// through unlimited. Every limited response carries the RateLimit headers;
+// a denial is answered 429 with Retry-After, a refusal by the failure
+// policy 503, and a bucket that cannot serve the app 500. A request whose
+// client went away is dropped. The app is l's: to take tokens as another
+// app on some routes, wrap those routes with a Limiter of that app.
+func Middleware(l *Limiter, bucketFor func(*http.Request) string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			name := bucketFor(r)
+			if name == "" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			res, err := l.Acquire(r.Context(), name, 1)
+			if err != nil && r.Context().Err() != nil {
+				return
+			}
+			SetHeaders(w.Header(), res)
+			status := Status(res, err)
+			if status == 0 {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if status == http.StatusInternalServerError {
+				l.opt.log.Error("sluice: request not limited as configured", "bucket", name, "app", l.app, "err", err)
+			}
+			http.Error(w, http.StatusText(status), status)
+		})
+	}
+}

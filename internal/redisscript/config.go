@@ -1,0 +1,130 @@
+package redisscript
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Limits of a Config, checked by Validate and so by Apply.
+const (
+	// MaxCapacity is the largest capacity, 1e9 tokens.
+	MaxCapacity = 1_000_000_000
+	// MaxPermitsMicro is the most permits per period, 1e9, in millionths.
+	MaxPermitsMicro = 1_000_000_000 * 1_000_000
+	// MaxPeriodSeconds is the longest period, a year.
+	MaxPeriodSeconds = 365 * 24 * 3600
+)
+
+// ErrInvalidConfig is wrapped by the errors of Validate and ParsePermits.
+var ErrInvalidConfig = errors.New("invalid bucket config")
+
+// Config is the config part of a bucket hash, as the sync worker writes it.
+type Config struct {
+	// Name is the bucket name; it picks the keys.
+	Name string
+	// ID is the MySQL id of the bucket; a recreated bucket gets a larger one.
+	ID int64
+	// Version is the MySQL row version, increasing for one ID.
+	Version int64
+	// Capacity is the most tokens the bucket holds (1..1e9).
+	Capacity int64
+	// PermitsMicro is the permits added per period times 10^6, so that
+	// fractional rates such as 0.5 per second are exact.
+	PermitsMicro int64
+	// PeriodSeconds is the refill period in whole seconds.
+	PeriodSeconds int64
+	// Apps are the apps allowed to take tokens.
+	Apps []string
+}
+
+// Validate reports whether c can be written to Redis.
+func (c Config) Validate() error {
+	switch {
+	case !ValidName(c.Name):
+		return fmt.Errorf("%w: bucket name %q", ErrInvalidConfig, c.Name)
+	case c.ID < 1:
+		return fmt.Errorf("%w: id %d must be positive", ErrInvalidConfig, c.ID)
+	case c.Version < 0:
+		return fmt.Errorf("%w: version %d must not be negative", ErrInvalidConfig, c.Version)
+	case c.Capacity < 1 || c.Capacity > MaxCapacity:
+		return fmt.Errorf("%w: capacity %d must be between 1 and %d", ErrInvalidConfig, c.Capacity, MaxCapacity)
+	case c.PermitsMicro < 1 || c.PermitsMicro > MaxPermitsMicro:
+		return fmt.Errorf("%w: permits must be between 0.000001 and 1000000000", ErrInvalidConfig)
+	case c.PeriodSeconds < 1 || c.PeriodSeconds > MaxPeriodSeconds:
+		return fmt.Errorf("%w: period %d s must be between 1 and %d", ErrInvalidConfig, c.PeriodSeconds, MaxPeriodSeconds)
+	case len(c.Apps) == 0:
+		return fmt.Errorf("%w: at least one allowed app is needed", ErrInvalidConfig)
+	}
+	for _, a := range c.Apps {
+		if !ValidName(a) {
+			return fmt.Errorf("%w: app name %q", ErrInvalidConfig, a)
+		}
+	}
+	return nil
+}
+
+// FormatPermits formats permits in millionths as the canonical decimal
+// string of the permits field: no exponent, no trailing zeros ("0.5",
+// "100", "1.000001").
+func FormatPermits(micro int64) string {
+	neg := micro < 0
+	u := uint64(micro)
+	if neg {
+		u = -u
+	}
+	whole, frac := u/1_000_000, u%1_000_000
+	s := strconv.FormatUint(whole, 10)
+	if frac != 0 {
+		f := strconv.FormatUint(frac+1_000_000, 10)[1:] // six digits, zero padded
+		s += "." + strings.TrimRight(f, "0")
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// ParsePermits parses a decimal permits string ("0.5", "100", at most 6
+// decimals, no sign or exponent) into millionths.
+func ParsePermits(s string) (int64, error) {
+	whole, frac, dot := strings.Cut(s, ".")
+	if whole == "" || len(whole) > 10 || (dot && (frac == "" || len(frac) > 6)) {
+		return 0, fmt.Errorf("%w: permits %q", ErrInvalidConfig, s)
+	}
+	var v int64
+	for i := 0; i < len(whole); i++ {
+		c := whole[i]
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("%w: permits %q", ErrInvalidConfig, s)
+		}
+		v = v*10 + int64(c-'0')
+	}
+	v *= 1_000_000
+	scale := int64(100_000)
+	for i := 0; i < len(frac); i++ {
+		c := frac[i]
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("%w: permits %q", ErrInvalidConfig, s)
+		}
+		v += int64(c-'0') * scale
+		scale /= 10
+	}
+	return v, nil
+}
+
+// joinApps gives the apps field: ",a,b,", so that an exact match is a
+// plain search for ",app,".
+func joinApps(apps []string) string {
+	return "," + strings.Join(apps, ",") + ","
+}
+
+// splitApps parses the apps field.
+func splitApps(s string) []string {
+	s = strings.Trim(s, ",")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}

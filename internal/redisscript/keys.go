@@ -1,0 +1,111 @@
+// Package redisscript is the Redis side of Sluice: the key and field names
+// of a bucket hash, and the Lua scripts that write config (Apply, Delete),
+// read it (Read) and take tokens (the acquire script). It is the only Go
+// code that spells those names; docs/protocol.md describes the same
+// contract for clients in other languages.
+package redisscript
+
+import "strings"
+
+// DefaultPrefix is the key prefix of the zero Keyspace.
+const DefaultPrefix = "sluice:"
+
+// Hash fields of a bucket. The config fields are written only by Apply;
+// the state fields only by the acquire script (and by Apply when a bucket
+// is created or its capacity shrinks).
+const (
+	// FieldID is the MySQL id of the bucket; a recreated bucket has a larger one.
+	FieldID = "id"
+	// FieldVersion is the MySQL row version, increasing per id.
+	FieldVersion = "version"
+	// FieldCapacity is the most tokens the bucket holds, an integer 1..1e9.
+	FieldCapacity = "capacity"
+	// FieldPermits is the permits added per period, a canonical decimal ("0.5").
+	FieldPermits = "permits"
+	// FieldPeriod is the refill period in whole seconds.
+	FieldPeriod = "period"
+	// FieldApps lists the allowed apps as ",a,b,".
+	FieldApps = "apps"
+	// FieldTokens is the fractional token count at FieldTS ("%.17g").
+	FieldTokens = "tokens"
+	// FieldTS is the time of the last refill in microseconds of Redis TIME.
+	FieldTS = "ts"
+)
+
+// TombstoneTTLSeconds is how long a tombstone outlives its bucket: long
+// enough to outlast any queued or retried event of the deleted incarnation.
+const TombstoneTTLSeconds = 7 * 24 * 3600
+
+// Keyspace names the Redis keys of buckets. The zero value uses
+// DefaultPrefix. Keys are hash-tagged on the bucket name, so the hash and
+// the tombstone of a bucket live in the same Redis Cluster slot.
+type Keyspace struct {
+	// Prefix is put before every key; empty means DefaultPrefix.
+	Prefix string
+}
+
+func (ks Keyspace) prefix() string {
+	if ks.Prefix == "" {
+		return DefaultPrefix
+	}
+	return ks.Prefix
+}
+
+// Bucket returns the key of the hash of bucket name: "<prefix>{<name>}".
+func (ks Keyspace) Bucket(name string) string {
+	return ks.prefix() + "{" + name + "}"
+}
+
+// Tombstone returns the key that remembers a deleted bucket's largest id:
+// "<prefix>{<name>}:deleted".
+func (ks Keyspace) Tombstone(name string) string {
+	return ks.prefix() + "{" + name + "}:deleted"
+}
+
+// Pattern returns the SCAN MATCH pattern of bucket hashes (not tombstones).
+// Glob characters of the prefix are escaped.
+func (ks Keyspace) Pattern() string {
+	p := ks.prefix()
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(p[i])
+	}
+	b.WriteString("{*}")
+	return b.String()
+}
+
+// NameOf returns the bucket name of a bucket hash key, and false for any
+// other key (a tombstone, another prefix, a malformed name).
+func (ks Keyspace) NameOf(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, ks.prefix())
+	if !ok || len(rest) < 3 || rest[0] != '{' || rest[len(rest)-1] != '}' {
+		return "", false
+	}
+	name := rest[1 : len(rest)-1]
+	if !ValidName(name) {
+		return "", false
+	}
+	return name, true
+}
+
+// ValidName reports whether s is a valid app or bucket name:
+// ^[a-z0-9][a-z0-9._-]{0,62}$. It does not allocate.
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}

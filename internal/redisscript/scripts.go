@@ -1,0 +1,206 @@
+package redisscript
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed acquire.lua
+	acquireSrc string
+	//go:embed apply.lua
+	applySrc string
+	//go:embed delete.lua
+	deleteSrc string
+	//go:embed read.lua
+	readSrc string
+
+	acquireScript = redis.NewScript(acquireSrc)
+	applyScript   = redis.NewScript(applySrc)
+	deleteScript  = redis.NewScript(deleteSrc)
+	readScript    = redis.NewScript(readSrc)
+)
+
+// AcquireSource returns the Lua source of the acquire script, for EVAL and
+// SCRIPT LOAD.
+func AcquireSource() string { return acquireSrc }
+
+// AcquireSHA returns the SHA1 of the acquire script, for EVALSHA.
+func AcquireSHA() string { return acquireScript.Hash() }
+
+// ApplyOutcome says what Apply did.
+type ApplyOutcome int
+
+// Outcomes of Apply.
+const (
+	// Created: the hash was missing or held an older incarnation (smaller
+	// id); the config was written and the bucket starts full.
+	Created ApplyOutcome = 1
+	// Updated: the config was written; the tokens were kept, refilled at the
+	// old rate up to now and clamped to the new capacity.
+	Updated ApplyOutcome = 2
+	// Unchanged: the hash already held this exact config, id and version.
+	Unchanged ApplyOutcome = 3
+	// Stale: the hash holds a newer (id, version); nothing was written.
+	Stale ApplyOutcome = 4
+	// Tombstoned: this id (or a newer one) of the name was deleted; nothing
+	// was written.
+	Tombstoned ApplyOutcome = 5
+)
+
+// String names the outcome for logs.
+func (o ApplyOutcome) String() string {
+	switch o {
+	case Created:
+		return "created"
+	case Updated:
+		return "updated"
+	case Unchanged:
+		return "unchanged"
+	case Stale:
+		return "stale"
+	case Tombstoned:
+		return "tombstoned"
+	}
+	return "ApplyOutcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Apply writes cfg as the config of bucket cfg.Name in one atomic script. A
+// tombstone with an id >= cfg.ID wins (Tombstoned). A hash holding a
+// larger (id, version) wins unless force (Stale). A missing hash or a
+// smaller id is a new incarnation that starts full (Created). Otherwise the
+// config is written and the tokens kept, clamped to the new capacity
+// (Updated), or nothing changes (Unchanged). force is for a reconcile that
+// knows MySQL is right; it never overrides a tombstone.
+func Apply(ctx context.Context, rdb redis.Scripter, ks Keyspace, cfg Config, force bool) (ApplyOutcome, error) {
+	name := cfg.Name
+	if err := cfg.Validate(); err != nil {
+		return 0, fmt.Errorf("apply bucket %q: %w", name, err)
+	}
+	f := "0"
+	if force {
+		f = "1"
+	}
+	n, err := applyScript.Run(ctx, rdb, []string{ks.Bucket(name), ks.Tombstone(name)},
+		strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
+		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("apply bucket %q: %w", name, err)
+	}
+	if n < int64(Created) || n > int64(Tombstoned) {
+		return 0, fmt.Errorf("apply bucket %q: unexpected answer %d", name, n)
+	}
+	return ApplyOutcome(n), nil
+}
+
+// Delete removes the hash of bucket name unless it holds an id larger than
+// id (a newer incarnation), and records id in the bucket's tombstone
+// (keeping the larger of the old and new value) for TombstoneTTLSeconds, so
+// that a stale apply of a deleted incarnation is refused. version is the
+// version of the deletion; it does not guard anything (a delete ends its
+// incarnation whatever the version) and is sent for traces only. It
+// reports whether a hash was deleted.
+func Delete(ctx context.Context, rdb redis.Scripter, ks Keyspace, name string, id, version int64) (bool, error) {
+	if !ValidName(name) {
+		return false, fmt.Errorf("delete bucket %q: %w: name", name, ErrInvalidConfig)
+	}
+	n, err := deleteScript.Run(ctx, rdb, []string{ks.Bucket(name), ks.Tombstone(name)},
+		strconv.FormatInt(id, 10), strconv.FormatInt(version, 10), TombstoneTTLSeconds).Int64()
+	if err != nil {
+		return false, fmt.Errorf("delete bucket %q: %w", name, err)
+	}
+	return n == 1, nil
+}
+
+// State is what Redis holds about one bucket.
+type State struct {
+	// Exists is false when there is no hash (or it lacks a valid config).
+	Exists bool
+	// Config is the stored config; zero when !Exists.
+	Config Config
+	// Tokens is the token count refilled up to Now, capped at capacity,
+	// exactly as the next acquire would see it.
+	Tokens float64
+	// Stored is the raw tokens field: the count the last acquire left.
+	Stored float64
+	// Refilled is the ts field: when the last acquire refilled.
+	Refilled time.Time
+	// Now is Redis TIME when the hash was read.
+	Now time.Time
+}
+
+// Read returns the config and live state of bucket name, for the console
+// and the reconcile. One script reads the raw fields and Redis TIME on the
+// same server; Tokens is computed here with the acquire script's formula.
+func Read(ctx context.Context, rdb redis.Scripter, ks Keyspace, name string) (State, error) {
+	if !ValidName(name) {
+		return State{}, nil // no such name can exist
+	}
+	vals, err := readScript.Run(ctx, rdb, []string{ks.Bucket(name)}).StringSlice()
+	if err != nil {
+		return State{}, fmt.Errorf("read bucket %q: %w", name, err)
+	}
+	if len(vals) < 2 {
+		return State{}, fmt.Errorf("read bucket %q: short answer", name)
+	}
+	sec, err1 := strconv.ParseInt(vals[0], 10, 64)
+	usec, err2 := strconv.ParseInt(vals[1], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return State{}, fmt.Errorf("read bucket %q: time: %w", name, err)
+	}
+	st := State{Now: time.UnixMicro(sec*1_000_000 + usec)}
+	h := make(map[string]string, (len(vals)-2)/2)
+	for i := 2; i+1 < len(vals); i += 2 {
+		h[vals[i]] = vals[i+1]
+	}
+	cfg, ok := parseConfig(h)
+	if !ok {
+		return st, nil
+	}
+	cfg.Name = name
+	st.Exists, st.Config = true, cfg
+	now := sec*1_000_000 + usec
+	tokens, err1 := strconv.ParseFloat(h[FieldTokens], 64)
+	ts, err2 := strconv.ParseInt(h[FieldTS], 10, 64)
+	if err1 != nil || err2 != nil {
+		// No state yet: the acquire script treats the bucket as full.
+		st.Tokens, st.Stored, st.Refilled = float64(cfg.Capacity), float64(cfg.Capacity), st.Now
+		return st, nil
+	}
+	st.Stored, st.Refilled = tokens, time.UnixMicro(ts)
+	st.Tokens = Refill(cfg, tokens, ts, now)
+	return st, nil
+}
+
+// Refill returns the tokens of a bucket with config cfg that held tokens
+// at ts, at time now (both in microseconds), as the acquire script
+// computes them: a clock that went backwards adds nothing, and the result
+// is capped at capacity.
+func Refill(cfg Config, tokens float64, ts, now int64) float64 {
+	if now > ts && cfg.PeriodSeconds > 0 {
+		tokens += float64(now-ts) * float64(cfg.PermitsMicro) / (float64(cfg.PeriodSeconds) * 1e12)
+	}
+	return math.Max(0, math.Min(tokens, float64(cfg.Capacity)))
+}
+
+func parseConfig(h map[string]string) (Config, bool) {
+	var c Config
+	var errs [5]error
+	c.ID, errs[0] = strconv.ParseInt(h[FieldID], 10, 64)
+	c.Version, errs[1] = strconv.ParseInt(h[FieldVersion], 10, 64)
+	c.Capacity, errs[2] = strconv.ParseInt(h[FieldCapacity], 10, 64)
+	c.PermitsMicro, errs[3] = ParsePermits(h[FieldPermits])
+	c.PeriodSeconds, errs[4] = strconv.ParseInt(h[FieldPeriod], 10, 64)
+	if errors.Join(errs[:]...) != nil {
+		return Config{}, false
+	}
+	c.Apps = splitApps(h[FieldApps])
+	return c, true
+}
