@@ -1,0 +1,304 @@
+// Package accounts keeps the console's local users, their server-side
+// sessions and their personal API tokens, all in MySQL.
+//
+// Passwords are hashed with Argon2id. Session ids and API tokens are random
+// secrets of 256 bits handed to the client once; only their SHA-256 is
+// stored, so a copy of the database lets nobody sign in.
+package accounts
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/sluicehq/sluice/internal/apps"
+	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/errs"
+)
+
+// Session lifetimes by default.
+const (
+	DefaultIdleTimeout = 30 * time.Minute
+	DefaultMaxAge      = 12 * time.Hour
+)
+
+// touchEvery bounds how often a session's last-seen time and a token's
+// last-used time are written: once a minute is precise enough for the idle
+// timeout and for display, and spares a write per request.
+const touchEvery = time.Minute
+
+// Store keeps users, sessions and API tokens. It is safe for concurrent
+// use; set its fields before the first call.
+type Store struct {
+	db *sqlx.DB
+
+	// Now is the clock; tests move it to expire sessions and tokens.
+	Now func() time.Time
+	// IdleTimeout ends a session unused for that long.
+	IdleTimeout time.Duration
+	// MaxAge ends a session that long after sign-in, used or not.
+	MaxAge time.Duration
+	// Hash are the Argon2id parameters of new password hashes.
+	Hash HashParams
+
+	hasherOnce sync.Once
+	h          *hasher
+}
+
+// NewStore returns a Store on db, a pool opened with database.Open, with
+// the default lifetimes and hash parameters.
+func NewStore(db *sqlx.DB) *Store {
+	return &Store{
+		db:          db,
+		Now:         time.Now,
+		IdleTimeout: DefaultIdleTimeout,
+		MaxAge:      DefaultMaxAge,
+		Hash:        DefaultHashParams,
+	}
+}
+
+func (s *Store) now() time.Time { return s.Now().UTC().Truncate(time.Microsecond) }
+
+func (s *Store) hasher() *hasher {
+	s.hasherOnce.Do(func() { s.h = newHasher(s.Hash) })
+	return s.h
+}
+
+// User is a local account.
+type User struct {
+	ID        int64     `db:"id" json:"id"`
+	Username  string    `db:"username" json:"username"`
+	Disabled  bool      `db:"disabled" json:"disabled"`
+	CreatedAt time.Time `db:"created_at" json:"created_at"`
+	UpdatedAt time.Time `db:"updated_at" json:"updated_at"`
+
+	passwordHash string
+}
+
+// userRow is User as stored, with the password hash.
+type userRow struct {
+	User
+	PasswordHash string `db:"password_hash"`
+}
+
+func (r *userRow) user() *User {
+	u := r.User
+	u.passwordHash = r.PasswordHash
+	return &u
+}
+
+// UsernameProblem says why name cannot be a user name, or returns "" when
+// it can. User names follow the app name rule, which keeps them safe as
+// role subjects.
+func UsernameProblem(name string) string { return apps.NameProblem(name) }
+
+// conflict is an errs.ErrConflict whose message is fit to show a user as is.
+type conflict string
+
+func (c conflict) Error() string        { return string(c) }
+func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
+
+const userColumns = `id, username, password_hash, disabled, created_at, updated_at`
+
+// CreateUser creates an enabled account. Invalid names and passwords give
+// a *errs.Validation ("username", "password"); a taken name errs.ErrConflict.
+func (s *Store) CreateUser(ctx context.Context, actor audit.Actor, username, password string) (*User, error) {
+	var v errs.Validation
+	if p := UsernameProblem(username); p != "" {
+		v.Add("username", p)
+	}
+	if p := PasswordProblem(password); p != "" {
+		v.Add("password", p)
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	hash, err := s.hasher().hash(ctx, password)
+	if err != nil {
+		return nil, err
+	}
+	u := &User{Username: username, CreatedAt: s.now()}
+	u.UpdatedAt = u.CreatedAt
+	err = database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO users (username, password_hash, disabled, created_at, updated_at)
+			VALUES (?, ?, FALSE, ?, ?)`, username, hash, u.CreatedAt, u.UpdatedAt)
+		if database.IsDuplicate(err) {
+			return conflict(fmt.Sprintf("a user named %q already exists", username))
+		}
+		if err != nil {
+			return fmt.Errorf("insert user %q: %w", username, database.Translate(err))
+		}
+		if u.ID, err = res.LastInsertId(); err != nil {
+			return fmt.Errorf("insert user %q: %w", username, database.Translate(err))
+		}
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "user.create", ObjectType: "user", ObjectName: username, After: audit.Snapshot(u),
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	u.passwordHash = hash
+	return u, nil
+}
+
+// SetPassword gives the user named username a new password and ends every
+// session of theirs, so that whoever knew the old one is signed out.
+func (s *Store) SetPassword(ctx context.Context, actor audit.Actor, username, password string) error {
+	if p := PasswordProblem(password); p != "" {
+		return errs.Invalid("password", p)
+	}
+	hash, err := s.hasher().hash(ctx, password)
+	if err != nil {
+		return err
+	}
+	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		u, err := userBy(ctx, tx, "username", username, true)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?`,
+			hash, s.now(), u.ID); err != nil {
+			return fmt.Errorf("set password of %q: %w", username, database.Translate(err))
+		}
+		if err := endSessions(ctx, tx, u.ID); err != nil {
+			return err
+		}
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "user.password", ObjectType: "user", ObjectName: u.Username,
+			Detail: "password changed; sessions ended",
+		})
+	})
+}
+
+// SetDisabled disables or enables the account named username. Disabling
+// ends its sessions; its API tokens stop working while it is disabled.
+func (s *Store) SetDisabled(ctx context.Context, actor audit.Actor, username string, disabled bool) error {
+	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		u, err := userBy(ctx, tx, "username", username, true)
+		if err != nil {
+			return err
+		}
+		if u.Disabled == disabled {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET disabled = ?, updated_at = ? WHERE id = ?`,
+			disabled, s.now(), u.ID); err != nil {
+			return fmt.Errorf("update user %q: %w", username, database.Translate(err))
+		}
+		action := "user.enable"
+		if disabled {
+			action = "user.disable"
+			if err := endSessions(ctx, tx, u.ID); err != nil {
+				return err
+			}
+		}
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: action, ObjectType: "user", ObjectName: u.Username,
+			Before: audit.Snapshot(map[string]bool{"disabled": u.Disabled}),
+			After:  audit.Snapshot(map[string]bool{"disabled": disabled}),
+		})
+	})
+}
+
+// Authenticate returns the enabled user whose name and password these are.
+// Any failure, unknown name, wrong password or disabled account, is the
+// same errs.ErrUnauthenticated and takes about the same time. Stored
+// hashes made with other parameters than the store's are upgraded.
+func (s *Store) Authenticate(ctx context.Context, username, password string) (*User, error) {
+	username = strings.ToLower(strings.TrimSpace(username))
+	h := s.hasher()
+	if !apps.ValidName(username) || len(password) > MaxPassword {
+		if err := h.burn(ctx, password[:min(len(password), MaxPassword)]); err != nil {
+			return nil, err
+		}
+		return nil, errWrongPassword
+	}
+	u, err := userBy(ctx, s.db, "username", username, false)
+	if errors.Is(err, errs.ErrNotFound) {
+		if err := h.burn(ctx, password); err != nil {
+			return nil, err
+		}
+		return nil, errWrongPassword
+	}
+	if err != nil {
+		return nil, err
+	}
+	ok, outdated, err := h.verify(ctx, password, u.passwordHash)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || u.Disabled {
+		return nil, errWrongPassword
+	}
+	if outdated {
+		s.rehash(ctx, u, password)
+	}
+	return u, nil
+}
+
+var errWrongPassword = fmt.Errorf("wrong user name or password: %w", errs.ErrUnauthenticated)
+
+// rehash replaces u's password hash with one made with the current
+// parameters. A failure is not the sign-in's: the old hash still works.
+func (s *Store) rehash(ctx context.Context, u *User, password string) {
+	hash, err := s.hasher().hash(ctx, password)
+	if err != nil {
+		return
+	}
+	// Only if unchanged since it was read: never undo a password change.
+	_, _ = s.db.ExecContext(ctx, `UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?`,
+		hash, u.ID, u.passwordHash)
+}
+
+// User returns the user with id, or an error matching errs.ErrNotFound.
+func (s *Store) User(ctx context.Context, id int64) (*User, error) {
+	return userBy(ctx, s.db, "id", id, false)
+}
+
+// UserByName returns the user named username, or an error matching
+// errs.ErrNotFound.
+func (s *Store) UserByName(ctx context.Context, username string) (*User, error) {
+	return userBy(ctx, s.db, "username", username, false)
+}
+
+// ListUsers returns every user ordered by name.
+func (s *Store) ListUsers(ctx context.Context) ([]*User, error) {
+	var rows []userRow
+	if err := s.db.SelectContext(ctx, &rows, `SELECT `+userColumns+` FROM users ORDER BY username`); err != nil {
+		return nil, fmt.Errorf("list users: %w", database.Translate(err))
+	}
+	out := make([]*User, 0, len(rows))
+	for i := range rows {
+		out = append(out, rows[i].user())
+	}
+	return out, nil
+}
+
+// userBy reads one user by column ("id" or "username"); lock takes a row
+// lock for a change.
+func userBy(ctx context.Context, q sqlx.QueryerContext, column string, value any, lock bool) (*User, error) {
+	if name, ok := value.(string); ok && !apps.ValidName(name) {
+		return nil, fmt.Errorf("user %q: %w", name, errs.ErrNotFound)
+	}
+	query := `SELECT ` + userColumns + ` FROM users WHERE ` + column + ` = ?`
+	if lock {
+		query += ` FOR UPDATE`
+	}
+	var r userRow
+	err := sqlx.GetContext(ctx, q, &r, query, value)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("user %v: %w", value, errs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read user %v: %w", value, database.Translate(err))
+	}
+	return r.user(), nil
+}

@@ -1,0 +1,210 @@
+package accounts
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/errs"
+)
+
+// TokenPrefix starts every API token, so that a leaked one is easy to
+// recognise (and to scan for in code).
+const TokenPrefix = "slc_"
+
+// prefixLen is how much of a token is kept for display: the prefix and
+// the first eight characters of the secret.
+const prefixLen = len(TokenPrefix) + 8
+
+// MaxTokenName is the longest token name, in characters.
+const MaxTokenName = 100
+
+// Token is a personal API token. The secret itself is shown once, at
+// creation; Prefix is its first characters, to tell tokens apart.
+type Token struct {
+	ID         int64      `db:"id" json:"id"`
+	UserID     int64      `db:"user_id" json:"user_id"`
+	Name       string     `db:"name" json:"name"`
+	Prefix     string     `db:"prefix" json:"prefix"`
+	CreatedAt  time.Time  `db:"created_at" json:"created_at"`
+	ExpiresAt  *time.Time `db:"expires_at" json:"expires_at,omitempty"`
+	LastUsedAt *time.Time `db:"last_used_at" json:"last_used_at,omitempty"`
+	RevokedAt  *time.Time `db:"revoked_at" json:"revoked_at,omitempty"`
+}
+
+// Active reports whether t can be used at now: neither revoked nor expired.
+func (t *Token) Active(now time.Time) bool {
+	return t.RevokedAt == nil && (t.ExpiresAt == nil || now.Before(*t.ExpiresAt))
+}
+
+const tokenColumns = `id, user_id, name, prefix, created_at, expires_at, last_used_at, revoked_at`
+
+// TokenNameProblem says why name cannot name a token, or returns "" when
+// it can: 1 to MaxTokenName characters of printable text.
+func TokenNameProblem(name string) string {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return "is required"
+	case !utf8.ValidString(name):
+		return "must be valid UTF-8 text"
+	case utf8.RuneCountInString(name) > MaxTokenName:
+		return fmt.Sprintf("must be at most %d characters", MaxTokenName)
+	case strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
+		return "must contain only printable characters"
+	}
+	return ""
+}
+
+// CreateToken creates an API token for the user with userID and returns
+// its secret, shown to the user once and never stored. expires, if set,
+// must be in the future. A name already used by another active token of
+// the user gives errs.ErrConflict. The creation is audited, without the
+// secret.
+func (s *Store) CreateToken(ctx context.Context, actor audit.Actor, userID int64, name string, expires *time.Time) (string, *Token, error) {
+	name = strings.TrimSpace(name)
+	now := s.now()
+	var v errs.Validation
+	if p := TokenNameProblem(name); p != "" {
+		v.Add("name", p)
+	}
+	if expires != nil && !expires.After(now) {
+		v.Add("expires_at", "must be in the future")
+	}
+	if err := v.Err(); err != nil {
+		return "", nil, err
+	}
+	secret, err := newSecret()
+	if err != nil {
+		return "", nil, err
+	}
+	plaintext := TokenPrefix + secret
+	t := &Token{UserID: userID, Name: name, Prefix: plaintext[:prefixLen], CreatedAt: now}
+	if expires != nil {
+		e := expires.UTC().Truncate(time.Microsecond)
+		t.ExpiresAt = &e
+	}
+	err = database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		u, err := userBy(ctx, tx, "id", userID, true)
+		if err != nil {
+			return err
+		}
+		var taken int
+		if err := tx.GetContext(ctx, &taken, `SELECT COUNT(*) FROM api_tokens
+			WHERE user_id = ? AND name = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
+			userID, name, now); err != nil {
+			return fmt.Errorf("check token names: %w", database.Translate(err))
+		}
+		if taken > 0 {
+			return conflict(fmt.Sprintf("you already have an active token named %q; choose another name or revoke it first", name))
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO api_tokens (user_id, name, prefix, token_hash, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?)`, userID, name, t.Prefix, digest(plaintext), t.CreatedAt, t.ExpiresAt)
+		if err != nil {
+			return fmt.Errorf("insert token: %w", database.Translate(err))
+		}
+		if t.ID, err = res.LastInsertId(); err != nil {
+			return fmt.Errorf("insert token: %w", database.Translate(err))
+		}
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "token.create", ObjectType: "token", ObjectName: name,
+			After: audit.Snapshot(t), Detail: "for user " + u.Username,
+		})
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return plaintext, t, nil
+}
+
+// Tokens returns every token of the user with userID, revoked and expired
+// ones included, newest first.
+func (s *Store) Tokens(ctx context.Context, userID int64) ([]*Token, error) {
+	out := []*Token{}
+	if err := s.db.SelectContext(ctx, &out, `SELECT `+tokenColumns+` FROM api_tokens
+		WHERE user_id = ? ORDER BY id DESC`, userID); err != nil {
+		return nil, fmt.Errorf("list tokens: %w", database.Translate(err))
+	}
+	return out, nil
+}
+
+// RevokeToken revokes the token id of the user with userID at once. A
+// token that does not exist, is another user's or is already revoked gives
+// errs.ErrNotFound. The revocation is audited.
+func (s *Store) RevokeToken(ctx context.Context, actor audit.Actor, userID, id int64) error {
+	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		var t Token
+		err := tx.GetContext(ctx, &t, `SELECT `+tokenColumns+` FROM api_tokens
+			WHERE id = ? AND user_id = ? AND revoked_at IS NULL FOR UPDATE`, id, userID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("token %d: %w", id, errs.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("read token %d: %w", id, database.Translate(err))
+		}
+		now := s.now()
+		if _, err := tx.ExecContext(ctx, `UPDATE api_tokens SET revoked_at = ? WHERE id = ?`, now, id); err != nil {
+			return fmt.Errorf("revoke token %d: %w", id, database.Translate(err))
+		}
+		before := t
+		t.RevokedAt = &now
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "token.revoke", ObjectType: "token", ObjectName: t.Name,
+			Before: audit.Snapshot(before), After: audit.Snapshot(t),
+		})
+	})
+}
+
+// AuthenticateToken returns the token whose secret plaintext is and its
+// user. Unknown, malformed, revoked and expired tokens and disabled users
+// all give errs.ErrUnauthenticated. Use refreshes the last-used time, at
+// most once a minute.
+func (s *Store) AuthenticateToken(ctx context.Context, plaintext string) (*Token, *User, error) {
+	if !strings.HasPrefix(plaintext, TokenPrefix) || len(plaintext) > maxSecret {
+		return nil, nil, errBadToken
+	}
+	var row struct {
+		Token
+		U userRow `db:"u"`
+	}
+	err := s.db.GetContext(ctx, &row, `SELECT t.id, t.user_id, t.name, t.prefix, t.created_at, t.expires_at,
+			t.last_used_at, t.revoked_at,
+			u.id AS "u.id", u.username AS "u.username", u.password_hash AS "u.password_hash",
+			u.disabled AS "u.disabled", u.created_at AS "u.created_at", u.updated_at AS "u.updated_at"
+		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`, digest(plaintext))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, errBadToken
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read token: %w", database.Translate(err))
+	}
+	t, u := &row.Token, row.U.user()
+	now := s.now()
+	if !t.Active(now) || u.Disabled {
+		return nil, nil, errBadToken
+	}
+	if t.LastUsedAt == nil || now.Sub(*t.LastUsedAt) >= touchEvery {
+		if _, err := s.db.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = ? WHERE id = ?`, now, t.ID); err != nil {
+			return nil, nil, fmt.Errorf("touch token: %w", database.Translate(err))
+		}
+		t.LastUsedAt = &now
+	}
+	return t, u, nil
+}
+
+var errBadToken = fmt.Errorf("invalid, revoked or expired API token: %w", errs.ErrUnauthenticated)
+
+// isForeignKey reports whether err is an insert that refers to a missing row.
+func isForeignKey(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1452 || me.Number == 1216)
+}

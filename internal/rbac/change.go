@@ -1,0 +1,353 @@
+package rbac
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/casbin/casbin/v2"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/sluicehq/sluice/internal/apps"
+	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/errs"
+)
+
+// conflict is an errs.ErrConflict whose message is fit to show a user as is.
+type conflict string
+
+func (c conflict) Error() string        { return string(c) }
+func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
+
+// validName reports whether s is a valid user or app name; both follow the
+// app name rule, which also keeps them safe as Casbin values.
+func validName(s string) bool { return apps.ValidName(s) }
+
+// check validates a user name, an app name and, when non-empty, a role.
+func check(user, app string, r Role, needRole bool) error {
+	var v errs.Validation
+	if p := apps.NameProblem(user); p != "" {
+		v.Add("user", p)
+	}
+	if p := apps.NameProblem(app); p != "" {
+		v.Add("app", p)
+	}
+	if needRole && !r.Valid() {
+		v.Add("role", `must be "owner" or "viewer"`)
+	}
+	return v.Err()
+}
+
+// Grant gives user the role r on app, replacing the role they held there.
+// The user must exist (else a *errs.Validation on "user") and the app too
+// (else errs.ErrNotFound). Making the last owner a viewer is refused with
+// errs.ErrConflict. The change is audited ("member.grant") in the same
+// transaction and applies on this instance at once.
+func (e *Enforcer) Grant(ctx context.Context, actor audit.Actor, user, app string, r Role) error {
+	if err := check(user, app, r, true); err != nil {
+		return err
+	}
+	var rev int64
+	var before Role
+	err := database.InTx(ctx, e.db, func(tx *sqlx.Tx) error {
+		var err error
+		rev, before, err = grant(ctx, tx, user, app, r)
+		if err != nil || before == r {
+			return err
+		}
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "member.grant", ObjectType: "member", ObjectName: user, App: app,
+			Before: memberSnapshot(user, before), After: memberSnapshot(user, r),
+		})
+	})
+	if err != nil {
+		return err
+	}
+	e.apply(rev, func(ce *casbin.Enforcer, idx index) error { return setRole(ce, idx, user, app, r) })
+	return nil
+}
+
+// GrantTx gives user the role r on app inside tx, a transaction of the
+// caller (registering an app, where the creator becomes its owner). It
+// writes no audit row: the caller's change is audited. Other instances see
+// the role once tx commits; see Enforcer.GrantTx for this one.
+func GrantTx(ctx context.Context, tx *sqlx.Tx, user, app string, r Role) error {
+	if err := check(user, app, r, true); err != nil {
+		return err
+	}
+	_, _, err := grant(ctx, tx, user, app, r)
+	return err
+}
+
+// GrantTx is the package's GrantTx that also applies the role on this
+// instance at once, so that the creator of an app can use it on the very
+// next request. Should tx roll back, the stored policy wins again within
+// a few seconds.
+func (e *Enforcer) GrantTx(ctx context.Context, tx *sqlx.Tx, user, app string, r Role) error {
+	if err := check(user, app, r, true); err != nil {
+		return err
+	}
+	rev, _, err := grant(ctx, tx, user, app, r)
+	if err != nil {
+		return err
+	}
+	e.apply(rev, func(ce *casbin.Enforcer, idx index) error { return setRole(ce, idx, user, app, r) })
+	return nil
+}
+
+// grant stores the role inside tx and returns the new revision and the
+// role user held before ("" for none).
+func grant(ctx context.Context, tx *sqlx.Tx, user, app string, r Role) (int64, Role, error) {
+	rev, err := bumpRevision(ctx, tx)
+	if err != nil {
+		return 0, "", err
+	}
+	if err := userExists(ctx, tx, user); err != nil {
+		return 0, "", err
+	}
+	var n int
+	if err := tx.GetContext(ctx, &n, `SELECT COUNT(*) FROM apps WHERE name = ?`, app); err != nil {
+		return 0, "", fmt.Errorf("find app %q: %w", app, database.Translate(err))
+	}
+	if n == 0 {
+		return 0, "", fmt.Errorf("app %q: %w", app, errs.ErrNotFound)
+	}
+	ms, err := members(ctx, tx, app, true)
+	if err != nil {
+		return 0, "", err
+	}
+	before := roleOf(ms, user)
+	if before == r {
+		return rev, before, nil
+	}
+	if before == RoleOwner && owners(ms) == 1 {
+		return 0, "", lastOwner(user, app)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule WHERE ptype = 'g' AND v0 = ? AND v2 = ?`, user, app); err != nil {
+		return 0, "", fmt.Errorf("replace role of %q on app %q: %w", user, app, database.Translate(err))
+	}
+	if err := insertRule(ctx, tx, "g", []string{user, string(r), app}); err != nil {
+		return 0, "", err
+	}
+	return rev, before, nil
+}
+
+// Revoke removes user's role on app. A user without a role there gives
+// errs.ErrNotFound; the last owner cannot be removed (errs.ErrConflict).
+// The change is audited ("member.revoke") and applies here at once.
+func (e *Enforcer) Revoke(ctx context.Context, actor audit.Actor, user, app string) error {
+	if err := check(user, app, "", false); err != nil {
+		return err
+	}
+	var rev int64
+	err := database.InTx(ctx, e.db, func(tx *sqlx.Tx) error {
+		var err error
+		if rev, err = bumpRevision(ctx, tx); err != nil {
+			return err
+		}
+		ms, err := members(ctx, tx, app, true)
+		if err != nil {
+			return err
+		}
+		before := roleOf(ms, user)
+		switch {
+		case before == "":
+			return fmt.Errorf("user %q has no role on app %q: %w", user, app, errs.ErrNotFound)
+		case before == RoleOwner && owners(ms) == 1:
+			return lastOwner(user, app)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule WHERE ptype = 'g' AND v0 = ? AND v2 = ?`, user, app); err != nil {
+			return fmt.Errorf("revoke role of %q on app %q: %w", user, app, database.Translate(err))
+		}
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "member.revoke", ObjectType: "member", ObjectName: user, App: app,
+			Before: memberSnapshot(user, before),
+		})
+	})
+	if err != nil {
+		return err
+	}
+	e.apply(rev, func(ce *casbin.Enforcer, idx index) error { return setRole(ce, idx, user, app, "") })
+	return nil
+}
+
+// SetAdmin grants or revokes the global admin role. Granting needs an
+// existing user; revoking the last admin is refused (errs.ErrConflict).
+// A change is audited ("user.admin"); asking for the current state changes
+// nothing.
+func (e *Enforcer) SetAdmin(ctx context.Context, actor audit.Actor, user string, admin bool) error {
+	if p := apps.NameProblem(user); p != "" {
+		return errs.Invalid("user", p)
+	}
+	var rev int64
+	changed := false
+	err := database.InTx(ctx, e.db, func(tx *sqlx.Tx) error {
+		var err error
+		if rev, err = bumpRevision(ctx, tx); err != nil {
+			return err
+		}
+		var admins []string
+		if err := tx.SelectContext(ctx, &admins, `SELECT v0 FROM casbin_rule
+			WHERE ptype = 'g' AND v1 = ? AND v2 = ? FOR UPDATE`, roleAdmin, globalDomain); err != nil {
+			return fmt.Errorf("list admins: %w", database.Translate(err))
+		}
+		was := false
+		for _, a := range admins {
+			was = was || a == user
+		}
+		if was == admin {
+			return nil
+		}
+		rule := []string{user, roleAdmin, globalDomain}
+		if admin {
+			if err := userExists(ctx, tx, user); err != nil {
+				return err
+			}
+			if err := insertRule(ctx, tx, "g", rule); err != nil {
+				return err
+			}
+		} else {
+			if len(admins) == 1 {
+				return conflict(fmt.Sprintf("%q is the last admin and cannot lose the admin role; make someone else an admin first", user))
+			}
+			if _, err := deleteRule(ctx, tx, "g", rule); err != nil {
+				return err
+			}
+		}
+		changed = true
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "user.admin", ObjectType: "user", ObjectName: user,
+			Before: audit.Snapshot(map[string]bool{"admin": was}),
+			After:  audit.Snapshot(map[string]bool{"admin": admin}),
+		})
+	})
+	if err != nil || !changed {
+		return err
+	}
+	e.apply(rev, func(ce *casbin.Enforcer, idx index) error {
+		if admin {
+			idx.admins[user] = true
+			_, err := ce.AddGroupingPolicy(user, roleAdmin, globalDomain)
+			return err
+		}
+		delete(idx.admins, user)
+		_, err := ce.RemoveGroupingPolicy(user, roleAdmin, globalDomain)
+		return err
+	})
+	return nil
+}
+
+// DeleteAppTx removes every role on app inside tx, the transaction that
+// deletes the app. Other instances follow once tx commits.
+func DeleteAppTx(ctx context.Context, tx *sqlx.Tx, app string) error {
+	_, err := deleteApp(ctx, tx, app)
+	return err
+}
+
+// DeleteAppTx is the package's DeleteAppTx that also drops the roles on
+// this instance at once.
+func (e *Enforcer) DeleteAppTx(ctx context.Context, tx *sqlx.Tx, app string) error {
+	rev, err := deleteApp(ctx, tx, app)
+	if err != nil {
+		return err
+	}
+	e.apply(rev, func(ce *casbin.Enforcer, idx index) error {
+		for _, apps := range idx.roles {
+			delete(apps, app)
+		}
+		_, err := ce.RemoveFilteredGroupingPolicy(2, app)
+		return err
+	})
+	return nil
+}
+
+func deleteApp(ctx context.Context, tx *sqlx.Tx, app string) (int64, error) {
+	if p := apps.NameProblem(app); p != "" {
+		return 0, errs.Invalid("app", p)
+	}
+	rev, err := bumpRevision(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule WHERE ptype = 'g' AND v2 = ?`, app); err != nil {
+		return 0, fmt.Errorf("delete roles on app %q: %w", app, database.Translate(err))
+	}
+	return rev, nil
+}
+
+// apply changes the in-memory policy after this instance changed the
+// stored one at revision rev, and keeps the change over reloads that read
+// an older revision for a while.
+func (e *Enforcer) apply(rev int64, fn func(ce *casbin.Enforcer, idx index) error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := fn(e.ce, e.idx); err != nil {
+		// The in-memory copy may be half changed: reload at the next
+		// tick, whatever the hold says.
+		e.log().Warn("rbac: apply policy change in memory", "err", err)
+		e.dirty = true
+		e.hold.until = time.Time{}
+		return
+	}
+	e.dirty = true
+	e.hold.rev = max(e.hold.rev, rev)
+	e.hold.until = time.Now().Add(e.holdFor)
+}
+
+// setRole makes r user's only role on app in memory; "" removes it.
+func setRole(ce *casbin.Enforcer, idx index, user, app string, r Role) error {
+	if _, err := ce.RemoveFilteredGroupingPolicy(0, user, "", app); err != nil {
+		return err
+	}
+	if apps := idx.roles[user]; apps != nil {
+		delete(apps, app)
+	}
+	if r == "" {
+		return nil
+	}
+	idx.add(user, string(r), app)
+	_, err := ce.AddGroupingPolicy(user, string(r), app)
+	return err
+}
+
+func userExists(ctx context.Context, tx *sqlx.Tx, user string) error {
+	var n int
+	if err := tx.GetContext(ctx, &n, `SELECT COUNT(*) FROM users WHERE username = ?`, user); err != nil {
+		return fmt.Errorf("find user %q: %w", user, database.Translate(err))
+	}
+	if n == 0 {
+		return errs.Invalid("user", "is not a known user")
+	}
+	return nil
+}
+
+func roleOf(ms []Member, user string) Role {
+	for _, m := range ms {
+		if m.User == user {
+			return m.Role
+		}
+	}
+	return ""
+}
+
+func owners(ms []Member) int {
+	n := 0
+	for _, m := range ms {
+		if m.Role == RoleOwner {
+			n++
+		}
+	}
+	return n
+}
+
+func lastOwner(user, app string) error {
+	return conflict(fmt.Sprintf("%q is the last owner of app %q and cannot be removed; make someone else an owner first", user, app))
+}
+
+func memberSnapshot(user string, r Role) string {
+	if r == "" {
+		return ""
+	}
+	return audit.Snapshot(Member{User: user, Role: r})
+}
