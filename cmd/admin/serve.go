@@ -154,6 +154,7 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _ = enf.Run(runCtx) }()
+	go purgeSessions(runCtx, accounts.NewStore(st.db), log)
 
 	con, err := console.New(console.Config{
 		DB: st.db, Redis: st.rdb, Keyspace: st.ks, Enforcer: enf,
@@ -242,5 +243,24 @@ func retryStartup[T any](ctx context.Context, timeout time.Duration, log *slog.L
 		case <-t.C:
 		}
 		wait = min(wait*2, 2*time.Second)
+	}
+}
+
+// purgeSessions deletes expired and idle sessions every hour, so the table
+// holds only live ones. Every console instance may do it; it is idempotent.
+func purgeSessions(ctx context.Context, store *accounts.Store, log *slog.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := store.PurgeSessions(ctx); err != nil {
+				log.Warn("purge sessions", "err", err)
+			} else if n > 0 {
+				log.Info("purged sessions", "count", n)
+			}
+		}
 	}
 }
