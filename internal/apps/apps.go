@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/names"
 )
 
 // MaxDescription is the longest description of an app or a bucket, in characters.
@@ -42,21 +43,7 @@ func (a *App) Validate() error {
 // ValidName reports whether s is a valid app or bucket name:
 // ^[a-z0-9][a-z0-9._-]{0,62}$. Such names are safe as Redis hash tags and
 // Casbin values (no ',', '"', '*', '{', '}' or whitespace).
-func ValidName(s string) bool {
-	if len(s) == 0 || len(s) > 63 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case i > 0 && (c == '.' || c == '_' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
+func ValidName(s string) bool { return names.Valid(s) }
 
 // NameProblem says why s is not a valid name, or returns "" when it is.
 func NameProblem(s string) string {

@@ -5,7 +5,11 @@
 // contract for clients in other languages.
 package redisscript
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/names"
+)
 
 // DefaultPrefix is the key prefix of the zero Keyspace.
 const DefaultPrefix = "sluice:"
@@ -94,18 +98,4 @@ func (ks Keyspace) NameOf(key string) (string, bool) {
 
 // ValidName reports whether s is a valid app or bucket name:
 // ^[a-z0-9][a-z0-9._-]{0,62}$. It does not allocate.
-func ValidName(s string) bool {
-	if len(s) == 0 || len(s) > 63 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case i > 0 && (c == '.' || c == '_' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
+func ValidName(s string) bool { return names.Valid(s) }

@@ -1,0 +1,25 @@
+// Package names holds the one rule for app, bucket and user names, shared
+// by the MySQL stores and the Redis contract so the two can never disagree.
+package names
+
+// MaxLen is the longest valid name.
+const MaxLen = 63
+
+// Valid reports whether s matches ^[a-z0-9][a-z0-9._-]{0,62}$. Such names
+// are safe as Redis hash tags and Casbin values: no ',', '"', '*', '{', '}'
+// or whitespace. It does not allocate.
+func Valid(s string) bool {
+	if len(s) == 0 || len(s) > MaxLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
