@@ -1,0 +1,310 @@
+// Package clientmetrics exports the decisions of a client.Limiter as
+// Prometheus metrics:
+//
+//	m, err := clientmetrics.New(prometheus.DefaultRegisterer, "checkout")
+//	...
+//	lim, err := client.New(rdb, "checkout", client.WithObserver(m.Observe))
+//
+// The metrics, all labelled with the Limiter's app:
+//
+//   - sluice_client_decisions_total{app,bucket,result}: acquires by result
+//     (see the Result constants);
+//   - sluice_client_acquire_duration_seconds{app,source}: how long Acquire
+//     took, source "redis" for calls Redis answered (or that failed on the
+//     way) and "policy" for answers of the failure policy;
+//   - sluice_client_fallback{app}: 1 while the Limiter answers by its
+//     failure policy (the last decision was a fallback), else 0.
+//
+// To count usage for the console as well, call both observers:
+//
+//	client.WithObserver(func(d client.Decision) { m.Observe(d); rec.Observe(d) })
+package clientmetrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/redisscript"
+)
+
+// Values of the result label of sluice_client_decisions_total.
+const (
+	ResultAllowed         = "allowed"          // Redis granted the tokens
+	ResultDenied          = "denied"           // Redis refused: not enough tokens
+	ResultFallbackAllowed = "fallback_allowed" // the failure policy granted
+	ResultFallbackDenied  = "fallback_denied"  // the local bucket refused
+	ResultUnavailable     = "unavailable"      // the failure policy refused (ErrUnavailable)
+	ResultUnknownBucket   = "unknown_bucket"
+	ResultAppNotAllowed   = "app_not_allowed"
+	ResultExceedsCapacity = "exceeds_capacity"
+	ResultInvalidN        = "invalid_n"
+	ResultCanceled        = "canceled" // the caller's context ended first
+	ResultClosed          = "closed"   // the Limiter was closed
+	ResultError           = "error"    // anything else
+)
+
+// result indexes the result labels, in the order of results.
+type result int
+
+const (
+	rAllowed result = iota
+	rDenied
+	rFallbackAllowed
+	rFallbackDenied
+	rUnavailable
+	rUnknownBucket
+	rAppNotAllowed
+	rExceedsCapacity
+	rInvalidN
+	rCanceled
+	rClosed
+	rError
+	numResults
+)
+
+var results = [numResults]string{
+	ResultAllowed, ResultDenied, ResultFallbackAllowed, ResultFallbackDenied, ResultUnavailable,
+	ResultUnknownBucket, ResultAppNotAllowed, ResultExceedsCapacity, ResultInvalidN, ResultCanceled,
+	ResultClosed, ResultError,
+}
+
+// Bucket label values that are not bucket names (which never start with
+// '_'): a name that is not valid, and names past the label limit.
+const (
+	BucketInvalid = "_invalid"
+	BucketOther   = "_other"
+)
+
+// DefaultMaxBuckets is how many distinct bucket names get a label of their
+// own; a caller passing unbounded names cannot grow the series past it.
+const DefaultMaxBuckets = 1000
+
+// Option configures Metrics.
+type Option func(*options)
+
+type options struct {
+	maxBuckets int
+	buckets    []float64
+}
+
+// WithMaxBuckets sets how many bucket names get a label of their own
+// (default DefaultMaxBuckets); later names are counted as BucketOther.
+func WithMaxBuckets(n int) Option { return func(o *options) { o.maxBuckets = n } }
+
+// WithLatencyBuckets sets the histogram buckets of the acquire duration,
+// in seconds.
+func WithLatencyBuckets(b []float64) Option { return func(o *options) { o.buckets = b } }
+
+// DefaultLatencyBuckets spans a fallback answer (microseconds) to a
+// Redis call at the Limiter's timeout.
+var DefaultLatencyBuckets = []float64{
+	.000005, .00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25,
+}
+
+// Metrics turns one Limiter's decisions into Prometheus metrics. It is
+// safe for concurrent use.
+type Metrics struct {
+	app       string
+	decisions *prometheus.CounterVec
+	fromRedis prometheus.Observer
+	fromPol   prometheus.Observer
+	fallback  prometheus.Gauge
+	inFall    atomic.Bool
+	max       int
+
+	mu      sync.Mutex // guards writes of buckets, and named
+	named   int        // bucket names with a label of their own
+	buckets atomic.Pointer[map[string]*bucketCounters]
+}
+
+// bucketCounters caches the counters of one bucket label, by result.
+type bucketCounters struct {
+	label string
+	c     [numResults]atomic.Pointer[prometheus.Counter]
+}
+
+// New registers the client metrics on reg (or reuses those already
+// registered by another Metrics, so several Limiters of one process
+// share them) and returns the observer of app's Limiter.
+func New(reg prometheus.Registerer, app string, opts ...Option) (*Metrics, error) {
+	if reg == nil {
+		return nil, errors.New("clientmetrics: nil registerer")
+	}
+	if !redisscript.ValidName(app) {
+		return nil, fmt.Errorf("clientmetrics: invalid app name %q", app)
+	}
+	o := options{maxBuckets: DefaultMaxBuckets, buckets: DefaultLatencyBuckets}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.maxBuckets < 0 {
+		return nil, errors.New("clientmetrics: max buckets must not be negative")
+	}
+	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Subsystem: "client", Name: "decisions_total",
+		Help: "Acquires by app, bucket and result.",
+	}, []string{"app", "bucket", "result"})
+	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "sluice", Subsystem: "client", Name: "acquire_duration_seconds",
+		Help:    "Time taken by Acquire, by app and by who answered (redis or policy).",
+		Buckets: o.buckets,
+	}, []string{"app", "source"})
+	fallback := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "sluice", Subsystem: "client", Name: "fallback",
+		Help: "1 while the app's Limiter answers by its failure policy (Redis unreachable), else 0.",
+	}, []string{"app"})
+	var err error
+	if decisions, err = register(reg, decisions); err != nil {
+		return nil, err
+	}
+	if duration, err = register(reg, duration); err != nil {
+		return nil, err
+	}
+	if fallback, err = register(reg, fallback); err != nil {
+		return nil, err
+	}
+	m := &Metrics{
+		app: app, decisions: decisions, max: o.maxBuckets,
+		fromRedis: duration.WithLabelValues(app, "redis"),
+		fromPol:   duration.WithLabelValues(app, "policy"),
+		fallback:  fallback.WithLabelValues(app),
+	}
+	m.fallback.Set(0)
+	empty := map[string]*bucketCounters{}
+	m.buckets.Store(&empty)
+	return m, nil
+}
+
+// register adds c to reg, or returns the collector already registered
+// under the same name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, fmt.Errorf("clientmetrics: register: %w", err)
+}
+
+// Observe records one decision. Pass it to client.WithObserver.
+func (m *Metrics) Observe(d client.Decision) {
+	r := resultOf(d)
+	m.counter(d.Bucket, r).Inc()
+	if d.Result.Fallback {
+		m.fromPol.Observe(d.Latency.Seconds())
+	} else {
+		m.fromRedis.Observe(d.Latency.Seconds())
+	}
+	// The policy answers only while the breaker is open; an error of the
+	// caller (invalid n, canceled) says nothing about Redis.
+	switch {
+	case d.Result.Fallback:
+		if !m.inFall.Load() && !m.inFall.Swap(true) {
+			m.fallback.Set(1)
+		}
+	case answeredByRedis(r):
+		if m.inFall.Load() && m.inFall.Swap(false) {
+			m.fallback.Set(0)
+		}
+	}
+}
+
+// answeredByRedis reports whether r is an answer Redis gave.
+func answeredByRedis(r result) bool {
+	switch r {
+	case rAllowed, rDenied, rUnknownBucket, rAppNotAllowed, rExceedsCapacity:
+		return true
+	}
+	return false
+}
+
+// ResultOf returns the result label of a decision: one of the Result constants.
+func ResultOf(d client.Decision) string { return results[resultOf(d)] }
+
+func resultOf(d client.Decision) result {
+	res, err := d.Result, d.Err
+	switch {
+	case res.Fallback && err == nil && res.Allowed:
+		return rFallbackAllowed
+	case res.Fallback && errors.Is(err, client.ErrUnavailable):
+		return rUnavailable
+	case res.Fallback:
+		return rFallbackDenied
+	case err == nil && res.Allowed:
+		return rAllowed
+	case err == nil:
+		return rDenied
+	case errors.Is(err, client.ErrUnknownBucket):
+		return rUnknownBucket
+	case errors.Is(err, client.ErrAppNotAllowed):
+		return rAppNotAllowed
+	case errors.Is(err, client.ErrExceedsCapacity):
+		return rExceedsCapacity
+	case errors.Is(err, client.ErrInvalidN):
+		return rInvalidN
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return rCanceled
+	case errors.Is(err, client.ErrClosed):
+		return rClosed
+	case errors.Is(err, client.ErrUnavailable):
+		return rUnavailable
+	}
+	return rError
+}
+
+// counter returns the counter of bucket and result r, caching it so that
+// the common case costs a map lookup and an atomic load.
+func (m *Metrics) counter(bucket string, r result) prometheus.Counter {
+	bc := (*m.buckets.Load())[bucket]
+	if bc == nil {
+		bc = m.bucketCounters(bucket)
+	}
+	if c := bc.c[r].Load(); c != nil {
+		return *c
+	}
+	c := m.decisions.WithLabelValues(m.app, bc.label, results[r])
+	bc.c[r].Store(&c)
+	return c
+}
+
+// bucketCounters returns the cache of bucket, or the shared one of
+// BucketInvalid or BucketOther.
+func (m *Metrics) bucketCounters(bucket string) *bucketCounters {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := *m.buckets.Load()
+	if bc := cur[bucket]; bc != nil {
+		return bc
+	}
+	key := bucket
+	switch {
+	case !redisscript.ValidName(bucket):
+		key = BucketInvalid
+	case m.named >= m.max:
+		key = BucketOther
+	default:
+		m.named++
+	}
+	if bc := cur[key]; bc != nil {
+		return bc
+	}
+	bc := &bucketCounters{label: key}
+	next := make(map[string]*bucketCounters, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
+	}
+	next[key] = bc
+	m.buckets.Store(&next)
+	return bc
+}

@@ -1,0 +1,443 @@
+// Package usage counts a service's acquires per bucket, app and minute in
+// Redis, for the usage charts of the Sluice console.
+//
+// A Recorder is the observer of a client.Limiter:
+//
+//	rec, err := usage.NewRecorder(rdb, "checkout")
+//	...
+//	defer rec.Close()
+//	lim, err := client.New(rdb, "checkout", client.WithObserver(rec.Observe))
+//
+// Observe adds to counters in memory (atomic adds, no lock once a bucket
+// and minute have been seen), and a background goroutine writes them to
+// Redis about once a second, one pipeline of HINCRBY and EXPIRE per flush.
+// That costs far less than counting inside the acquire script, which
+// would add writes to every call, including denials that otherwise write
+// nothing.
+//
+// # What is counted
+//
+// Every decision Redis made about a bucket this app may use: an allowed
+// acquire adds 1 to "<app>:a", a denied one (including n over the bucket's
+// capacity) to "<app>:d", in the hash of the minute and in the hash of the
+// hour (see redisscript.Keyspace.UsageMinute and UsageHour). Calls, not
+// tokens, are counted; every attempt of a client.Limiter.Wait is a call.
+//
+// Not counted: answers of the failure policy (Result.Fallback), which no
+// bucket made and which would be written, if at all, only once Redis is
+// back; unknown buckets, apps not allowed and invalid n, which are errors of
+// the caller, not decisions of a bucket (counting them would also let any
+// caller create keys for names that do not exist); calls whose context
+// ended. The Prometheus metrics of package clientmetrics count all of them.
+//
+// # Time and loss
+//
+// The minute of a decision is read from this process's clock when it is
+// observed. That is fine for analytics, a skew of a few seconds moves a
+// few counts into the next minute; the token math itself never uses a
+// client's clock. Counts are written at most once: a flush that fails
+// (Redis unreachable) is dropped rather than retried, because a pipeline
+// cut off halfway may already have been applied and a retry would count
+// twice. An outage therefore shows as a gap, never as a spike.
+package usage
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/redisscript"
+)
+
+// DefaultFlushInterval is how often a Recorder writes its counts.
+const DefaultFlushInterval = time.Second
+
+// DefaultRetention is the TTL of the usage hashes a Recorder writes:
+// eight days, so a week is always complete.
+const DefaultRetention = redisscript.UsageTTLSeconds * time.Second
+
+// maxBuckets bounds the bucket names a Recorder keeps counters for;
+// decisions on names past it are not counted.
+const maxBuckets = 10_000
+
+// flushTimeout bounds one flush's pipeline.
+const flushTimeout = 5 * time.Second
+
+// Option configures a Recorder.
+type Option func(*options)
+
+type options struct {
+	prefix    string
+	interval  time.Duration
+	retention time.Duration
+	log       *slog.Logger
+}
+
+// WithKeyPrefix sets the key prefix (default "sluice:"); it must match
+// the Limiter's (client.WithKeyPrefix) and the console's.
+func WithKeyPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+
+// WithFlushInterval sets how often counts are written (default DefaultFlushInterval).
+func WithFlushInterval(d time.Duration) Option { return func(o *options) { o.interval = d } }
+
+// WithRetention sets the TTL of the usage hashes (default DefaultRetention).
+// The console shows up to a week: a shorter retention leaves gaps.
+func WithRetention(d time.Duration) Option { return func(o *options) { o.retention = d } }
+
+// WithLogger sets where failed flushes are reported (default
+// slog.Default(); nil discards). An outage is logged when it starts and
+// when it ends, not once per flush.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// Recorder counts the decisions of one app's Limiter and writes them to
+// Redis. It is safe for concurrent use. The zero value is not usable: use
+// NewRecorder.
+type Recorder struct {
+	rdb     redis.UniversalClient
+	ks      redisscript.Keyspace
+	allowed string // hash field of the app's allowed count
+	denied  string // hash field of the app's denied count
+	opt     options
+	ttl     time.Duration
+
+	mu      sync.Mutex // guards writes of buckets
+	buckets atomic.Pointer[map[string]*entry]
+
+	flushMu sync.Mutex // one flush at a time
+	failing bool       // the last flush failed; guarded by flushMu
+	dropped atomic.Int64
+
+	closed atomic.Bool
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// NewRecorder returns a Recorder of the decisions of app (the app name the
+// Limiter was created with) and starts its flushing goroutine. Close it
+// when done: Close writes what is left. It does not close rdb.
+func NewRecorder(rdb redis.UniversalClient, app string, opts ...Option) (*Recorder, error) {
+	if rdb == nil {
+		return nil, errors.New("usage: nil redis client")
+	}
+	if !redisscript.ValidName(app) {
+		return nil, errors.New("usage: invalid app name " + quote(app))
+	}
+	o := options{interval: DefaultFlushInterval, retention: DefaultRetention, log: slog.Default()}
+	for _, f := range opts {
+		f(&o)
+	}
+	switch {
+	case o.interval <= 0:
+		return nil, errors.New("usage: flush interval must be positive")
+	case o.retention < time.Second:
+		return nil, errors.New("usage: retention must be at least a second")
+	}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	r := &Recorder{
+		rdb: rdb, ks: redisscript.Keyspace{Prefix: o.prefix}, opt: o,
+		allowed: redisscript.UsageAllowedField(app), denied: redisscript.UsageDeniedField(app),
+		ttl:  o.retention.Truncate(time.Second),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	empty := map[string]*entry{}
+	r.buckets.Store(&empty)
+	go r.loop()
+	return r, nil
+}
+
+func quote(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "..."
+	}
+	return "\"" + s + "\""
+}
+
+// Observe counts one decision. Pass it to client.WithObserver. It never
+// blocks on Redis.
+func (r *Recorder) Observe(d client.Decision) {
+	allowed, ok := Counted(d)
+	if !ok {
+		return
+	}
+	r.Add(d.Bucket, time.Now(), allowed, 1)
+}
+
+// Counted reports whether a decision is counted in usage, and whether it
+// counts as allowed (true) or denied (false): Redis answered, and the
+// answer was allowed, denied, or n over the bucket's capacity.
+func Counted(d client.Decision) (allowed, ok bool) {
+	if d.Result.Fallback {
+		return false, false
+	}
+	switch {
+	case d.Err == nil:
+		return d.Result.Allowed, true
+	case errors.Is(d.Err, client.ErrExceedsCapacity):
+		return false, true
+	}
+	return false, false
+}
+
+// Add counts n decisions of bucket at time at, allowed or denied, as
+// Observe does for one. It is for decisions made without a Limiter (a
+// client in another process reporting in bulk, a replay); names that are
+// not valid bucket names and n < 1 are ignored.
+func (r *Recorder) Add(bucket string, at time.Time, allowed bool, n int64) {
+	if n < 1 {
+		return
+	}
+	e := r.entry(bucket)
+	if e == nil {
+		return
+	}
+	m := floorDiv(at.Unix(), 60)
+	c := e.cur.Load()
+	if c == nil || c.minute != m {
+		c = e.cell(m)
+	}
+	ctr := &c.denied
+	if allowed {
+		ctr = &c.allowed
+	}
+	ctr.Add(n)
+	if c.retired.Load() {
+		// The flusher took this cell's counts between our lookup and our
+		// add: whatever it did not take moves to a live cell. Both sides
+		// Swap, so every count is written exactly once.
+		if v := ctr.Swap(0); v != 0 {
+			e.late(m, allowed, v)
+		}
+	}
+}
+
+// Dropped returns how many decisions were lost to failed flushes.
+func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
+
+// Close stops the flushing goroutine and writes the counts left (waiting
+// up to 5 s for Redis). Decisions observed after Close are not written.
+func (r *Recorder) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	close(r.stop)
+	<-r.done
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	return r.Flush(ctx)
+}
+
+func (r *Recorder) loop() {
+	defer close(r.done)
+	t := time.NewTicker(r.opt.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+			_ = r.Flush(ctx) // reported by Flush
+			cancel()
+		}
+	}
+}
+
+// entry returns the counters of bucket, creating them if needed, or nil
+// when the name is invalid or too many names are known.
+func (r *Recorder) entry(bucket string) *entry {
+	if e := (*r.buckets.Load())[bucket]; e != nil {
+		return e
+	}
+	if !redisscript.ValidName(bucket) {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := *r.buckets.Load()
+	if e := m[bucket]; e != nil {
+		return e
+	}
+	if len(m) >= maxBuckets {
+		return nil
+	}
+	// Copy on write: lookups stay lock-free, and new names are rare.
+	next := make(map[string]*entry, len(m)+1)
+	for k, v := range m {
+		next[k] = v
+	}
+	e := &entry{name: bucket}
+	next[bucket] = e
+	r.buckets.Store(&next)
+	return e
+}
+
+// entry holds the counters of one bucket: the cell of the minute being
+// counted now, and cells of past minutes waiting for the next flush.
+type entry struct {
+	name string
+	cur  atomic.Pointer[cell]
+
+	mu  sync.Mutex // guards old, and moving cur to old
+	old []*cell
+}
+
+// cell counts one minute of one bucket. Once retired by the flusher, it
+// takes no new counts (see Recorder.Add).
+type cell struct {
+	minute          int64
+	allowed, denied atomic.Int64
+	retired         atomic.Bool
+}
+
+// cell returns a cell to count minute m in: the current one, a new current
+// one when m is later, or a cell of the past for a late caller.
+func (e *entry) cell(m int64) *cell {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.cur.Load()
+	switch {
+	case c != nil && c.minute == m:
+		return c
+	case c == nil || m > c.minute:
+		if c != nil {
+			e.old = append(e.old, c)
+		}
+		n := &cell{minute: m}
+		e.cur.Store(n)
+		return n
+	}
+	return e.pastLocked(m)
+}
+
+// pastLocked returns the unflushed cell of past minute m, adding one if needed.
+func (e *entry) pastLocked(m int64) *cell {
+	for _, c := range e.old {
+		if c.minute == m {
+			return c
+		}
+	}
+	c := &cell{minute: m}
+	e.old = append(e.old, c)
+	return c
+}
+
+// late adds v counts that missed a retired cell of minute m.
+func (e *entry) late(m int64, allowed bool, v int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.pastLocked(m) // under mu, so the flusher cannot retire it meanwhile
+	if allowed {
+		c.allowed.Add(v)
+	} else {
+		c.denied.Add(v)
+	}
+}
+
+// counts is what one flush writes for one bucket and period.
+type counts struct{ allowed, denied int64 }
+
+type periodKey struct {
+	bucket string
+	n      int64 // minute or hour number
+}
+
+// take empties e's counters into minutes.
+func (e *entry) take(minutes map[periodKey]counts) {
+	e.mu.Lock()
+	old := e.old
+	e.old = nil
+	for _, c := range old {
+		c.retired.Store(true)
+	}
+	e.mu.Unlock()
+	add := func(c *cell) {
+		a, d := c.allowed.Swap(0), c.denied.Swap(0)
+		if a == 0 && d == 0 {
+			return
+		}
+		k := periodKey{e.name, c.minute}
+		sum := minutes[k]
+		sum.allowed += a
+		sum.denied += d
+		minutes[k] = sum
+	}
+	for _, c := range old {
+		add(c)
+	}
+	if c := e.cur.Load(); c != nil {
+		add(c)
+	}
+}
+
+// Flush writes the counts gathered since the last flush now, in one
+// pipeline. The flushing goroutine calls it every interval; call it
+// yourself before reading counts in a test or at shutdown. On error the
+// counts of this flush are dropped (see the package documentation).
+func (r *Recorder) Flush(ctx context.Context) error {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	minutes := map[periodKey]counts{}
+	for _, e := range *r.buckets.Load() {
+		e.take(minutes)
+	}
+	if len(minutes) == 0 {
+		return nil
+	}
+	hours := make(map[periodKey]counts, len(minutes))
+	var total int64
+	for k, c := range minutes {
+		h := periodKey{k.bucket, floorDiv(k.n, 60)}
+		sum := hours[h]
+		sum.allowed += c.allowed
+		sum.denied += c.denied
+		hours[h] = sum
+		total += c.allowed + c.denied
+	}
+	pipe := r.rdb.Pipeline()
+	for k, c := range minutes {
+		r.write(ctx, pipe, r.ks.UsageMinute(k.bucket, k.n), c)
+	}
+	for k, c := range hours {
+		r.write(ctx, pipe, r.ks.UsageHour(k.bucket, k.n), c)
+	}
+	_, err := pipe.Exec(ctx)
+	if err != nil {
+		r.dropped.Add(total)
+		if !r.failing {
+			r.opt.log.Warn("sluice: usage counts not written; dropping them until redis answers", "err", err)
+		}
+		r.failing = true
+		return err
+	}
+	if r.failing {
+		r.opt.log.Info("sluice: usage counts written again")
+		r.failing = false
+	}
+	return nil
+}
+
+func (r *Recorder) write(ctx context.Context, pipe redis.Pipeliner, key string, c counts) {
+	if c.allowed != 0 {
+		pipe.HIncrBy(ctx, key, r.allowed, c.allowed)
+	}
+	if c.denied != 0 {
+		pipe.HIncrBy(ctx, key, r.denied, c.denied)
+	}
+	pipe.Expire(ctx, key, r.ttl)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}

@@ -1,0 +1,453 @@
+// Package chart draws usage charts as SVG on the server, so that the
+// console needs no script and no external library to show them.
+//
+// The chart puts time left to right and, for every point, stacks each
+// app's allowed acquires above a zero line and its denied acquires below
+// it, in the app's colour (denials lighter). The share of denials is then
+// seen at a glance, and per app. Every point has a tooltip (an SVG title)
+// with its exact counts.
+//
+// The output is plain SVG markup to embed in a page: no script, no style
+// element or attribute (colours and fonts are presentation attributes,
+// which a Content-Security-Policy without 'unsafe-inline' allows), no ids
+// (several charts fit on one page), text in currentColor (so it follows
+// the page's light or dark scheme), and classes on every part for the
+// page's stylesheet to adjust. Every text that comes from the input is
+// escaped.
+package chart
+
+import (
+	"fmt"
+	"html"
+	"html/template"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/usage"
+)
+
+// Options adjust a chart. The zero value is usable.
+type Options struct {
+	// Title is drawn above the chart and names it for screen readers.
+	// Empty means "Usage of <bucket>, last <window>".
+	Title string
+	// Width is the width of the drawing in SVG units (default 720). The SVG
+	// scales to its container's width; the height follows.
+	Width int
+	// MaxApps is how many apps get a colour of their own (default 8); the
+	// quieter ones are summed as "other apps".
+	MaxApps int
+	// Location is the time zone of the time labels (default UTC).
+	Location *time.Location
+}
+
+// Palette holds the colours of the apps, in order of traffic. None is
+// red or green, which would read as denied or allowed.
+var Palette = []string{"#4e79a7", "#f28e2b", "#76b7b2", "#b07aa1", "#edc948", "#9c755f", "#ff9da7", "#59a14f"}
+
+// otherColor is the colour of the apps past MaxApps.
+const otherColor = "#8c8c8c"
+
+// Layout in SVG units.
+const (
+	plotHeight   = 200
+	marginLeft   = 58
+	marginRight  = 16
+	titleHeight  = 34
+	axisHeight   = 26
+	legendRow    = 20
+	charWidth    = 7 // average width of a character at font-size 12
+	swatchWidth  = 12
+	legendGap    = 20
+	defaultWidth = 720
+	minWidth     = 240
+	maxWidth     = 4000
+)
+
+// bar is one app's counts, or the sum of the other apps, ready to draw.
+type bar struct {
+	name            string
+	color           string
+	allowed, denied []int64
+	totalA, totalD  int64
+}
+
+// Usage returns series s drawn as an SVG element. The result is safe to
+// put in an html/template unescaped (it is a template.HTML): every text
+// from s and o is escaped here. It never fails: counts that do not match
+// s.Times in length are cut or padded with zeros, negative counts count
+// as zero, and a series without counts draws an empty chart that says so.
+func Usage(s usage.Series, o Options) template.HTML {
+	if o.Width <= 0 {
+		o.Width = defaultWidth
+	}
+	o.Width = min(max(o.Width, minWidth), maxWidth)
+	if o.MaxApps <= 0 {
+		o.MaxApps = len(Palette)
+	}
+	if o.Location == nil {
+		o.Location = time.UTC
+	}
+	title := o.Title
+	if title == "" {
+		title = "Usage of " + s.Bucket + ", last " + s.Window.String()
+	}
+	n := len(s.Times)
+	bars := makeBars(s, n, o.MaxApps)
+
+	// Legend rows, laid out left to right.
+	type item struct {
+		x, row int
+		b      *bar
+		label  string
+	}
+	plotW := o.Width - marginLeft - marginRight
+	var items []item
+	x, row := 0, 0
+	for i := range bars {
+		b := &bars[i]
+		label := fmt.Sprintf("%s: %s allowed, %s denied", b.name, group(b.totalA), group(b.totalD))
+		w := swatchWidth + 6 + utf8.RuneCountInString(label)*charWidth
+		if x > 0 && x+w > plotW {
+			x, row = 0, row+1
+		}
+		items = append(items, item{x: x, row: row, b: b, label: label})
+		x += w + legendGap
+	}
+	rows := row + 1
+	height := titleHeight + plotHeight + axisHeight + rows*legendRow + 6
+
+	// Vertical scale: allowed above zero, denied below, one unit.
+	// In float64: sums of huge counts must not overflow.
+	var maxA, maxD float64
+	for i := range n {
+		var a, d float64
+		for _, b := range bars {
+			a += float64(b.allowed[i])
+			d += float64(b.denied[i])
+		}
+		maxA, maxD = max(maxA, a), max(maxD, d)
+	}
+	step := niceStep((maxA + maxD) / 5)
+	topV := math.Max(step, math.Ceil(maxA/step)*step)
+	botV := math.Ceil(maxD/step) * step
+	// The grid lines, top to bottom; counted, not stepped, so that rounding
+	// can never make the loop long.
+	var grid []float64
+	for k := 0.0; k <= math.Round((topV+botV)/step) && k <= 20; k++ {
+		grid = append(grid, topV-k*step)
+	}
+	y := func(v float64) float64 {
+		return titleHeight + (topV-v)/(topV+botV)*plotHeight
+	}
+	slot := float64(plotW) / float64(max(n, 1))
+	barW := slot
+	if slot > 3 {
+		barW = slot - 1 // a hairline between bars when there is room
+	}
+	xAt := func(i int) float64 { return marginLeft + float64(i)*slot }
+
+	var sb strings.Builder
+	sb.Grow(4096 + n*len(bars)*120)
+	var totalA, totalD int64
+	for _, b := range bars {
+		totalA = addSat(totalA, b.totalA)
+		totalD = addSat(totalD, b.totalD)
+	}
+	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" class="chart usage-chart" viewBox="0 0 %d %d" width="100%%" role="img" aria-label="%s" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12">`,
+		o.Width, height, esc(fmt.Sprintf("%s: %s allowed, %s denied", title, group(totalA), group(totalD))))
+	fmt.Fprintf(&sb, `<title>%s</title>`, esc(title))
+	fmt.Fprintf(&sb, `<desc>%s</desc>`, esc(describe(s, bars, o.Location)))
+	fmt.Fprintf(&sb, `<text class="chart-title" x="%d" y="20" font-size="14" font-weight="600" fill="currentColor">%s</text>`,
+		marginLeft, esc(title))
+
+	// Grid and y labels.
+	sb.WriteString(`<g class="chart-grid" stroke="currentColor" stroke-opacity="0.15" stroke-width="1">`)
+	for _, v := range grid {
+		fmt.Fprintf(&sb, `<line x1="%d" x2="%d" y1="%s" y2="%s"/>`, marginLeft, o.Width-marginRight, num(y(v)), num(y(v)))
+	}
+	sb.WriteString(`</g><g class="chart-axis-labels" fill="currentColor" fill-opacity="0.75" text-anchor="end">`)
+	for _, v := range grid {
+		fmt.Fprintf(&sb, `<text x="%d" y="%s">%s</text>`, marginLeft-6, num(y(v)+4), compact(math.Abs(v)))
+	}
+	sb.WriteString(`</g>`)
+	fmt.Fprintf(&sb, `<g class="chart-axis-names" fill="currentColor" fill-opacity="0.75" font-size="11"><text x="%d" y="%s">allowed ↑</text>`,
+		marginLeft+4, num(float64(titleHeight)+12))
+	if botV > 0 {
+		fmt.Fprintf(&sb, `<text x="%d" y="%s">denied ↓</text>`, marginLeft+4, num(float64(titleHeight+plotHeight)-4))
+	}
+	sb.WriteString(`</g>`)
+
+	// Bars: per point, each app's allowed stacked up from zero, denied down.
+	sb.WriteString(`<g class="chart-bars">`)
+	for bi, b := range bars {
+		fmt.Fprintf(&sb, `<g class="chart-app" fill="%s">`, b.color)
+		for i := range n {
+			if b.allowed[i] == 0 && b.denied[i] == 0 {
+				continue
+			}
+			var below, belowD float64
+			for _, o := range bars[:bi] {
+				below += float64(o.allowed[i])
+				belowD += float64(o.denied[i])
+			}
+			if a := float64(b.allowed[i]); a > 0 {
+				y0, y1 := y(below+a), y(below)
+				fmt.Fprintf(&sb, `<rect class="chart-allowed" x="%s" y="%s" width="%s" height="%s"/>`,
+					num(xAt(i)), num(y0), num(barW), num(y1-y0))
+			}
+			if d := float64(b.denied[i]); d > 0 {
+				y0, y1 := y(-belowD), y(-(belowD + d))
+				fmt.Fprintf(&sb, `<rect class="chart-denied" x="%s" y="%s" width="%s" height="%s" fill-opacity="0.5"/>`,
+					num(xAt(i)), num(y0), num(barW), num(y1-y0))
+			}
+		}
+		sb.WriteString(`</g>`)
+	}
+	sb.WriteString(`</g>`)
+	fmt.Fprintf(&sb, `<line class="chart-zero" x1="%d" x2="%d" y1="%s" y2="%s" stroke="currentColor" stroke-opacity="0.6"/>`,
+		marginLeft, o.Width-marginRight, num(y(0)), num(y(0)))
+
+	// Time labels.
+	every := labelEvery(s.Step, n)
+	sb.WriteString(`<g class="chart-time-labels" fill="currentColor" fill-opacity="0.75" text-anchor="middle">`)
+	base := float64(titleHeight + plotHeight)
+	for i, t := range s.Times {
+		lt := t.In(o.Location)
+		if !aligned(lt, every) {
+			continue
+		}
+		layout := "15:04"
+		if every >= 24*time.Hour {
+			layout = "Mon 2"
+		}
+		fmt.Fprintf(&sb, `<text x="%s" y="%s">%s</text>`, num(xAt(i)), num(base+18), esc(lt.Format(layout)))
+	}
+	sb.WriteString(`</g>`)
+
+	if totalA == 0 && totalD == 0 {
+		fmt.Fprintf(&sb, `<text class="chart-empty" x="%s" y="%s" text-anchor="middle" fill="currentColor" fill-opacity="0.75">No acquires counted in this window</text>`,
+			num(float64(marginLeft)+float64(plotW)/2), num(float64(titleHeight)+plotHeight/2))
+	}
+
+	// Legend.
+	if len(items) > 0 {
+		sb.WriteString(`<g class="chart-legend" fill="currentColor">`)
+		for _, it := range items {
+			lx := marginLeft + it.x
+			ly := titleHeight + plotHeight + axisHeight + it.row*legendRow
+			fmt.Fprintf(&sb, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/><text x="%d" y="%d">%s</text>`,
+				lx, ly+2, swatchWidth, swatchWidth, it.b.color, lx+swatchWidth+6, ly+12, esc(it.label))
+		}
+		sb.WriteString(`</g>`)
+	}
+
+	// Tooltips: one invisible column per point, on top, with its counts.
+	if totalA != 0 || totalD != 0 {
+		sb.WriteString(`<g class="chart-hover" fill="transparent">`)
+		for i, t := range s.Times {
+			fmt.Fprintf(&sb, `<rect x="%s" y="%d" width="%s" height="%d"><title>%s</title></rect>`,
+				num(xAt(i)), titleHeight, num(slot), plotHeight, esc(tooltip(t.In(o.Location), s.Step, bars, i)))
+		}
+		sb.WriteString(`</g>`)
+	}
+	sb.WriteString(`</svg>`)
+	return template.HTML(sb.String())
+}
+
+// makeBars turns s's apps into bars of exactly n points, the apps past
+// maxApps summed into one.
+func makeBars(s usage.Series, n, maxApps int) []bar {
+	var bars []bar
+	for i, a := range s.Apps {
+		if i < maxApps || len(s.Apps) == maxApps+1 && i == maxApps {
+			c := Palette[len(bars)%len(Palette)]
+			bars = append(bars, bar{name: a.App, color: c, allowed: fit(a.Allowed, n), denied: fit(a.Denied, n)})
+			continue
+		}
+		if len(bars) == maxApps {
+			bars = append(bars, bar{name: fmt.Sprintf("%d other apps", len(s.Apps)-maxApps), color: otherColor,
+				allowed: make([]int64, n), denied: make([]int64, n)})
+		}
+		o := &bars[maxApps]
+		for j, v := range fit(a.Allowed, n) {
+			o.allowed[j] = addSat(o.allowed[j], v)
+		}
+		for j, v := range fit(a.Denied, n) {
+			o.denied[j] = addSat(o.denied[j], v)
+		}
+	}
+	for i := range bars {
+		for j := range n {
+			bars[i].totalA = addSat(bars[i].totalA, bars[i].allowed[j])
+			bars[i].totalD = addSat(bars[i].totalD, bars[i].denied[j])
+		}
+	}
+	return bars
+}
+
+// addSat adds two counts >= 0, stopping at the largest int64 rather than
+// wrapping around.
+func addSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// fit copies v into exactly n points, negatives as zero.
+func fit(v []int64, n int) []int64 {
+	out := make([]int64, n)
+	for i := range min(n, len(v)) {
+		out[i] = max(v[i], 0)
+	}
+	return out
+}
+
+// describe is the text alternative of the chart.
+func describe(s usage.Series, bars []bar, loc *time.Location) string {
+	var b strings.Builder
+	b.WriteString("Allowed acquires per app above the zero line, denied below it")
+	if len(s.Times) > 0 && s.Step > 0 {
+		fmt.Fprintf(&b, ", one bar per %s from %s to %s (%s)", human(s.Step),
+			s.Times[0].In(loc).Format("Jan 2 15:04"), s.Times[len(s.Times)-1].Add(s.Step).In(loc).Format("Jan 2 15:04"),
+			loc.String())
+	}
+	b.WriteString(".")
+	for _, br := range bars {
+		fmt.Fprintf(&b, " %s: %s allowed, %s denied.", br.name, group(br.totalA), group(br.totalD))
+	}
+	return b.String()
+}
+
+func tooltip(t time.Time, step time.Duration, bars []bar, i int) string {
+	var b strings.Builder
+	b.WriteString(t.Format("Mon Jan 2 15:04"))
+	if step > 0 {
+		b.WriteString("–" + t.Add(step).Format("15:04"))
+	}
+	for _, br := range bars {
+		if br.allowed[i] == 0 && br.denied[i] == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n%s: %s allowed, %s denied", br.name, group(br.allowed[i]), group(br.denied[i]))
+	}
+	return b.String()
+}
+
+// labelEvery picks the spacing of time labels: the smallest of a few
+// round spans that gives at most 7 labels.
+func labelEvery(step time.Duration, n int) time.Duration {
+	span := step * time.Duration(n)
+	for _, d := range []time.Duration{time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute,
+		30 * time.Minute, time.Hour, 2 * time.Hour, 3 * time.Hour, 4 * time.Hour, 6 * time.Hour,
+		12 * time.Hour, 24 * time.Hour} {
+		if d >= step && span/d <= 7 {
+			return d
+		}
+	}
+	return 24 * time.Hour * time.Duration(1+span/(7*24*time.Hour))
+}
+
+// aligned reports whether wall-clock time t is a multiple of every since
+// midnight (every up to a day), or a midnight (longer spans).
+func aligned(t time.Time, every time.Duration) bool {
+	if every <= 0 {
+		return false
+	}
+	sinceMidnight := time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute + time.Duration(t.Second())*time.Second
+	if every >= 24*time.Hour {
+		return sinceMidnight == 0
+	}
+	return sinceMidnight%every == 0
+}
+
+// niceStep returns a round step (1, 2 or 5 times a power of ten, at least 1) >= x.
+func niceStep(x float64) float64 {
+	if x <= 1 || math.IsNaN(x) {
+		return 1
+	}
+	if math.IsInf(x, 1) {
+		return math.MaxFloat64
+	}
+	p := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= x {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// compact formats an axis value: 950, 1.5k, 20M.
+func compact(v float64) string {
+	switch {
+	case v >= 1e9:
+		return trim(v/1e9) + "G"
+	case v >= 1e6:
+		return trim(v/1e6) + "M"
+	case v >= 1e3:
+		return trim(v/1e3) + "k"
+	}
+	return trim(v)
+}
+
+func trim(v float64) string { return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) }
+
+// group formats a count with thousands separators: 1,234,567.
+func group(v int64) string {
+	s := strconv.FormatInt(v, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// human names a step: "minute", "15 minutes", "hour".
+func human(d time.Duration) string {
+	switch {
+	case d == time.Minute:
+		return "minute"
+	case d == time.Hour:
+		return "hour"
+	case d%time.Hour == 0:
+		return strconv.Itoa(int(d/time.Hour)) + " hours"
+	case d%time.Minute == 0:
+		return strconv.Itoa(int(d/time.Minute)) + " minutes"
+	}
+	return d.String()
+}
+
+// num formats a coordinate with at most two decimals.
+func num(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "0"
+	}
+	return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
+}
+
+// esc makes s safe as SVG text and attribute value, also in a standalone
+// SVG document: markup characters are escaped, and characters XML forbids
+// (most control characters, invalid UTF-8) become U+FFFD.
+func esc(s string) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == utf8.RuneError, r < 0x20 && r != '\t' && r != '\n' && r != '\r', r == 0xFFFE, r == 0xFFFF:
+			return '\uFFFD'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	return html.EscapeString(s)
+}

@@ -1,0 +1,68 @@
+package redisscript
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Usage counts are analytics beside the token contract: how many acquires
+// each app had allowed and denied on a bucket, per minute and per hour.
+// Each period of a bucket is one hash, hash-tagged on the bucket name like
+// the bucket itself (so it lives in the bucket's Cluster slot), with two
+// fields per app: UsageAllowedField and UsageDeniedField. Clients add to
+// them with HINCRBY and set UsageTTLSeconds with EXPIRE.
+
+// UsageTTLSeconds is how long a usage hash lives after its last write:
+// eight days, so that a week of minutes and hours is always complete.
+const UsageTTLSeconds = 8 * 24 * 3600
+
+// UsageMinute returns the key of the usage hash of bucket name for one
+// minute, given as Unix seconds / 60: "<prefix>{<name>}:usage:m:<minute>".
+func (ks Keyspace) UsageMinute(name string, minute int64) string {
+	return ks.usage(name, ":usage:m:", minute)
+}
+
+// UsageHour returns the key of the usage hash of bucket name for one hour,
+// given as Unix seconds / 3600: "<prefix>{<name>}:usage:h:<hour>".
+func (ks Keyspace) UsageHour(name string, hour int64) string {
+	return ks.usage(name, ":usage:h:", hour)
+}
+
+func (ks Keyspace) usage(name, kind string, n int64) string {
+	p := ks.prefix()
+	b := make([]byte, 0, len(p)+len(name)+len(kind)+14)
+	b = append(b, p...)
+	b = append(b, '{')
+	b = append(b, name...)
+	b = append(b, '}')
+	b = append(b, kind...)
+	b = strconv.AppendInt(b, n, 10)
+	return string(b)
+}
+
+// Suffixes of the usage fields of an app.
+const (
+	usageAllowed = ":a"
+	usageDenied  = ":d"
+)
+
+// UsageAllowedField returns the usage hash field counting the allowed
+// acquires of app: "<app>:a".
+func UsageAllowedField(app string) string { return app + usageAllowed }
+
+// UsageDeniedField returns the usage hash field counting the denied
+// acquires of app: "<app>:d".
+func UsageDeniedField(app string) string { return app + usageDenied }
+
+// ParseUsageField splits a usage hash field into its app and whether it
+// counts allowed (true) or denied (false) acquires. ok is false for any
+// other field, including one whose app is not a valid name.
+func ParseUsageField(field string) (app string, allowed, ok bool) {
+	if app, found := strings.CutSuffix(field, usageAllowed); found && ValidName(app) {
+		return app, true, true
+	}
+	if app, found := strings.CutSuffix(field, usageDenied); found && ValidName(app) {
+		return app, false, true
+	}
+	return "", false, false
+}
