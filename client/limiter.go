@@ -174,6 +174,12 @@ const maxCachedBuckets = 10_000
 // a single-node, Sentinel (failover) or Cluster client. The Limiter does
 // not close rdb. Commands the Limiter sends are never retried by go-redis,
 // whatever rdb's MaxRetries, except to reload the script after NOSCRIPT.
+//
+// Over a *redis.Client (single node or Sentinel), a caller that finds no
+// other call in flight sends its call itself, through a copy of rdb made
+// by rdb.WithTimeout(timeout) that shares its connection pool, and keeps
+// one connection of the pool while such calls keep coming. That copy has
+// the hooks rdb had when New was called: add hooks before.
 func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error) {
 	if rdb == nil {
 		return nil, errors.New("sluice: nil redis client")
@@ -273,6 +279,8 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 	case err == nil:
 	case errors.Is(err, errAbandoned):
 		return Result{}, ctx.Err()
+	case errors.Is(err, ErrClosed):
+		return Result{}, ErrClosed
 	case !unavailable(err):
 		// Redis answered, with an error of this call alone (a key of the
 		// wrong type, say): the policy answers it, the breaker stays closed.

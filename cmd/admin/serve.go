@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/accounts"
@@ -25,12 +28,14 @@ import (
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/usage"
 	"github.com/sluicehq/sluice/migrations"
 )
 
 // serveConfig is everything `serve` is started with.
 type serveConfig struct {
 	listen         string
+	metricsAddr    string
 	mysqlDSN       string
 	redis          redisconn.Options
 	keyPrefix      string
@@ -45,6 +50,7 @@ type serveConfig struct {
 func parseServe(e env) (serveConfig, error) {
 	cfg := serveConfig{
 		listen:         ":8080",
+		metricsAddr:    e.getenv("SLUICE_METRICS_ADDR"),
 		mysqlDSN:       e.getenv("SLUICE_MYSQL_DSN"),
 		keyPrefix:      e.getenv("SLUICE_KEY_PREFIX"),
 		migrate:        true,
@@ -70,6 +76,7 @@ func parseServe(e env) (serveConfig, error) {
 
 	fs := newFlags(e, "serve", "[serve] [flags]")
 	fs.StringVar(&cfg.listen, "listen", cfg.listen, "`address` the console listens on (env SLUICE_LISTEN)")
+	fs.StringVar(&cfg.metricsAddr, "metrics-addr", cfg.metricsAddr, "`address` of a separate listener serving Prometheus metrics at /metrics; empty disables (env SLUICE_METRICS_ADDR)")
 	fs.StringVar(&cfg.mysqlDSN, "mysql-dsn", cfg.mysqlDSN, "MySQL `DSN`, as user:password@tcp(host:port)/sluice (env SLUICE_MYSQL_DSN)")
 	cfg.redis.RegisterFlags(fs)
 	fs.StringVar(&cfg.keyPrefix, "key-prefix", cfg.keyPrefix, "Redis key `prefix` of bucket hashes, as the sync worker's; empty means \"sluice:\" (env SLUICE_KEY_PREFIX)")
@@ -156,11 +163,22 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 	go func() { _ = enf.Run(runCtx) }()
 	go purgeSessions(runCtx, accounts.NewStore(st.db), log)
 
-	con, err := console.New(console.Config{
+	// Metrics are served on a listener of their own, if at all, so that the
+	// console's address never exposes them and its access rules stay whole.
+	var reg *prometheus.Registry
+	if cfg.metricsAddr != "" {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	ccfg := console.Config{
 		DB: st.db, Redis: st.rdb, Keyspace: st.ks, Enforcer: enf,
 		SecureCookies: cfg.secureCookies, TrustedProxies: cfg.trustedProxies, Logger: log,
-		API: newAPI(st, enf, log),
-	})
+		API: newAPI(st, enf, log), Usage: usage.NewReader(st.rdb, st.ks),
+	}
+	if reg != nil { // a nil *Registry would not be a nil Registerer
+		ccfg.Metrics = reg
+	}
+	con, err := console.New(ccfg)
 	if err != nil {
 		return fmt.Errorf("build console: %w", err)
 	}
@@ -178,21 +196,52 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	srvErr := make(chan error, 2)
+	var msrv *http.Server
+	if reg != nil {
+		mln, err := net.Listen("tcp", cfg.metricsAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on %s for metrics: %w", cfg.metricsAddr, err)
+		}
+		msrv = metricsServer(reg, log)
+		log.Info("metrics listening", "addr", mln.Addr().String())
+		fmt.Fprintf(stderr, "Prometheus metrics on http://%s/metrics\n", displayAddr(mln.Addr()))
+		go func() { srvErr <- msrv.Serve(mln) }()
+	}
 	log.Info("console listening", "addr", ln.Addr().String())
 	fmt.Fprintf(stderr, "Sluice console on http://%s\n", displayAddr(ln.Addr()))
-	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
+	var failed error
 	select {
 	case <-ctx.Done():
 	case err := <-srvErr:
-		return fmt.Errorf("http server: %w", err)
+		failed = fmt.Errorf("http server: %w", err)
 	}
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer scancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("shut down http server: %w", err)
+	if msrv != nil {
+		if err := msrv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) && failed == nil {
+			failed = fmt.Errorf("shut down metrics server: %w", err)
+		}
 	}
-	return nil
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) && failed == nil {
+		failed = fmt.Errorf("shut down http server: %w", err)
+	}
+	return failed
+}
+
+// metricsServer serves reg at /metrics, and nothing else.
+func metricsServer(reg *prometheus.Registry, log *slog.Logger) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // newAPI builds the JSON API (issue 6) served beside the console under

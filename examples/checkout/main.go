@@ -9,7 +9,9 @@
 //	curl -i localhost:8090/checkout
 //
 // The -dev stack seeds the app "demo" and the bucket "demo-api" that this
-// service uses. Hit the route quickly and it answers 429 with Retry-After.
+// service uses. Hit the route quickly and it answers 429 with Retry-After;
+// the console's page of demo-api charts the allowed and denied calls, which
+// this service counts in Redis.
 package main
 
 import (
@@ -28,6 +30,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/client/usage"
 )
 
 func main() {
@@ -51,9 +54,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	rdb := redis.NewClient(&redis.Options{Addr: *redisAddr})
 	defer rdb.Close()
+	// Usage counts: every decision is counted in memory and written to
+	// Redis about once a second, for the console's charts of this bucket.
+	// Close writes the last counts, so it runs after the limiter's Close.
+	rec, err := usage.NewRecorder(rdb, *app)
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
 	// Local fallback: if Redis goes away, keep serving at this instance's
 	// share of the rate instead of failing every request or none.
-	limiter, err := client.New(rdb, *app, client.WithFailurePolicy(client.FailLocal))
+	limiter, err := client.New(rdb, *app, client.WithFailurePolicy(client.FailLocal),
+		client.WithObserver(rec.Observe))
 	if err != nil {
 		return err
 	}

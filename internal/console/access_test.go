@@ -104,6 +104,7 @@ func probes() map[string]probe {
 			fx.e.bucket(name, "alpha")
 			return "/buckets/" + name + "/delete", url.Values{"version": {"1"}}
 		}},
+		"GET /usage":  {allow: everyone(), prepare: static("/usage")},
 		"GET /audit":  {allow: everyone(), prepare: static("/audit")},
 		"GET /tokens": {allow: everyone(), prepare: static("/tokens")},
 		"POST /tokens": {allow: everyone(), prepare: func(fx *matrixFixture, _ string) (string, url.Values) {

@@ -51,6 +51,7 @@ func (s *server) login(c *gin.Context) {
 
 	ok, wait := s.throttle.allow(ctx(c), c.ClientIP(), name)
 	if !ok {
+		s.metrics.signin(signinThrottled)
 		s.auditEvent(c, who, audit.Entry{Action: "login.failure", ObjectType: "user", ObjectName: who.User,
 			Detail: "too many attempts; refused without checking the password"})
 		c.Header("Retry-After", fmt.Sprint(int(math.Ceil(wait.Seconds()))))
@@ -60,6 +61,7 @@ func (s *server) login(c *gin.Context) {
 	}
 
 	if name == "" || password == "" || len(name) > maxUsername || len(password) > maxPassword {
+		s.metrics.signin(signinFailure)
 		s.auditEvent(c, who, audit.Entry{Action: "login.failure", ObjectType: "user", ObjectName: who.User,
 			Detail: "empty or oversized user name or password"})
 		p.Error = "Enter your user name and password."
@@ -72,6 +74,7 @@ func (s *server) login(c *gin.Context) {
 			s.fail(c, err)
 			return
 		}
+		s.metrics.signin(signinFailure)
 		s.auditEvent(c, who, audit.Entry{Action: "login.failure", ObjectType: "user", ObjectName: who.User,
 			Detail: "wrong user name or password, or account disabled"})
 		p.Error = "Wrong user name or password."
@@ -90,6 +93,7 @@ func (s *server) login(c *gin.Context) {
 		return
 	}
 	s.setSessionCookie(c, token)
+	s.metrics.signin(signinSuccess)
 	who.User = user.Username
 	s.auditEvent(c, who, audit.Entry{Action: "login.success", ObjectType: "user", ObjectName: user.Username})
 	s.redirect(c, p.Next, "")

@@ -12,6 +12,7 @@ import (
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/sluicehq/sluice/client/usage"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -314,5 +315,98 @@ func TestBrowser(t *testing.T) {
 		olga.open("/apps/shop")
 		olga.shot(t, "phone")
 		olga.run("reset viewport", chromedp.ResetViewport())
+	})
+}
+
+// TestBrowserUsage shows the usage chart of a busy bucket for each window
+// and the overview of the buckets that denied the most, in Chromium, with
+// screenshots to look at.
+func TestBrowserUsage(t *testing.T) {
+	e := newEnv(t)
+	e.user("olga", false)
+	e.app("shop", "olga")
+	e.app("search", "olga")
+	e.app("mobile", "olga")
+	checkout := e.bucket("shop-checkout", "shop", "shop", "search", "mobile")
+	e.applyBucket(checkout)
+	e.bucket("shop-search", "shop", "shop", "search")
+	e.bucket("shop-images", "shop")
+
+	// A day of traffic: steady allowed calls, a burst of denials half an
+	// hour ago, and a quieter app.
+	now := time.Now()
+	var shop, search, mobile [][2]int64
+	for m := range 24 * 60 {
+		a := int64(40 + (m*7)%25)
+		var d int64
+		if m >= 25 && m <= 35 {
+			d = int64(30 + (m%4)*6)
+		}
+		shop = append(shop, [2]int64{a, d})
+		search = append(search, [2]int64{int64(10 + (m*3)%12), int64(m % 9 / 7 * 4)})
+		mobile = append(mobile, [2]int64{int64(5 + m%6), 0})
+	}
+	for _, s := range []struct {
+		app    string
+		counts [][2]int64
+	}{{"shop", shop}, {"search", search}, {"mobile", mobile}} {
+		rec, err := usage.NewRecorder(e.rdb, s.app, usage.WithKeyPrefix(e.ks.Prefix), usage.WithFlushInterval(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m, c := range s.counts {
+			at := now.Add(-time.Duration(m) * time.Minute)
+			rec.Add("shop-checkout", at, true, c[0])
+			rec.Add("shop-checkout", at, false, c[1])
+			if m < 60 {
+				rec.Add("shop-search", at, true, c[0]/4)
+				rec.Add("shop-search", at, false, int64(m%5/4))
+			}
+		}
+		if err := rec.Close(); err != nil {
+			t.Fatalf("write usage: %v", err)
+		}
+	}
+
+	browser := startBrowser(t)
+	olga := newTab(t, browser, e.srv.URL)
+	olga.signIn("olga")
+
+	t.Run("bucket chart", func(t *testing.T) {
+		olga.t = t
+		olga.open("/buckets/shop-checkout")
+		olga.wantText("#usage", "Usage", "Last hour", "shop", "search", "mobile", "tokens now")
+		if olga.count("#usage svg.usage-chart rect.chart-allowed") < 60 {
+			t.Fatal("the hour chart does not draw a bar per minute")
+		}
+		if olga.count("#usage svg.usage-chart rect.chart-denied") == 0 {
+			t.Fatal("the hour chart draws no denials")
+		}
+		olga.shot(t, "usage-hour")
+		// The switch is plain links; each lands on the chart (#usage).
+		olga.submit("#usage a[href='/buckets/shop-checkout?window=day#usage']")
+		olga.wantText("#usage .seg [aria-current]", "Last day")
+		olga.wantText("#usage figure", "shop:", "search:", "mobile:", "allowed", "denied")
+		olga.submit("#usage a[href='/buckets/shop-checkout?window=week#usage']")
+		olga.wantText("#usage .seg [aria-current]", "Last week")
+		// Screenshots from the top: a full-page shot of a scrolled page
+		// draws the sticky top bar across it.
+		for _, w := range []string{"day", "week"} {
+			olga.open("/buckets/shop-checkout?window=" + w)
+			olga.shot(t, "usage-"+w)
+		}
+	})
+
+	t.Run("overview", func(t *testing.T) {
+		olga.t = t
+		olga.open("/usage")
+		olga.wantText("h1", "Usage")
+		olga.wantText("table.top-denied", "shop-checkout", "shop-search")
+		if olga.count("table.top-denied tr[data-bucket='shop-images']") != 0 {
+			t.Fatal("a bucket without denials is listed")
+		}
+		olga.shot(t, "usage-overview")
+		olga.submit("a[href='/buckets/shop-checkout?window=hour#usage']")
+		olga.wantText("h1", "shop-checkout")
 	})
 }

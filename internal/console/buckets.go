@@ -75,6 +75,7 @@ type bucketPage struct {
 	Bucket  *buckets.Bucket
 	CanEdit bool
 	Live    liveState
+	Usage   usageView
 }
 
 type bucketDeletePage struct {
@@ -295,8 +296,17 @@ func (s *server) showBucket(c *gin.Context) {
 		return
 	}
 	p := &bucketPage{layout: layout{Title: b.Name, Nav: "buckets"}, Bucket: b,
-		CanEdit: isAdmin(c) || s.enf.Can(username(c), b.OwnerApp, rbac.ActionEdit),
-		Live:    s.live(ctx(c), b)}
+		CanEdit: isAdmin(c) || s.enf.Can(username(c), b.OwnerApp, rbac.ActionEdit)}
+	// Both Redis reads at once: when Redis hangs, the page waits for the
+	// longer timeout, not for the sum.
+	rctx, w := ctx(c), requestedWindow(c)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Usage = s.bucketUsage(rctx, b, w)
+	}()
+	p.Live = s.live(rctx, b)
+	<-done
 	s.render(c, http.StatusOK, "bucket", p)
 }
 

@@ -33,6 +33,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/accounts"
@@ -41,6 +42,7 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/usage"
 )
 
 // Config holds what the console is built on. DB and Enforcer are
@@ -75,6 +77,14 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Logger receives internal errors; nil means slog.Default().
 	Logger *slog.Logger
+	// Usage reads the usage counts of the bucket charts and the overview.
+	// Nil means a reader on Redis and Keyspace (none without Redis).
+	Usage *usage.Reader
+	// Metrics, when set, receives the console's Prometheus collectors:
+	// requests and their latency by route template, and sign-in results.
+	// Nil means no metrics. The console does not serve them: expose the
+	// registry on a listener of its own.
+	Metrics prometheus.Registerer
 }
 
 // server holds the console's dependencies; handlers are its methods, one
@@ -92,6 +102,8 @@ type server struct {
 	accounts *accounts.Store
 	views    *views
 	throttle *throttle
+	metrics  *metrics
+	usage    *usage.Reader
 	engine   *gin.Engine
 }
 
@@ -149,11 +161,18 @@ func newServer(cfg Config) (*server, error) {
 		return nil, err
 	}
 	v.log = log
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
 	s := &server{
 		cfg: cfg, log: log, db: cfg.DB, rdb: cfg.Redis, ks: cfg.Keyspace, enf: cfg.Enforcer,
 		apps: apps.NewStore(cfg.DB), buckets: buckets.NewStore(cfg.DB), audit: audit.NewStore(cfg.DB),
 		accounts: accounts.NewStore(cfg.DB), views: v,
-		throttle: newThrottle(cfg.Redis, cfg.ThrottlePrefix, log),
+		throttle: newThrottle(cfg.Redis, cfg.ThrottlePrefix, log), metrics: m, usage: cfg.Usage,
+	}
+	if s.usage == nil && cfg.Redis != nil {
+		s.usage = usage.NewReader(cfg.Redis, cfg.Keyspace)
 	}
 	s.engine, err = s.routes()
 	if err != nil {
@@ -174,7 +193,7 @@ func (s *server) routes() (*gin.Engine, error) {
 	if err := e.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
 		return nil, err
 	}
-	e.Use(s.recoverer, s.withTimeout)
+	e.Use(markRoute, s.recoverer, s.withTimeout)
 	e.NoRoute(s.notFound)
 	e.NoMethod(s.methodNotAllowed)
 
@@ -203,6 +222,8 @@ func (s *server) routes() (*gin.Engine, error) {
 	u.GET("/buckets/:bucket/delete", s.confirmDeleteBucket)
 	u.POST("/buckets/:bucket/delete", s.deleteBucket)
 
+	u.GET("/usage", s.usageOverview)
+
 	u.GET("/audit", s.listAudit)
 
 	u.GET("/tokens", s.listTokens)
@@ -227,17 +248,20 @@ func (s *server) handler() http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(s.crossOriginDenied))
 	pages := securityHeaders(limitBody(cop.Handler(s.engine)))
-	api := s.cfg.API
-	if api == nil {
-		return pages
+	h := pages
+	if api := s.cfg.API; api != nil {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == apiPrefix || strings.HasPrefix(r.URL.Path, apiPrefix+"/") {
+				api.ServeHTTP(w, r)
+				return
+			}
+			pages.ServeHTTP(w, r)
+		})
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == apiPrefix || strings.HasPrefix(r.URL.Path, apiPrefix+"/") {
-			api.ServeHTTP(w, r)
-			return
-		}
-		pages.ServeHTTP(w, r)
-	})
+	if s.metrics != nil {
+		h = s.metrics.instrument(h)
+	}
+	return h
 }
 
 // apiPrefix is where Config.API is mounted.

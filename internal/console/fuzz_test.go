@@ -18,6 +18,7 @@ func FuzzBucketForm(f *testing.F) {
 	e := newEnv(f)
 	u := e.user("olga", false)
 	e.app("alpha", "olga")
+	e.bucket("alpha-api", "alpha")
 	b := e.browser()
 	b.signIn(u)
 	f.Fuzz(func(t *testing.T, name, rate, text string) {
@@ -30,6 +31,7 @@ func FuzzBucketForm(f *testing.F) {
 				"description": {text}, "allowed_apps": {name}}),
 			b.post("/apps", url.Values{"name": {name}, "description": {text}}),
 			b.get("/buckets?q=" + url.QueryEscape(text) + "&app=" + url.QueryEscape(name) + "&after=" + url.QueryEscape(rate)),
+			b.get("/buckets/alpha-api?window=" + url.QueryEscape(text)),
 			b.get("/audit?bucket=" + url.QueryEscape(text) + "&app=" + url.QueryEscape(name) + "&before=" + url.QueryEscape(rate)),
 		} {
 			if r.status >= http.StatusInternalServerError {

@@ -52,7 +52,9 @@ func newEnv(t testing.TB) *env {
 	return newEnvOn(t, testenv.MySQL(t))
 }
 
-func newEnvOn(t testing.TB, db *sqlx.DB) *env {
+// newEnvOn builds the console on db; each of with may change the Config
+// before the console is built.
+func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	rdb, prefix := testenv.Redis(t)
@@ -65,8 +67,12 @@ func newEnvOn(t testing.TB, db *sqlx.DB) *env {
 	t.Cleanup(cancel)
 	go func() { _ = enf.Run(rctx) }()
 	ks := redisscript.Keyspace{Prefix: prefix + "b:"}
-	s, err := newServer(Config{DB: db, Redis: rdb, Keyspace: ks, Enforcer: enf, ThrottlePrefix: prefix + "internal:",
-		Logger: slog.New(slog.DiscardHandler), RequestTimeout: 3 * time.Second})
+	cfg := Config{DB: db, Redis: rdb, Keyspace: ks, Enforcer: enf, ThrottlePrefix: prefix + "internal:",
+		Logger: slog.New(slog.DiscardHandler), RequestTimeout: 3 * time.Second}
+	for _, f := range with {
+		f(&cfg)
+	}
+	s, err := newServer(cfg)
 	if err != nil {
 		t.Fatalf("newServer: %v", err)
 	}

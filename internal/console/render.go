@@ -28,7 +28,7 @@ var pageNames = []string{
 	"login", "error",
 	"apps", "app_new", "app",
 	"buckets", "bucket", "bucket_form", "bucket_delete",
-	"audit", "users", "tokens",
+	"audit", "users", "tokens", "usage",
 }
 
 // views holds the parsed templates and the checksums of static files.
@@ -81,6 +81,9 @@ func parseViews() (*views, error) {
 		"percent":    percentClass,
 		"tokens":     formatTokens,
 		"prettyjson": prettyJSON,
+		"count":      groupDigits,
+		"share":      share,
+		"add":        func(a, b int64) int64 { return a + b },
 		// fe carries a field's id and error text to the "fielderror" partial.
 		"fe": func(id, text string) fieldError { return fieldError{ID: id, Text: text} },
 	}
@@ -260,6 +263,36 @@ func percentClass(tokens float64, capacity int64) string {
 	p := int(math.Round(tokens / float64(capacity) * 10))
 	p = max(0, min(p, 10))
 	return "w" + strconv.Itoa(p*10)
+}
+
+// groupDigits shows a count with thousands separators: 12,345.
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// share shows part as a percentage of whole, "—" when whole is 0.
+func share(part, whole int64) string {
+	if whole <= 0 {
+		return "—"
+	}
+	p := float64(part) / float64(whole) * 100
+	if p > 0 && p < 0.1 {
+		return "<0.1%"
+	}
+	return strconv.FormatFloat(math.Round(p*10)/10, 'f', -1, 64) + "%"
 }
 
 // formatTokens shows a fractional token count with at most 3 decimals.

@@ -1,0 +1,438 @@
+// Command bench compares Sluice's client with go-redis/redis_rate (GCRA)
+// and a classic client-clock token-bucket script, side by side against one
+// redis-server in one run, at several levels of concurrency. It prints
+// ops/s, p50 and p99 latency and heap allocations per call for each, then
+// what an acquire costs in Sluice's local fallback once Redis is dead.
+//
+//	cd bench && go run . [-redis 127.0.0.1:6379] [-rounds 3] [-duration 1.5s]
+//
+// Without -redis it starts its own redis-server on loopback, without
+// persistence, and stops it at the end.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	log.SetFlags(0)
+	if err := run(); err != nil {
+		log.Fatalf("bench: %v", err)
+	}
+}
+
+type config struct {
+	redisAddr   string
+	redisServer string
+	duration    time.Duration
+	warmup      time.Duration
+	concurrency []int
+	only        string
+	buckets     int
+	cpuProfile  string
+	memProfile  string
+	fallbackN   int
+	rounds      int
+	timeout     time.Duration
+}
+
+func parseFlags() (config, error) {
+	var c config
+	var conc string
+	flag.StringVar(&c.redisAddr, "redis", "", "address of a running redis-server; empty starts a private one")
+	flag.StringVar(&c.redisServer, "redis-server", "redis-server", "redis-server binary used when -redis is empty")
+	flag.DurationVar(&c.duration, "duration", 1500*time.Millisecond, "measured time per implementation, concurrency and round")
+	flag.DurationVar(&c.timeout, "sluice-timeout", time.Second, "Sluice's per-call timeout in the comparison (the others wait up to go-redis's 3 s read timeout)")
+	flag.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every case once, so that noise from the machine falls on all implementations alike")
+	flag.DurationVar(&c.warmup, "warmup", 500*time.Millisecond, "unmeasured time before each measurement")
+	flag.StringVar(&conc, "goroutines", "1,10,100", "comma-separated numbers of concurrent callers")
+	flag.StringVar(&c.only, "only", "", "run only the implementation whose name contains this (sluice, redis_rate, classic)")
+	flag.IntVar(&c.buckets, "buckets", 16, "buckets the callers spread over (caller i uses bucket i mod buckets)")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write CPU profiles of the measured Sluice runs to this path + .g<goroutines>.r<round>")
+	flag.StringVar(&c.memProfile, "memprofile", "", "write a profile of every allocation to this file (use with -only sluice)")
+	flag.IntVar(&c.fallbackN, "fallback-calls", 2_000_000, "calls measured in the local fallback")
+	flag.Parse()
+	for f := range strings.SplitSeq(conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("-goroutines: %q is not a positive number", f)
+		}
+		c.concurrency = append(c.concurrency, n)
+	}
+	if c.rounds < 1 {
+		return c, fmt.Errorf("-rounds must be at least 1")
+	}
+	if c.buckets < 1 {
+		return c, fmt.Errorf("-buckets must be at least 1")
+	}
+	return c, nil
+}
+
+func run() error {
+	cfg, err := parseFlags()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	addr := cfg.redisAddr
+	if addr == "" {
+		path, err := exec.LookPath(cfg.redisServer)
+		if err != nil {
+			return fmt.Errorf("no -redis given and %s not found: %w", cfg.redisServer, err)
+		}
+		srv, err := startRedis(ctx, path)
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		addr = srv.addr
+	}
+	opts := &redis.Options{Addr: addr}
+	version, err := serverVersion(ctx, opts)
+	if err != nil {
+		return err
+	}
+
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	w := workload{buckets: cfg.buckets, capacity: 1_000_000_000, rate: 1_000_000,
+		prefix: "bench" + hex.EncodeToString(rnd[:]) + ":"}
+	defer cleanup(opts, w.prefix)
+
+	out := os.Stdout
+	fmt.Fprintf(out, "go %s, GOMAXPROCS %d, %d CPUs, %s/%s; redis %s at %s\n", runtime.Version(),
+		runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, version, addr)
+	fmt.Fprintf(out, "load average at start: %s\n", loadAverage())
+	fmt.Fprintf(out, "workload: %d buckets (capacity %d, %d/s: every call is granted), n=1; %d rounds of %v per case, each after %v warm-up\n\n",
+		w.buckets, w.capacity, w.rate, cfg.rounds, cfg.duration, cfg.warmup)
+
+	impls, err := newLimiters(ctx, opts, w, cfg.timeout)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, l := range impls {
+			l.close()
+		}
+	}()
+
+	prof, err := startProfiles(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := prof.stop(); err != nil {
+			log.Print(err)
+		}
+	}()
+
+	results := map[string]map[int]*result{}
+	for round := 1; round <= cfg.rounds; round++ {
+		log.Printf("round %d of %d", round, cfg.rounds)
+		for _, g := range cfg.concurrency {
+			for _, l := range impls {
+				if cfg.only != "" && !strings.Contains(l.name(), cfg.only) {
+					continue
+				}
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				profiled := l.name() == "sluice"
+				r := measure(ctx, l, g, cfg.warmup, cfg.duration, func(on bool) {
+					if profiled {
+						if err := prof.enable(on, g, round); err != nil {
+							log.Print(err)
+						}
+					}
+				})
+				if results[l.name()] == nil {
+					results[l.name()] = map[int]*result{}
+				}
+				if sum := results[l.name()][g]; sum != nil {
+					sum.add(r)
+				} else {
+					results[l.name()][g] = r
+				}
+			}
+		}
+	}
+	fmt.Fprintf(out, "%-15s %5s %10s %10s %10s %10s %8s %7s\n", "implementation", "gor.", "calls", "ops/s", "p50", "p99", "allocs", "errors")
+	for _, g := range cfg.concurrency {
+		for _, l := range impls {
+			r := results[l.name()][g]
+			if r == nil {
+				continue
+			}
+			fmt.Fprintf(out, "%-15s %5d %10d %10.0f %10s %10s %8.2f %7d\n", l.name(), g, r.calls, r.opsPerSec(),
+				fmtDur(r.hist.quantile(0.50)), fmtDur(r.hist.quantile(0.99)), r.allocsPerCall(), r.errors)
+			if r.firstErr != nil {
+				fmt.Fprintf(out, "    first error: %v\n", r.firstErr)
+			}
+		}
+	}
+
+	var fb *fallbackResult
+	if cfg.only == "" || strings.Contains("sluice", cfg.only) {
+		fb, err = measureFallback(ctx, addr, w, cfg.fallbackN)
+		if err != nil {
+			return fmt.Errorf("fallback: %w", err)
+		}
+	}
+	if fb != nil {
+		fmt.Fprintf(out, "\nsluice local fallback after Redis died (%d calls, 1 goroutine): %.0f ns/call, %.2f allocs/call; "+
+			"first fallback answer %v after the kill\n", fb.calls, fb.nsPerCall, fb.allocsPerCall, fmtDur(fb.detect))
+	}
+	fmt.Fprintf(out, "load average at end: %s\n", loadAverage())
+	printGoals(out, results, fb, cfg.concurrency)
+	return nil
+}
+
+// loadAverage reports how busy the machine was: other processes on the
+// same cores move every figure.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func serverVersion(ctx context.Context, opts *redis.Options) (string, error) {
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return "", fmt.Errorf("redis at %s: %w", opts.Addr, err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v, nil
+		}
+	}
+	return "?", nil
+}
+
+// cleanup deletes every key this run wrote (the prefix is random per run).
+func cleanup(opts *redis.Options, prefix string) {
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, pattern := range []string{prefix + "*", "rate:" + prefix + "*"} {
+		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+	}
+}
+
+// result sums the measured calls of one implementation at one concurrency
+// over the rounds.
+type result struct {
+	calls, errors int64
+	mallocs       uint64
+	elapsed       time.Duration
+	hist          histogram
+	firstErr      error
+}
+
+func (r *result) add(o *result) {
+	r.calls += o.calls
+	r.errors += o.errors
+	r.mallocs += o.mallocs
+	r.elapsed += o.elapsed
+	r.hist.merge(&o.hist)
+	if r.firstErr == nil {
+		r.firstErr = o.firstErr
+	}
+}
+
+func (r *result) opsPerSec() float64 { return float64(r.calls) / r.elapsed.Seconds() }
+
+func (r *result) allocsPerCall() float64 {
+	if r.calls == 0 {
+		return 0
+	}
+	return float64(r.mallocs) / float64(r.calls)
+}
+
+// measure runs g callers of l for warmup, then for d while recording each
+// call's latency and the process's heap allocations.
+func measure(ctx context.Context, l limiter, g int, warmup, d time.Duration, profile func(bool)) *result {
+	hists := make([]*histogram, g)
+	for i := range hists {
+		hists[i] = new(histogram)
+	}
+	var (
+		stop      atomic.Bool
+		measuring atomic.Bool
+		errs      atomic.Int64
+		firstErr  error
+		errOnce   sync.Once
+		wg        sync.WaitGroup
+	)
+	for i := range g {
+		h := hists[i]
+		wg.Go(func() {
+			for !stop.Load() {
+				on := measuring.Load()
+				t0 := time.Now()
+				_, err := l.acquire(ctx, i)
+				if on {
+					h.record(time.Since(t0))
+					if err != nil {
+						errs.Add(1)
+						errOnce.Do(func() { firstErr = err })
+					}
+				}
+			}
+		})
+	}
+	time.Sleep(warmup)
+	runtime.GC()
+	profile(true)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	measuring.Store(true)
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	runtime.ReadMemStats(&after)
+	profile(false)
+	stop.Store(true)
+	wg.Wait()
+
+	r := &result{errors: errs.Load(), mallocs: after.Mallocs - before.Mallocs, elapsed: elapsed, firstErr: firstErr}
+	for _, h := range hists {
+		r.hist.merge(h)
+	}
+	r.calls = int64(r.hist.total)
+	// The calls in flight when measuring ended were counted in the
+	// histogram but may have allocated after the second ReadMemStats; at
+	// most g calls of hundreds of thousands, so the error is negligible.
+	return r
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < time.Microsecond:
+		return fmt.Sprintf("%dns", d.Nanoseconds())
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.1fµs", float64(d)/float64(time.Microsecond))
+	default:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	}
+}
+
+func printGoals(out io.Writer, results map[string]map[int]*result, fb *fallbackResult, conc []int) {
+	s, r := results["sluice"], results["redis_rate"]
+	if s == nil || r == nil {
+		return
+	}
+	fmt.Fprintf(out, "\ngoals (issue 3):\n")
+	has := func(g int) bool { _, a := s[g]; _, b := r[g]; return a && b }
+	maxG := conc[len(conc)-1]
+	if has(maxG) {
+		ratio := s[maxG].opsPerSec() / r[maxG].opsPerSec()
+		fmt.Fprintf(out, "  %3d goroutines: sluice/redis_rate throughput %.2fx (goal >= 2x): %s\n", maxG, ratio, verdict(ratio >= 2))
+	}
+	if has(1) {
+		sp, rp := s[1].hist.quantile(0.5), r[1].hist.quantile(0.5)
+		ratio := float64(sp) / float64(rp)
+		fmt.Fprintf(out, "  1 goroutine: sluice p50 %s vs redis_rate %s = %.2fx (goal <= 1x): %s\n",
+			fmtDur(sp), fmtDur(rp), ratio, verdict(ratio <= 1))
+	}
+	worst := 0.0
+	for _, g := range conc {
+		if x, ok := s[g]; ok {
+			worst = max(worst, x.allocsPerCall())
+		}
+	}
+	// Mallocs counts the whole process (timers, the scheduler), so a few
+	// hundredths above a whole number are noise, not an allocation.
+	fmt.Fprintf(out, "  allocations per acquire: at most %.2f (goal <= 5): %s\n", worst, verdict(worst < 5.01))
+	if fb != nil {
+		fmt.Fprintf(out, "  fallback: %.0f ns per acquire (goal < 5000 ns): %s\n", fb.nsPerCall, verdict(fb.nsPerCall < 5000))
+	}
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+// profiles writes a CPU profile per concurrency level and an allocation
+// profile; both are meant to be used with -only sluice so that only
+// Sluice's calls are in them.
+type profiles struct {
+	cpuPath, memPath string
+	cpu              *os.File
+}
+
+func startProfiles(cfg config) (*profiles, error) {
+	p := &profiles{cpuPath: cfg.cpuProfile, memPath: cfg.memProfile}
+	if p.memPath != "" {
+		runtime.MemProfileRate = 1 // every allocation, so counts are exact
+	}
+	return p, nil
+}
+
+// enable starts or stops the CPU profile of the run with g callers.
+func (p *profiles) enable(on bool, g, round int) error {
+	if p.cpuPath == "" {
+		return nil
+	}
+	if !on {
+		pprof.StopCPUProfile()
+		return p.cpu.Close()
+	}
+	f, err := os.Create(fmt.Sprintf("%s.g%d.r%d", p.cpuPath, g, round))
+	if err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	p.cpu = f
+	return pprof.StartCPUProfile(f)
+}
+
+func (p *profiles) stop() error {
+	if p.memPath == "" {
+		return nil
+	}
+	f, err := os.Create(p.memPath)
+	if err != nil {
+		return fmt.Errorf("mem profile: %w", err)
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
+}

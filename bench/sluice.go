@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/redisscript"
+)
+
+// benchApp is the app the Sluice buckets allow.
+const benchApp = "bench"
+
+// sluice is Sluice's client: one atomic script per acquire on Redis's clock.
+type sluice struct {
+	rdb   *redis.Client
+	lim   *client.Limiter
+	names []string
+}
+
+// defineBuckets writes the workload's buckets as the sync worker would.
+func defineBuckets(ctx context.Context, rdb redis.Scripter, w workload) error {
+	ks := redisscript.Keyspace{Prefix: w.prefix}
+	for i := range w.buckets {
+		cfg := redisscript.Config{Name: w.bucketName(i), ID: int64(i + 1), Version: 1, Capacity: w.capacity,
+			PermitsMicro: w.rate * 1_000_000, PeriodSeconds: 1, Apps: []string{benchApp}}
+		if _, err := redisscript.Apply(ctx, rdb, ks, cfg, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func newSluice(ctx context.Context, opts *redis.Options, w workload, extra ...client.Option) (*sluice, error) {
+	rdb := redis.NewClient(opts)
+	if err := defineBuckets(ctx, rdb, w); err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	// The fallback measurement makes Redis die on purpose: no warnings.
+	base := []client.Option{client.WithKeyPrefix(w.prefix), client.WithLogger(slog.New(slog.DiscardHandler))}
+	lim, err := client.New(rdb, benchApp, append(base, extra...)...)
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	s := &sluice{rdb: rdb, lim: lim}
+	for i := range w.buckets {
+		s.names = append(s.names, w.bucketName(i))
+	}
+	return s, nil
+}
+
+func (s *sluice) name() string { return "sluice" }
+
+func (s *sluice) acquire(ctx context.Context, i int) (bool, error) {
+	res, err := s.lim.Acquire(ctx, s.names[i%len(s.names)], 1)
+	if err != nil {
+		return false, err
+	}
+	if res.Fallback {
+		return res.Allowed, fmt.Errorf("answered by the failure policy, not Redis")
+	}
+	return res.Allowed, nil
+}
+
+func (s *sluice) close() error {
+	s.lim.Close()
+	return s.rdb.Close()
+}
+
+// newLimiters returns the three implementations. Sluice gets timeout, so
+// that a scheduling hiccup of this busy machine shows in its latency as it
+// does in the others', instead of tripping its breaker into the fallback.
+func newLimiters(ctx context.Context, opts *redis.Options, w workload, timeout time.Duration) ([]limiter, error) {
+	s, err := newSluice(ctx, opts, w, client.WithTimeout(timeout))
+	if err != nil {
+		return nil, fmt.Errorf("sluice: %w", err)
+	}
+	return []limiter{s, newRedisRate(opts, w), newClassic(opts, w)}, nil
+}
+
+type fallbackResult struct {
+	calls                    int
+	nsPerCall, allocsPerCall float64
+	detect                   time.Duration
+}
+
+// measureFallback makes Redis die under a Sluice client with the local
+// policy (through a proxy it then kills), waits for the first answer from
+// the fallback, and times n acquires made from then on.
+func measureFallback(ctx context.Context, addr string, w workload, n int) (*fallbackResult, error) {
+	redis.SetLogger(quietLogger{}) // go-redis reports every refused dial otherwise
+	px, err := startProxy(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer px.kill()
+	s, err := newSluice(ctx, &redis.Options{Addr: px.addr()}, w, client.WithFailurePolicy(client.FailLocal))
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	// The local policy needs the config it last saw: take a token from each bucket.
+	for i := range w.buckets {
+		if _, err := s.acquire(ctx, i); err != nil {
+			return nil, fmt.Errorf("acquire before the kill: %w", err)
+		}
+	}
+
+	px.kill()
+	killed := time.Now()
+	var r fallbackResult
+	for {
+		res, err := s.lim.Acquire(ctx, s.names[0], 1)
+		if err == nil && res.Fallback {
+			r.detect = time.Since(killed)
+			break
+		}
+		if time.Since(killed) > 10*time.Second {
+			return nil, fmt.Errorf("no fallback answer 10 s after the kill (last: %+v, %v)", res, err)
+		}
+	}
+	for i := range n / 10 { // warm the fallback path
+		_, _ = s.lim.Acquire(ctx, s.names[i%len(s.names)], 1)
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	fallbacks := 0
+	for i := range n {
+		res, _ := s.lim.Acquire(ctx, s.names[i%len(s.names)], 1)
+		if res.Fallback {
+			fallbacks++
+		}
+	}
+	elapsed := time.Since(start)
+	runtime.ReadMemStats(&after)
+	if fallbacks != n {
+		return nil, fmt.Errorf("%d of %d acquires after the kill were not answered by the fallback", n-fallbacks, n)
+	}
+	r.calls = n
+	r.nsPerCall = float64(elapsed.Nanoseconds()) / float64(n)
+	r.allocsPerCall = float64(after.Mallocs-before.Mallocs) / float64(n)
+	return &r, nil
+}
+
+// quietLogger drops go-redis's log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}

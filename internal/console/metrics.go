@@ -1,0 +1,183 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Sign-in results counted by sluice_console_signins_total.
+const (
+	signinSuccess   = "success"
+	signinFailure   = "failure"
+	signinThrottled = "throttled"
+)
+
+// unmatchedRoute labels requests that matched no route: unknown paths,
+// wrong methods, and requests refused before routing (cross-origin). The
+// raw URL is never a label, so a scan of random paths adds no series.
+const unmatchedRoute = "unmatched"
+
+// metrics are the console's Prometheus collectors. A nil *metrics (no
+// registerer configured) records nothing.
+type metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	signins  *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "console", Name: "http_requests_total",
+			Help: "Console and API requests answered, by route template, method and status code.",
+		}, []string{"route", "method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "sluice", Subsystem: "console", Name: "http_request_duration_seconds",
+			Help:    "Time to answer console and API requests, by route template and method.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route", "method"}),
+		signins: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "console", Name: "signins_total",
+			Help: "Sign-in attempts, by result (success, failure, throttled).",
+		}, []string{"result"}),
+	}
+	// Alerts on failures and throttling should see 0, not an absent series.
+	for _, r := range []string{signinSuccess, signinFailure, signinThrottled} {
+		m.signins.WithLabelValues(r)
+	}
+	var err error
+	if m.requests, err = register(reg, m.requests); err != nil {
+		return nil, err
+	}
+	if m.duration, err = register(reg, m.duration); err != nil {
+		return nil, err
+	}
+	if m.signins, err = register(reg, m.signins); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register adds c to reg, or returns the collector already registered
+// under the same name, so that several consoles in one process share
+// their metrics instead of failing.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, fmt.Errorf("console: register metrics: %w", err)
+}
+
+// signin counts one sign-in attempt.
+func (m *metrics) signin(result string) {
+	if m == nil {
+		return
+	}
+	m.signins.WithLabelValues(result).Inc()
+}
+
+// routeSlot carries the matched route template from the router back out to
+// instrument, which runs around it.
+type routeSlot struct{ route string }
+
+type routeSlotKey struct{}
+
+// instrument counts and times every request next answers. The route label
+// is the router's template ("/buckets/:bucket"), filled in by markRoute, or
+// the JSON API's ServeMux pattern.
+func (m *metrics) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		slot := &routeSlot{}
+		r = r.WithContext(context.WithValue(r.Context(), routeSlotKey{}, slot))
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+
+		route := slot.route
+		if route == "" && r.Pattern != "" {
+			// The API's ServeMux sets the pattern ("GET /api/v1/apps/{app}")
+			// on the request it was given.
+			_, route, _ = strings.Cut(r.Pattern, " ")
+			if route == "" {
+				route = r.Pattern
+			}
+		}
+		if route == "" {
+			route = unmatchedRoute
+		}
+		method := methodLabel(r.Method)
+		code := sw.status
+		if code == 0 {
+			code = http.StatusOK
+		}
+		m.requests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
+		m.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+	})
+}
+
+// markRoute records the matched route for instrument. It is the router's
+// first middleware; gin leaves FullPath empty for unmatched requests.
+func markRoute(c *gin.Context) {
+	if slot, ok := c.Request.Context().Value(routeSlotKey{}).(*routeSlot); ok {
+		slot.route = c.FullPath()
+	}
+	c.Next()
+}
+
+// methodLabel keeps the method label to the standard methods: anything
+// else a client sends is "other".
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
+}
+
+// statusWriter remembers the status code written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush passes a flush on when the connection supports it (gin's writer
+// assumes it does).
+func (w *statusWriter) Flush() {
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

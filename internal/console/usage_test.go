@@ -1,0 +1,226 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/client/usage"
+	"github.com/sluicehq/sluice/internal/accounts"
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/rbac"
+	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/testenv"
+	iusage "github.com/sluicehq/sluice/internal/usage"
+)
+
+// record writes counts of app on bucket at each time into e's Redis, the
+// way a client's usage recorder does.
+func (e *env) record(app, bucket string, at time.Time, allowed, denied int64) {
+	e.t.Helper()
+	rec, err := usage.NewRecorder(e.rdb, app, usage.WithKeyPrefix(e.ks.Prefix), usage.WithFlushInterval(time.Hour))
+	if err != nil {
+		e.t.Fatalf("new recorder: %v", err)
+	}
+	defer rec.Close()
+	rec.Add(bucket, at, true, allowed)
+	rec.Add(bucket, at, false, denied)
+	if err := rec.Flush(context.Background()); err != nil {
+		e.t.Fatalf("flush usage: %v", err)
+	}
+}
+
+// applyBucket writes b's config into Redis, as the sync worker does.
+func (e *env) applyBucket(b *buckets.Bucket) {
+	e.t.Helper()
+	cfg := redisscript.Config{Name: b.Name, ID: b.ID, Version: b.Version, Capacity: b.MaxPermits,
+		PermitsMicro: b.Rate.PermitsMicro, PeriodSeconds: b.Rate.PeriodSeconds(), Apps: b.AllowedApps}
+	if _, err := redisscript.Apply(context.Background(), e.rdb, e.ks, cfg, false); err != nil {
+		e.t.Fatalf("apply %s: %v", b.Name, err)
+	}
+}
+
+// usageRow returns the cells of the per-app usage table's row of app.
+func usageRow(t *testing.T, body, app string) []string {
+	t.Helper()
+	m := regexp.MustCompile(`(?s)<tr data-app="` + regexp.QuoteMeta(app) + `">(.*?)</tr>`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no usage row for app %s\n%s", app, excerpt(body))
+	}
+	var cells []string
+	for _, c := range regexp.MustCompile(`<td[^>]*>(.*?)</td>`).FindAllStringSubmatch(m[1], -1) {
+		cells = append(cells, c[1])
+	}
+	return cells
+}
+
+func wantRow(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("%s: row %q, want %q", what, got, want)
+	}
+}
+
+// TestBucketUsageChart writes counts into Redis as clients would and
+// checks that each window of the bucket page shows them: the per-app
+// totals, the chart's series (its legend and one bar per point with
+// counts) and the current token level.
+func TestBucketUsageChart(t *testing.T) {
+	e := newEnv(t)
+	olga := e.user("olga", false)
+	e.app("alpha", "olga")
+	e.app("shop", "olga")
+	b := e.bucket("alpha-api", "alpha", "alpha", "shop")
+	e.applyBucket(b)
+
+	now := time.Now()
+	e.record("alpha", "alpha-api", now.Add(-10*time.Minute), 30, 5)
+	e.record("shop", "alpha-api", now.Add(-3*time.Minute), 7, 12)
+	e.record("alpha", "alpha-api", now.Add(-3*time.Hour), 100, 0)   // in the day, not the hour
+	e.record("alpha", "alpha-api", now.Add(-72*time.Hour), 1000, 1) // in the week only
+	e.record("alpha", "other-bucket", now, 999, 999)                // another bucket's counts
+
+	br := e.browser()
+	br.signIn(olga)
+
+	r := br.get("/buckets/alpha-api")
+	wantStatus(t, "hour", r, http.StatusOK)
+	wantRow(t, "alpha, last hour", usageRow(t, r.body, "alpha"), "alpha", "30", "5", "14.3%")
+	wantRow(t, "shop, last hour", usageRow(t, r.body, "shop"), "shop", "7", "12", "63.2%")
+	wantBody(t, "hour", r,
+		`<svg xmlns="http://www.w3.org/2000/svg" class="chart usage-chart"`,
+		"alpha: 30 allowed, 5 denied", "shop: 7 allowed, 12 denied", // the legend
+		`<dd>37</dd>`, `<dd class="denied">17</dd>`, `<dd>31.5%</dd>`, // the totals
+		`<dt>tokens now, of 10</dt><dd>10</dd>`, // a new bucket is full
+		`href="/buckets/alpha-api?window=day#usage"`, `aria-current="page">Last hour</a>`)
+	// Each app draws one allowed bar for its minute, and one denied bar.
+	if n := strings.Count(r.body, `class="chart-allowed"`); n != 2 {
+		t.Errorf("hour chart has %d allowed bars, want 2 (one per app with counts)", n)
+	}
+	if n := strings.Count(r.body, `class="chart-denied"`); n != 2 {
+		t.Errorf("hour chart has %d denied bars, want 2", n)
+	}
+	if strings.Contains(r.body, "999") {
+		t.Error("another bucket's counts are shown")
+	}
+
+	r = br.get("/buckets/alpha-api?window=day")
+	wantStatus(t, "day", r, http.StatusOK)
+	wantRow(t, "alpha, last day", usageRow(t, r.body, "alpha"), "alpha", "130", "5", "3.7%")
+	wantRow(t, "shop, last day", usageRow(t, r.body, "shop"), "shop", "7", "12", "63.2%")
+	wantBody(t, "day", r, "alpha: 130 allowed, 5 denied", `aria-current="page">Last day</a>`)
+
+	r = br.get("/buckets/alpha-api?window=week")
+	wantStatus(t, "week", r, http.StatusOK)
+	wantRow(t, "alpha, last week", usageRow(t, r.body, "alpha"), "alpha", "1,130", "6", "0.5%")
+	wantBody(t, "week", r, "alpha: 1,130 allowed, 6 denied", `aria-current="page">Last week</a>`)
+
+	// A window that is not offered shows the last hour rather than an error.
+	r = br.get("/buckets/alpha-api?window=%3Cscript%3E")
+	wantStatus(t, "odd window", r, http.StatusOK)
+	wantRow(t, "alpha, odd window", usageRow(t, r.body, "alpha"), "alpha", "30", "5", "14.3%")
+	if strings.Contains(r.body, "<script>") {
+		t.Fatal("the window parameter is echoed unescaped")
+	}
+}
+
+func TestBucketUsageWithoutCounts(t *testing.T) {
+	e := newEnv(t)
+	olga := e.user("olga", false)
+	e.app("alpha", "olga")
+	e.bucket("quiet", "alpha")
+	br := e.browser()
+	br.signIn(olga)
+	r := br.get("/buckets/quiet?window=week")
+	wantStatus(t, "quiet bucket", r, http.StatusOK)
+	wantBody(t, "quiet bucket", r, "No acquires counted in this window", `<dd>0</dd>`)
+	if strings.Contains(r.body, `<tr data-app=`) {
+		t.Fatal("a bucket without counts lists apps")
+	}
+}
+
+// TestUsageOverview checks that the overview ranks buckets by denials in
+// the last hour and lists only buckets the user may see.
+func TestUsageOverview(t *testing.T) {
+	e := newEnv(t)
+	olga := e.user("olga", false)
+	stan := e.user("stan", false)
+	vera := e.user("vera", false)
+	ada := e.user("ada", true)
+	nobody := e.user("nobody", false)
+	e.app("alpha", "olga")
+	e.app("beta", "stan")
+	e.grant("vera", "alpha", rbac.RoleViewer)
+	e.bucket("alpha-api", "alpha")
+	e.bucket("alpha-web", "alpha")
+	e.bucket("alpha-calm", "alpha")
+	e.bucket("beta-api", "beta")
+	e.bucket("beta-shared", "beta", "beta", "alpha") // alpha may take tokens: alpha's members see it
+
+	now := time.Now()
+	e.record("alpha", "alpha-api", now.Add(-5*time.Minute), 40, 10)
+	e.record("alpha", "alpha-web", now.Add(-20*time.Minute), 5, 30)
+	e.record("alpha", "alpha-calm", now.Add(-1*time.Minute), 500, 0)
+	e.record("beta", "beta-api", now.Add(-2*time.Minute), 1, 99)
+	e.record("alpha", "beta-shared", now.Add(-30*time.Minute), 3, 20)
+	e.record("alpha", "alpha-api", now.Add(-2*time.Hour), 0, 1000) // before the last hour
+
+	order := func(body string) []string {
+		var out []string
+		for _, m := range regexp.MustCompile(`<tr data-bucket="([^"]+)">`).FindAllStringSubmatch(body, -1) {
+			out = append(out, m[1])
+		}
+		return strings.Fields(strings.Join(out, " "))
+	}
+	for _, tc := range []struct {
+		who  string
+		user *accounts.User
+		want string
+	}{
+		{"olga", olga, "alpha-web beta-shared alpha-api"},
+		{"vera", vera, "alpha-web beta-shared alpha-api"},
+		{"stan", stan, "beta-api beta-shared"},
+		{"ada", ada, "beta-api alpha-web beta-shared alpha-api"},
+		{"nobody", nobody, ""},
+	} {
+		br := e.browser()
+		br.signIn(tc.user)
+		r := br.get("/usage")
+		wantStatus(t, tc.who, r, http.StatusOK)
+		if got := strings.Join(order(r.body), " "); got != tc.want {
+			t.Errorf("%s sees %q, want %q", tc.who, got, tc.want)
+		}
+		if tc.who == "olga" {
+			wantBody(t, "olga's overview", r, `<td class="num denied">30</td>`, `<td class="num">85.7%</td>`,
+				`href="/buckets/alpha-web?window=hour#usage"`, `aria-current="page">Usage</a>`)
+		}
+		if tc.who == "nobody" {
+			wantBody(t, "nobody's overview", r, "You cannot see any bucket yet.")
+		}
+	}
+}
+
+// TestUsageWhenRedisIsDown: the bucket page and the overview still answer,
+// and say that usage cannot be read.
+func TestUsageWhenRedisIsDown(t *testing.T) {
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)),
+		DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = dead.Close() })
+	e := newEnvOn(t, testenv.MySQL(t), func(c *Config) { c.Usage = iusage.NewReader(dead, c.Keyspace) })
+	olga := e.user("olga", false)
+	e.app("alpha", "olga")
+	e.bucket("alpha-api", "alpha")
+	br := e.browser()
+	br.signIn(olga)
+	for _, p := range []string{"/buckets/alpha-api?window=day", "/usage"} {
+		r := br.get(p)
+		wantStatus(t, p, r, http.StatusOK)
+		wantBody(t, p, r, "Redis did not answer; usage cannot be shown right now.")
+	}
+}
