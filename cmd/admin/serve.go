@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/internal/usage"
 	"github.com/sluicehq/sluice/migrations"
 )
@@ -123,7 +124,7 @@ func serve(ctx context.Context, e env) error {
 	if cfg.dev {
 		return serveDev(ctx, cfg, e, log)
 	}
-	db, err := retryStartup(ctx, cfg.startupTimeout, log, "mysql", func(ctx context.Context) (*sqlx.DB, error) {
+	db, err := startup.Wait(ctx, cfg.startupTimeout, log, "mysql", func(ctx context.Context) (*sqlx.DB, error) {
 		return database.Open(ctx, cfg.mysqlDSN, database.Options{})
 	})
 	if err != nil {
@@ -135,7 +136,7 @@ func serve(ctx context.Context, e env) error {
 			return fmt.Errorf("migrate database: %w", err)
 		}
 	}
-	rdb, err := retryStartup(ctx, cfg.startupTimeout, log, "redis", cfg.redis.Open)
+	rdb, err := startup.Wait(ctx, cfg.startupTimeout, log, "redis", cfg.redis.Open)
 	if err != nil {
 		return fmt.Errorf("redis is unreachable: %w", err)
 	}
@@ -265,35 +266,6 @@ func displayAddr(a net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// retryStartup calls open until it succeeds, ctx ends or timeout passes,
-// so that a store still starting next to the console does not fail it,
-// while a wrong address still ends with a clear error.
-func retryStartup[T any](ctx context.Context, timeout time.Duration, log *slog.Logger, what string,
-	open func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	wait := 200 * time.Millisecond
-	for {
-		actx, acancel := context.WithTimeout(ctx, min(5*time.Second, timeout))
-		v, err := open(actx)
-		acancel()
-		if err == nil {
-			return v, nil
-		}
-		if ctx.Err() != nil {
-			return v, err
-		}
-		log.Warn("waiting for "+what, "err", err, "retry_in", wait.String())
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return v, err
-		case <-t.C:
-		}
-		wait = min(wait*2, 2*time.Second)
-	}
-}
 
 // purgeSessions deletes expired and idle sessions every hour, so the table
 // holds only live ones. Every console instance may do it; it is idempotent.

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/internal/syncer"
 	"github.com/sluicehq/sluice/migrations"
 )
@@ -42,7 +43,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 // serve connects to the stores, then runs the worker and the HTTP server
 // until ctx ends.
 func serve(ctx context.Context, cfg config, log *slog.Logger) error {
-	db, err := retryStartup(ctx, cfg.startupTimeout, log, "mysql", func(ctx context.Context) (*sqlx.DB, error) {
+	db, err := startup.Wait(ctx, cfg.startupTimeout, log, "mysql", func(ctx context.Context) (*sqlx.DB, error) {
 		return database.Open(ctx, cfg.mysqlDSN, database.Options{MaxOpenConns: 10})
 	})
 	if err != nil {
@@ -54,7 +55,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			return fmt.Errorf("migrate database: %w", err)
 		}
 	}
-	rdb, err := retryStartup(ctx, cfg.startupTimeout, log, "redis", cfg.redis.Open)
+	rdb, err := startup.Wait(ctx, cfg.startupTimeout, log, "redis", cfg.redis.Open)
 	if err != nil {
 		return fmt.Errorf("redis is unreachable: %w", err)
 	}
@@ -106,35 +107,6 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	return runErr
 }
 
-// retryStartup calls open until it succeeds, ctx ends or timeout passes,
-// so that a store still starting next to the worker does not fail it, but
-// a wrong address still ends with a clear error.
-func retryStartup[T any](ctx context.Context, timeout time.Duration, log *slog.Logger, what string,
-	open func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	wait := 200 * time.Millisecond
-	for {
-		actx, acancel := context.WithTimeout(ctx, min(5*time.Second, timeout))
-		v, err := open(actx)
-		acancel()
-		if err == nil {
-			return v, nil
-		}
-		if ctx.Err() != nil {
-			return v, err
-		}
-		log.Warn("waiting for "+what, "err", err, "retry_in", wait.String())
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return v, err
-		case <-t.C:
-		}
-		wait = min(wait*2, 2*time.Second)
-	}
-}
 
 // handler serves the probes and metrics.
 func handler(db *sqlx.DB, rdb redis.UniversalClient, w *syncer.Worker, reg *prometheus.Registry) http.Handler {
