@@ -266,7 +266,6 @@ func displayAddr(a net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-
 // purgeSessions deletes expired and idle sessions every hour, so the table
 // holds only live ones. Every console instance may do it; it is idempotent.
 func purgeSessions(ctx context.Context, store *accounts.Store, log *slog.Logger) {

@@ -107,7 +107,6 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	return runErr
 }
 
-
 // handler serves the probes and metrics.
 func handler(db *sqlx.DB, rdb redis.UniversalClient, w *syncer.Worker, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
