@@ -141,23 +141,7 @@ func TestServe(t *testing.T) {
 				"-listen", "127.0.0.1:" + strconv.Itoa(port), "-log-level", "warn"}})
 	}()
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("serve stopped: %v\n%s", err, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("console did not come up: %v\n%s", err, stderr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitHealthy(t, base, done, stderr)
 	if !regexp.MustCompile(`Sluice console on http://127\.0\.0\.1:\d+`).MatchString(stderr.String()) {
 		t.Errorf("serve does not print its address: %q", stderr.String())
 	}
