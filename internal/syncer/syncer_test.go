@@ -2,10 +2,8 @@ package syncer
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -629,18 +627,13 @@ func TestStopFinishesTheBatchInHand(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	const n, batch = 1050, 100
-	var sb strings.Builder
-	args := make([]any, 0, 2*n)
-	sb.WriteString(`INSERT INTO bucket_events (bucket_id, bucket_name, op, version, max_permits, rate_permits,
-		rate_period_seconds, allowed_apps, created_at) VALUES `)
-	for i := range n {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString(`(?, ?, 'upsert', 1, 5, '1', 1, '["owner"]', UTC_TIMESTAMP(6))`)
-		args = append(args, i+1, fmt.Sprintf("drain-%04d", i+1))
-	}
-	if _, err := e.db.Exec(sb.String(), args...); err != nil {
+	// Real rows behind the events: the reconcile that runs at start would
+	// rightly delete hashes of buckets MySQL does not have.
+	names := e.seed(t, "drain", n)
+	if _, err := e.db.Exec(`INSERT INTO bucket_events (bucket_id, bucket_name, op, version, max_permits,
+		rate_permits, rate_period_seconds, allowed_apps, created_at)
+		SELECT id, name, 'upsert', version, max_permits, rate_permits, rate_period_seconds, ?, UTC_TIMESTAMP(6)
+		FROM buckets WHERE name LIKE 'drain-%' ORDER BY id`, `["`+ownerApp+`"]`); err != nil {
 		t.Fatal(err)
 	}
 	w := e.worker(Config{BatchSize: batch, ReconcileInterval: time.Hour})
@@ -666,8 +659,7 @@ func TestStopFinishesTheBatchInHand(t *testing.T) {
 	for _, ev := range left {
 		pending[ev.Name] = true
 	}
-	for i := range n {
-		name := fmt.Sprintf("drain-%04d", i+1)
+	for _, name := range names {
 		if !pending[name] && !e.read(t, name).Exists {
 			t.Fatalf("event for %s acknowledged but not applied", name)
 		}
