@@ -167,6 +167,7 @@ func TestAccessMatrix(t *testing.T) {
 		t.Fatalf("only %d routes registered", len(routes))
 	}
 	seen := map[string]bool{}
+	var cases, refusals int
 	for _, rt := range routes {
 		key := rt.Method + " " + rt.Path
 		seen[key] = true
@@ -176,6 +177,7 @@ func TestAccessMatrix(t *testing.T) {
 			continue
 		}
 		for _, role := range roles {
+			cases++
 			t.Run(strings.NewReplacer("/", "_", ":", "", "*", "").Replace(key)+"/"+role, func(t *testing.T) {
 				b := e.browser()
 				if u := fx.users[role]; u != nil {
@@ -208,6 +210,7 @@ func TestAccessMatrix(t *testing.T) {
 				case !want && !refused:
 					t.Errorf("UNEXPECTED ALLOW: %s %s as %s: status %d, location %q", rt.Method, path, role, r.status, r.location)
 				case !want:
+					refusals++
 					if got := e.auditCount("access.denied"); got <= denials {
 						t.Errorf("%s %s as %s: refused with %d but not audited", rt.Method, path, role, r.status)
 					}
@@ -220,6 +223,7 @@ func TestAccessMatrix(t *testing.T) {
 			t.Errorf("the matrix lists %s, which is not a registered route", key)
 		}
 	}
+	t.Logf("%d routes x %d callers: %d cases, %d expected refusals", len(routes), len(roles), cases, refusals)
 }
 
 func contains(list []string, s string) bool {
