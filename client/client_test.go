@@ -153,10 +153,13 @@ func TestWait(t *testing.T) {
 		t.Errorf("%d acquire calls for 3 waits", n)
 	}
 
+	// The deadline case uses a bucket that cannot refill during the test:
+	// at 10/s a stall of 100 ms would make the token due in time again.
+	e.define(t, "slow", 1, 1, 86400, "svc")
+	l.Allow(ctx, "slow")
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	l.Allow(ctx, "w")
-	if err := l.Wait(short, "w", 1); !errors.Is(err, context.DeadlineExceeded) {
+	if err := l.Wait(short, "slow", 1); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("wait past the deadline: %v", err)
 	}
 	if err := l.Wait(ctx, "nope", 1); !errors.Is(err, client.ErrUnknownBucket) {
@@ -167,8 +170,6 @@ func TestWait(t *testing.T) {
 	}
 	cancelled, cancel2 := context.WithCancel(ctx)
 	go func() { time.Sleep(30 * time.Millisecond); cancel2() }()
-	e.define(t, "slow", 1, 1, 86400, "svc")
-	l.Allow(ctx, "slow")
 	if err := l.Wait(cancelled, "slow", 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled wait: %v", err)
 	}
@@ -385,7 +386,10 @@ func TestQueuedCallsDroppedAfterTimeout(t *testing.T) {
 	proxy := newHoldingProxy(t, srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.addr, ReadTimeout: 10 * time.Second})
 	defer rdb.Close()
-	l, err := client.New(rdb, "svc", client.WithFailurePolicy(client.FailClosed), client.WithTimeout(300*time.Millisecond),
+	// The second stuck call must reach the proxy before the first one
+	// times out (the breaker would answer it): the timeout leaves room
+	// for a stalled goroutine.
+	l, err := client.New(rdb, "svc", client.WithFailurePolicy(client.FailClosed), client.WithTimeout(time.Second),
 		client.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
@@ -406,7 +410,7 @@ func TestQueuedCallsDroppedAfterTimeout(t *testing.T) {
 		}
 	}
 	waitSeen := func(n int) {
-		deadline := time.Now().Add(time.Second)
+		deadline := time.Now().Add(10 * time.Second)
 		for proxy.seen() < n && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
@@ -421,14 +425,22 @@ func TestQueuedCallsDroppedAfterTimeout(t *testing.T) {
 	fire(98) // both senders are stuck: these queue
 	wg.Wait()
 	proxy.release()
-	time.Sleep(300 * time.Millisecond)
-	st, err := redisscript.Read(ctx, e.rdb, e.ks(), "stall")
-	if err != nil {
-		t.Fatal(err)
+	// Wait for the two calls that were written to run, then give queued
+	// calls, were any wrongly kept, the time to be sent as well.
+	stored := func() int {
+		st, err := redisscript.Read(ctx, e.rdb, e.ks(), "stall")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(st.Stored)
 	}
-	if int(st.Stored) != 997 || proxy.seen() != 3 {
+	for deadline := time.Now().Add(10 * time.Second); stored() > 997 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if st := stored(); st != 997 || proxy.seen() != 3 {
 		t.Fatalf("tokens %v (want 997), acquires sent %d (want 3): queued calls were sent after they timed out",
-			st.Stored, proxy.seen())
+			st, proxy.seen())
 	}
 }
 

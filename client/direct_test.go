@@ -38,7 +38,8 @@ func TestLoneCallBoundedWhenPoolExhausted(t *testing.T) {
 	if !errors.Is(err, client.ErrUnavailable) || !res.Fallback {
 		t.Fatalf("acquire with no free connection: %+v %v, want the policy's ErrUnavailable", res, err)
 	}
-	if took > 2*time.Second {
+	// Far above the timeout, for a loaded machine, and far below the pool's.
+	if took > 5*time.Second {
 		t.Fatalf("acquire took %v with a 100ms timeout: it waited for the pool", took)
 	}
 }

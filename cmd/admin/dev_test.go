@@ -70,9 +70,10 @@ func TestDevStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	// The sync loop polls the outbox every 100 ms; give it a few seconds.
+	// The sync loop polls the outbox every 100 ms; give a loaded machine
+	// far longer.
 	var res client.Result
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(20 * time.Second); ; {
 		res, err = l.Acquire(ctx, "newcomer", 1)
 		if err == nil {
 			break

@@ -85,7 +85,7 @@ func TestMetricsListener(t *testing.T) {
 	}
 	// A request is counted as its handler returns, which may be just after
 	// the client has read the response.
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		_, body = get(metricsURL)
 		missing := ""
 		for _, w := range wants {

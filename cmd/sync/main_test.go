@@ -89,7 +89,12 @@ func TestServe(t *testing.T) {
 		}
 	}()
 
-	if !eventually(15*time.Second, func() bool { code, _ := get(t, base+"/readyz"); return code == 200 }) {
+	// Ready, and the start-up reconcile done: one still running could put
+	// the bucket below into Redis before its event does.
+	if !eventually(15*time.Second, func() bool {
+		code, body := get(t, base+"/readyz")
+		return code == 200 && strings.Contains(body, `"last_reconcile"`)
+	}) {
 		code, body := get(t, base+"/readyz")
 		t.Fatalf("never ready: %d %s", code, body)
 	}
@@ -117,23 +122,36 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	ks := redisscript.Keyspace{Prefix: prefix}
-	if !eventually(5*time.Second, func() bool {
+	if !eventually(15*time.Second, func() bool {
 		st, err := redisscript.Read(ctx, rdb, ks, "served")
 		return err == nil && st.Exists && st.Config.ID == b.ID
 	}) {
 		t.Fatal("bucket never reached redis")
 	}
-	code, body := get(t, base+"/metrics")
-	for _, want := range []string{
+	// The worker counts an event just after writing it to Redis: wait for
+	// the counters too.
+	wants := []string{
 		`sluice_sync_events_applied_total{op="upsert",outcome="created"} 1`,
 		"sluice_sync_propagation_lag_seconds_count 1",
 		`sluice_sync_reconcile_repairs_total{kind="missing"}`,
 		`sluice_sync_errors_total{stage="poll"} 0`,
 		"go_goroutines",
-	} {
-		if code != 200 || !strings.Contains(body, want) {
-			t.Fatalf("/metrics (%d) lacks %q:\n%s", code, want, body)
+	}
+	var code int
+	var body, missing string
+	eventually(10*time.Second, func() bool {
+		code, body = get(t, base+"/metrics")
+		missing = ""
+		for _, want := range wants {
+			if code != 200 || !strings.Contains(body, want) {
+				missing = want
+				return false
+			}
 		}
+		return true
+	})
+	if missing != "" {
+		t.Fatalf("/metrics (%d) lacks %q:\n%s", code, missing, body)
 	}
 	if code, body := get(t, base+"/readyz"); code != 200 || !strings.Contains(body, `"mysql":"ok"`) {
 		t.Fatalf("/readyz: %d %s", code, body)

@@ -34,7 +34,7 @@ func newMeteredEnv(t *testing.T) (*env, *prometheus.Registry) {
 }
 
 // requests reads sluice_console_http_requests_total for one label set,
-// once it reaches want or after a second. A request is counted when its
+// once it reaches want or after ten seconds. A request is counted when its
 // handler returns, which can be just after the client has read the whole
 // response.
 func requests(t *testing.T, e *env, route, method, code string, want float64) float64 {
@@ -140,10 +140,10 @@ func TestRequestMetricsUseRouteTemplates(t *testing.T) {
 	}
 }
 
-// eventually calls f until it returns at least want, for at most a second,
+// eventually calls f until it returns at least want, for at most ten seconds,
 // and returns its last answer.
 func eventually[N int | uint64 | float64](f func() N, want N) N {
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got := f()
 		if got >= want || time.Now().After(deadline) {

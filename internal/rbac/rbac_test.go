@@ -394,11 +394,12 @@ func TestGrantTxRolledBack(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatal(err)
 	}
-	// The role applied in memory goes once the hold ends and Run reloads.
+	// The role applied in memory goes once the hold ends and Run reloads:
+	// about half a second, far more on a loaded machine.
 	start := time.Now()
 	for e.Can("olga", "shop", rbac.ActionView) {
-		if time.Since(start) > 2*time.Second {
-			t.Fatal("rolled-back role still applied after 2 s")
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("rolled-back role still applied after 10 s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

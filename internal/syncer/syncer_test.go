@@ -416,9 +416,10 @@ func TestRunRetriesWhileRedisIsDown(t *testing.T) {
 	}
 	srv.Start() // empty: no persistence
 	// The update arrives through the event, the rest through the reconcile
-	// the lost marker triggers (the period is an hour).
+	// the lost marker triggers (the period is an hour). The event loop's
+	// backoff may be up to 5 s by now.
 	e.create(t, "second", 5, "1/s")
-	if !eventually(5*time.Second, func() bool {
+	if !eventually(20*time.Second, func() bool {
 		st := e.read(t, "durable")
 		return st.Exists && st.Config.Capacity == 8 && e.read(t, "second").Exists
 	}) {
