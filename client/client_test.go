@@ -410,10 +410,7 @@ func TestQueuedCallsDroppedAfterTimeout(t *testing.T) {
 		}
 	}
 	waitSeen := func(n int) {
-		deadline := time.Now().Add(10 * time.Second)
-		for proxy.seen() < n && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		eventually(10*time.Second, func() bool { return proxy.seen() >= n })
 		if proxy.seen() != n {
 			t.Fatalf("proxy saw %d acquires, want %d", proxy.seen(), n)
 		}
@@ -434,9 +431,7 @@ func TestQueuedCallsDroppedAfterTimeout(t *testing.T) {
 		}
 		return int(st.Stored)
 	}
-	for deadline := time.Now().Add(10 * time.Second); stored() > 997 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(10*time.Second, func() bool { return stored() <= 997 })
 	time.Sleep(300 * time.Millisecond)
 	if st := stored(); st != 997 || proxy.seen() != 3 {
 		t.Fatalf("tokens %v (want 997), acquires sent %d (want 3): queued calls were sent after they timed out",

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -60,4 +61,15 @@ func (e env) limiter(t testing.TB, app string, opts ...client.Option) *client.Li
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// eventually polls cond every millisecond until it holds or d passes, and
+// reports whether it held.
+func eventually(d time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }

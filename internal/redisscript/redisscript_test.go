@@ -59,6 +59,13 @@ func (s server) nowMicros(t *testing.T) int64 {
 	return now.UnixMicro()
 }
 
+// secondsSince is the time Redis's clock has moved on since micros, for
+// bounds on what refilled while a test ran.
+func (s server) secondsSince(t *testing.T, micros int64) float64 {
+	t.Helper()
+	return float64(s.nowMicros(t)-micros) / 1e6
+}
+
 // setState writes the state fields as if the last acquire left tokens at
 // ts, which is how tests make time pass (or go backwards) without sleeping.
 func (s server) setState(t *testing.T, name string, tokens float64, ts int64) {
@@ -201,7 +208,7 @@ func TestAcquireRefill(t *testing.T) {
 		if a := s.acquire(t, "half", "svc", 1); a.Code != redisscript.Allowed {
 			t.Fatalf("0.5 + 0.5 tokens: %+v", a)
 		}
-		most := 0.5 * float64(s.nowMicros(t)-now) / 1e6
+		most := 0.5 * s.secondsSince(t, now)
 		if tok, _ := strconv.ParseFloat(s.fields(t, "half")[redisscript.FieldTokens], 64); tok < 0 || tok > most {
 			t.Fatalf("tokens after taking the whole one: %v, want 0 to %v", tok, most)
 		}
@@ -309,7 +316,7 @@ func TestApplyRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		// 10 tokens, and at 10/s whatever accrued while the test ran.
-		most := 10 + 10*float64(s.nowMicros(t)-now)/1e6
+		most := 10 + 10*s.secondsSince(t, now)
 		if st.Stored < 10 || st.Stored > most || st.Config.PermitsMicro != 1_000_000 || st.Config.Version != 2 {
 			t.Fatalf("after rate change: %+v", st)
 		}
