@@ -14,7 +14,8 @@ local function int_arg(s, lo, hi)
   if v < lo or v > hi then return nil end
   return v
 end
-local id = int_arg(ARGV[1], 1, 9007199254740991)
+-- id 0 deletes only a hash without a valid id (garbage the reconcile removes).
+local id = int_arg(ARGV[1], 0, 9007199254740991)
 if not id then return redis.error_reply('ERR sluice delete: invalid id') end
 if not int_arg(ARGV[2], 0, 9007199254740991) then return redis.error_reply('ERR sluice delete: invalid version') end
 local ttl = int_arg(ARGV[3], 1, 31536000)

@@ -111,7 +111,7 @@ func Delete(ctx context.Context, rdb redis.Scripter, ks Keyspace, name string, i
 	switch {
 	case !ValidName(name):
 		return false, fmt.Errorf("delete bucket %q: %w: name", name, ErrInvalidConfig)
-	case id < 1 || id > MaxID || version < 0 || version > MaxID:
+	case id < 0 || id > MaxID || version < 0 || version > MaxID:
 		return false, fmt.Errorf("delete bucket %q: %w: id %d version %d", name, ErrInvalidConfig, id, version)
 	}
 	n, err := deleteScript.Run(ctx, rdb, []string{ks.Bucket(name), ks.Tombstone(name)},
