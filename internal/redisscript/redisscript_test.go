@@ -434,7 +434,9 @@ func TestApplyRejectsInvalidConfig(t *testing.T) {
 		func(c *redisscript.Config) { c.Name = "Bad Name" },
 		func(c *redisscript.Config) { c.Name = "" },
 		func(c *redisscript.Config) { c.ID = 0 },
+		func(c *redisscript.Config) { c.ID = redisscript.MaxID + 1 },
 		func(c *redisscript.Config) { c.Version = -1 },
+		func(c *redisscript.Config) { c.Version = redisscript.MaxID + 1 },
 		func(c *redisscript.Config) { c.Capacity = 0 },
 		func(c *redisscript.Config) { c.Capacity = redisscript.MaxCapacity + 1 },
 		func(c *redisscript.Config) { c.PermitsMicro = 0 },
@@ -450,6 +452,11 @@ func TestApplyRejectsInvalidConfig(t *testing.T) {
 		f(&c)
 		if _, err := redisscript.Apply(context.Background(), rdb, redisscript.Keyspace{}, c, false); !errors.Is(err, redisscript.ErrInvalidConfig) {
 			t.Errorf("case %d (%+v): err = %v", i, c, err)
+		}
+	}
+	for _, iv := range [][2]int64{{-1, 0}, {redisscript.MaxID + 1, 0}, {1, -1}, {1, redisscript.MaxID + 1}} {
+		if _, err := redisscript.Delete(context.Background(), rdb, redisscript.Keyspace{}, "ok", iv[0], iv[1]); !errors.Is(err, redisscript.ErrInvalidConfig) {
+			t.Errorf("delete id %d version %d: err = %v", iv[0], iv[1], err)
 		}
 	}
 	if len(m.Keys()) != 0 {
