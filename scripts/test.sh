@@ -12,6 +12,19 @@ command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need+=(maria
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v redis-sentinel >/dev/null 2>&1 || need+=(redis-sentinel)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# The Python reference client's conformance run needs redis-py, which Debian
+# installs for the system python3 (a python3 earlier on the PATH may lack it).
+python_with_redis() {
+	local p
+	for p in python3 /usr/bin/python3; do
+		if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import redis' >/dev/null 2>&1; then
+			command -v "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+python_with_redis >/dev/null || need+=(python3-redis)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"
 	sudo=""
@@ -20,6 +33,11 @@ if [ ${#need[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 export PATH="$PATH:/usr/sbin"
+SLUICE_TEST_PYTHON="$(python_with_redis)" || {
+	echo "no python3 can import redis (package python3-redis)"
+	exit 1
+}
+export SLUICE_TEST_PYTHON
 
 tmp="$(mktemp -d -t sluice-test.XXXXXX)"
 pids=()

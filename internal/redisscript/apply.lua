@@ -2,16 +2,67 @@
 -- KEYS[1] bucket hash, KEYS[2] tombstone.
 -- ARGV: id, version, capacity, permits, period, apps, force ("1" or "0").
 -- Returns 1 created, 2 updated, 3 unchanged, 4 stale, 5 tombstoned.
-local id = tonumber(ARGV[1])
-local version = tonumber(ARGV[2])
-local capacity = tonumber(ARGV[3])
-local permits = tonumber(ARGV[4])
-local period = tonumber(ARGV[5])
-if not id or not version or not capacity or not permits or not period or capacity < 1 or permits <= 0
-    or period < 1 or type(ARGV[6]) ~= 'string' then
-  return redis.error_reply('ERR sluice apply: invalid arguments')
+
+-- Arguments: exactly the formats of docs/protocol.md ("Argument formats"),
+-- else an error naming the first bad one and nothing is written. tonumber
+-- alone would also take "1e1", "0x10", " 1" or "1.0".
+-- ---- argument validation ----
+local MAX_INT = 9007199254740991 -- 2^53 - 1: larger integers are not exact in Lua
+
+-- A plain decimal integer lo..hi: digits only, no leading zero.
+local function int_arg(s, lo, hi)
+  if type(s) ~= 'string' or #s > 16 or not (s == '0' or string.find(s, '^[1-9][0-9]*$')) then
+    return nil
+  end
+  local v = tonumber(s)
+  if v < lo or v > hi then return nil end
+  return v
 end
+
+-- Permits: canonical decimal, at most 10 integer digits and 6 decimals,
+-- no leading or trailing zeros ("0.5", "100", "1.000001"), from 0.000001
+-- to 1000000000. Canonical, so that equal configs are equal strings.
+local function permits_arg(s)
+  if type(s) ~= 'string' then return false end
+  local whole, frac = string.match(s, '^([0-9]+)%.([0-9]+)$')
+  if not whole then
+    whole, frac = string.match(s, '^[0-9]+$'), ''
+  end
+  if not whole or #whole > 10 or #frac > 6 or (#whole > 1 and string.sub(whole, 1, 1) == '0')
+      or string.sub(frac, -1) == '0' then
+    return false
+  end
+  local micro = tonumber(whole) * 1000000 + tonumber(frac .. string.rep('0', 6 - #frac))
+  return micro >= 1 and micro <= 1000000000000000
+end
+
+-- Apps: ",a,b,", one or more names ^[a-z0-9][a-z0-9._-]{0,62}$.
+local function apps_arg(s)
+  if type(s) ~= 'string' or #s < 3 or string.sub(s, 1, 1) ~= ',' or string.sub(s, -1) ~= ',' then
+    return false
+  end
+  for app in string.gmatch(string.sub(s, 2), '([^,]*),') do
+    if #app > 63 or not string.find(app, '^[a-z0-9][a-z0-9._%-]*$') then return false end
+  end
+  return true
+end
+
+local function invalid(what)
+  return redis.error_reply('ERR sluice apply: invalid ' .. what)
+end
+local id = int_arg(ARGV[1], 1, MAX_INT)
+if not id then return invalid('id') end
+local version = int_arg(ARGV[2], 0, MAX_INT)
+if not version then return invalid('version') end
+local capacity = int_arg(ARGV[3], 1, 1000000000)
+if not capacity then return invalid('capacity') end
+if not permits_arg(ARGV[4]) then return invalid('permits') end
+local period = int_arg(ARGV[5], 1, 31536000)
+if not period then return invalid('period') end
+if not apps_arg(ARGV[6]) then return invalid('apps') end
+if ARGV[7] ~= '1' and ARGV[7] ~= '0' then return invalid('force') end
 local force = ARGV[7] == '1'
+-- ---- end of argument validation ----
 
 -- A deleted incarnation, or an older one, never comes back.
 local tomb = tonumber(redis.call('GET', KEYS[2]))

@@ -15,6 +15,9 @@ const (
 	MaxPermitsMicro = 1_000_000_000 * 1_000_000
 	// MaxPeriodSeconds is the longest period, a year.
 	MaxPeriodSeconds = 365 * 24 * 3600
+	// MaxID is the largest id and version, 2^53-1: larger integers are not
+	// exact as Lua numbers, so the scripts refuse them.
+	MaxID = 1<<53 - 1
 )
 
 // ErrInvalidConfig is wrapped by the errors of Validate and ParsePermits.
@@ -44,10 +47,10 @@ func (c Config) Validate() error {
 	switch {
 	case !ValidName(c.Name):
 		return fmt.Errorf("%w: bucket name %q", ErrInvalidConfig, c.Name)
-	case c.ID < 1:
-		return fmt.Errorf("%w: id %d must be positive", ErrInvalidConfig, c.ID)
-	case c.Version < 0:
-		return fmt.Errorf("%w: version %d must not be negative", ErrInvalidConfig, c.Version)
+	case c.ID < 1 || c.ID > MaxID:
+		return fmt.Errorf("%w: id %d must be between 1 and %d", ErrInvalidConfig, c.ID, int64(MaxID))
+	case c.Version < 0 || c.Version > MaxID:
+		return fmt.Errorf("%w: version %d must be between 0 and %d", ErrInvalidConfig, c.Version, int64(MaxID))
 	case c.Capacity < 1 || c.Capacity > MaxCapacity:
 		return fmt.Errorf("%w: capacity %d must be between 1 and %d", ErrInvalidConfig, c.Capacity, MaxCapacity)
 	case c.PermitsMicro < 1 || c.PermitsMicro > MaxPermitsMicro:

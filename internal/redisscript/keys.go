@@ -66,6 +66,14 @@ func (ks Keyspace) Tombstone(name string) string {
 	return ks.prefix() + "{" + name + "}:deleted"
 }
 
+// SyncMarker returns the key whose absence tells the sync worker that Redis
+// lost its data (a flush, a restart without persistence, a failover to an
+// empty replica): "<prefix>sync:marker". The reconcile writes it; it is
+// outside Pattern, so it is never taken for a bucket.
+func (ks Keyspace) SyncMarker() string {
+	return ks.prefix() + "sync:marker"
+}
+
 // Pattern returns the SCAN MATCH pattern of bucket hashes (not tombstones).
 // Glob characters of the prefix are escaped.
 func (ks Keyspace) Pattern() string {

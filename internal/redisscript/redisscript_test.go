@@ -2,8 +2,12 @@ package redisscript_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -430,7 +434,9 @@ func TestApplyRejectsInvalidConfig(t *testing.T) {
 		func(c *redisscript.Config) { c.Name = "Bad Name" },
 		func(c *redisscript.Config) { c.Name = "" },
 		func(c *redisscript.Config) { c.ID = 0 },
+		func(c *redisscript.Config) { c.ID = redisscript.MaxID + 1 },
 		func(c *redisscript.Config) { c.Version = -1 },
+		func(c *redisscript.Config) { c.Version = redisscript.MaxID + 1 },
 		func(c *redisscript.Config) { c.Capacity = 0 },
 		func(c *redisscript.Config) { c.Capacity = redisscript.MaxCapacity + 1 },
 		func(c *redisscript.Config) { c.PermitsMicro = 0 },
@@ -446,6 +452,11 @@ func TestApplyRejectsInvalidConfig(t *testing.T) {
 		f(&c)
 		if _, err := redisscript.Apply(context.Background(), rdb, redisscript.Keyspace{}, c, false); !errors.Is(err, redisscript.ErrInvalidConfig) {
 			t.Errorf("case %d (%+v): err = %v", i, c, err)
+		}
+	}
+	for _, iv := range [][2]int64{{-1, 0}, {redisscript.MaxID + 1, 0}, {1, -1}, {1, redisscript.MaxID + 1}} {
+		if _, err := redisscript.Delete(context.Background(), rdb, redisscript.Keyspace{}, "ok", iv[0], iv[1]); !errors.Is(err, redisscript.ErrInvalidConfig) {
+			t.Errorf("delete id %d version %d: err = %v", iv[0], iv[1], err)
 		}
 	}
 	if len(m.Keys()) != 0 {
@@ -656,4 +667,55 @@ func FuzzAcquireArgs(f *testing.F) {
 			t.Fatalf("app %q n %q matched: %+v", app, n, a)
 		}
 	})
+}
+
+// TestProtocolDoc keeps docs/protocol.md from going stale: the SHA1 it
+// gives is the embedded acquire script's, the path it gives holds that
+// script, and it names the sync marker key.
+func TestProtocolDoc(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := redisscript.AcquireSHA()
+	if sum := sha1.Sum([]byte(redisscript.AcquireSource())); hex.EncodeToString(sum[:]) != want {
+		t.Fatalf("AcquireSHA %s is not the SHA1 of the source", want)
+	}
+	m := regexp.MustCompile("(?m)^SHA1: `([0-9a-f]{40})`$").FindAllSubmatch(doc, -1)
+	if len(m) != 1 {
+		t.Fatalf("docs/protocol.md needs exactly one line \"SHA1: `%s`\"; found %d", want, len(m))
+	}
+	if got := string(m[0][1]); got != want {
+		t.Errorf("docs/protocol.md gives the acquire script's SHA1 as %s, but it is %s: "+
+			"update the line to \"SHA1: `%s`\"", got, want, want)
+	}
+	p := regexp.MustCompile("Source: \\[`([^`]+)`\\]").FindSubmatch(doc)
+	if p == nil {
+		t.Fatal("docs/protocol.md does not give the acquire script's path (\"Source: [`path`]\")")
+	}
+	src, err := os.ReadFile(filepath.Join("..", "..", string(p[1])))
+	if err != nil {
+		t.Fatalf("the acquire script's path in docs/protocol.md: %v", err)
+	}
+	if string(src) != redisscript.AcquireSource() {
+		t.Errorf("%s in docs/protocol.md is not the embedded acquire script", p[1])
+	}
+	var ks redisscript.Keyspace
+	if got := ks.SyncMarker(); got != "sluice:sync:marker" {
+		t.Errorf("SyncMarker = %q", got)
+	}
+	if !strings.Contains(string(doc), "`<prefix>sync:marker`") {
+		t.Error("docs/protocol.md does not name the sync marker key")
+	}
+}
+
+// TestScriptLoadSHA: Redis names the script by the SHA1 the doc gives.
+func TestScriptLoadSHA(t *testing.T) {
+	t.Parallel()
+	rdb, _ := testenv.Redis(t)
+	sha, err := rdb.ScriptLoad(context.Background(), redisscript.AcquireSource()).Result()
+	if err != nil || sha != redisscript.AcquireSHA() {
+		t.Fatalf("SCRIPT LOAD = %s, %v; want %s", sha, err, redisscript.AcquireSHA())
+	}
 }

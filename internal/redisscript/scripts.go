@@ -108,8 +108,11 @@ func Apply(ctx context.Context, rdb redis.Scripter, ks Keyspace, cfg Config, for
 // incarnation whatever the version) and is sent for traces only. It
 // reports whether a hash was deleted.
 func Delete(ctx context.Context, rdb redis.Scripter, ks Keyspace, name string, id, version int64) (bool, error) {
-	if !ValidName(name) {
+	switch {
+	case !ValidName(name):
 		return false, fmt.Errorf("delete bucket %q: %w: name", name, ErrInvalidConfig)
+	case id < 0 || id > MaxID || version < 0 || version > MaxID:
+		return false, fmt.Errorf("delete bucket %q: %w: id %d version %d", name, ErrInvalidConfig, id, version)
 	}
 	n, err := deleteScript.Run(ctx, rdb, []string{ks.Bucket(name), ks.Tombstone(name)},
 		strconv.FormatInt(id, 10), strconv.FormatInt(version, 10), TombstoneTTLSeconds).Int64()

@@ -1,0 +1,376 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/redisscript"
+)
+
+// conformancePath is the table every client of the protocol must pass
+// (docs/protocol.md, "Conformance table"); the Python reference client in
+// examples/python runs the same file.
+const conformancePath = "../docs/conformance.json"
+
+type conformanceTable struct {
+	About string            `json:"about"`
+	Cases []conformanceCase `json:"cases"`
+}
+
+type conformanceCase struct {
+	Name  string            `json:"name"`
+	Steps []conformanceStep `json:"steps"`
+}
+
+// conformanceStep holds exactly one action and, for most, the wanted outcome.
+type conformanceStep struct {
+	Apply *struct {
+		Bucket   string   `json:"bucket"`
+		ID       int64    `json:"id"`
+		Version  int64    `json:"version"`
+		Capacity int64    `json:"capacity"`
+		Permits  string   `json:"permits"`
+		Period   int64    `json:"period"`
+		Apps     []string `json:"apps"`
+		Force    bool     `json:"force"`
+	} `json:"apply"`
+	Delete *struct {
+		Bucket  string `json:"bucket"`
+		ID      int64  `json:"id"`
+		Version int64  `json:"version"`
+	} `json:"delete"`
+	Acquire *struct {
+		Bucket string `json:"bucket"`
+		App    string `json:"app"`
+		N      string `json:"n"`
+	} `json:"acquire"`
+	WaitUS  int64 `json:"wait_us"`
+	Foreign *struct {
+		Bucket string `json:"bucket"`
+		Type   string `json:"type"`
+	} `json:"foreign"`
+	Exists *string         `json:"exists"`
+	Want   json.RawMessage `json:"want"`
+}
+
+func (s conformanceStep) actions() int {
+	n := 0
+	for _, set := range []bool{s.Apply != nil, s.Delete != nil, s.Acquire != nil, s.WaitUS > 0, s.Foreign != nil, s.Exists != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// bound is a wanted number: exact, or {"min": a, "max": b} for values that
+// depend on how much time passed (which a stalled machine stretches).
+type bound struct{ min, max int64 }
+
+func (b *bound) UnmarshalJSON(data []byte) error {
+	if v, err := strconv.ParseInt(string(data), 10, 64); err == nil {
+		b.min, b.max = v, v
+		return nil
+	}
+	var r struct {
+		Min *int64 `json:"min"`
+		Max *int64 `json:"max"`
+	}
+	if err := strictUnmarshal(data, &r); err != nil || r.Min == nil || r.Max == nil || *r.Min > *r.Max {
+		return fmt.Errorf("want an integer or {\"min\", \"max\"}, not %s", data)
+	}
+	b.min, b.max = *r.Min, *r.Max
+	return nil
+}
+
+func (b bound) holds(v int64) bool { return v >= b.min && v <= b.max }
+
+func (b bound) String() string {
+	if b.min == b.max {
+		return strconv.FormatInt(b.min, 10)
+	}
+	return fmt.Sprintf("%d..%d", b.min, b.max)
+}
+
+// wantAnswer is the wanted answer of an acquire: the seven fields, or an
+// error reply containing Error.
+type wantAnswer struct {
+	Code         string `json:"code"`
+	Remaining    bound  `json:"remaining"`
+	RetryUS      bound  `json:"retry_us"`
+	ResetUS      bound  `json:"reset_us"`
+	Capacity     bound  `json:"capacity"`
+	PermitsMicro bound  `json:"permits_micro"`
+	Period       bound  `json:"period"`
+	Error        string `json:"error"`
+}
+
+// wantError is the wanted outcome of an apply that fails.
+type wantError struct {
+	Error string `json:"error"`
+}
+
+var codeNames = map[string]redisscript.Code{
+	"allowed": redisscript.Allowed, "denied": redisscript.Denied, "unknown_bucket": redisscript.UnknownBucket,
+	"app_not_allowed": redisscript.AppNotAllowed, "exceeds_capacity": redisscript.ExceedsCapacity,
+	"invalid_n": redisscript.InvalidN,
+}
+
+var applyNames = map[string]redisscript.ApplyOutcome{
+	"created": redisscript.Created, "updated": redisscript.Updated, "unchanged": redisscript.Unchanged,
+	"stale": redisscript.Stale, "tombstoned": redisscript.Tombstoned,
+}
+
+func strictUnmarshal(data []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
+}
+
+func loadConformance(t *testing.T) conformanceTable {
+	t.Helper()
+	data, err := os.ReadFile(conformancePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tab conformanceTable
+	if err := strictUnmarshal(data, &tab); err != nil {
+		t.Fatalf("%s: %v", conformancePath, err)
+	}
+	if len(tab.Cases) == 0 {
+		t.Fatalf("%s has no cases", conformancePath)
+	}
+	return tab
+}
+
+// acquirer takes tokens the way one kind of client does, and reports the
+// answer in the table's terms. fields says which of the seven fields it
+// can see; skip, that the step cannot be expressed through it.
+type acquirer func(ctx context.Context, bucket, app, n string) (a redisscript.Answer, fields int, skip bool, err error)
+
+// TestConformance runs docs/conformance.json through the acquire script as
+// any client sends it (raw arguments, on redis-server and on miniredis) and
+// through the client package's Limiter.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	tab := loadConformance(t)
+	servers := map[string]func(t *testing.T) env{
+		"redis": func(t *testing.T) env { return sharedRedis(t) },
+		"miniredis": func(t *testing.T) env {
+			m := miniredis.RunT(t)
+			rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+			t.Cleanup(func() { rdb.Close() })
+			return env{rdb: rdb, prefix: "sluice:"}
+		},
+	}
+	for srv, start := range servers {
+		for _, mode := range []string{"script", "limiter"} {
+			t.Run(srv+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				for i, c := range tab.Cases {
+					e := start(t)
+					e.prefix += fmt.Sprintf("c%d:", i)
+					var acq acquirer
+					if mode == "script" {
+						acq = scriptAcquirer(e)
+					} else {
+						acq = limiterAcquirer(t, e)
+					}
+					runConformanceCase(t, e, c, acq)
+				}
+			})
+		}
+	}
+}
+
+func scriptAcquirer(e env) acquirer {
+	return func(ctx context.Context, bucket, app, n string) (redisscript.Answer, int, bool, error) {
+		a, err := redisscript.AcquireRaw(ctx, e.rdb, e.ks(), bucket, app, n)
+		return a, 7, false, err
+	}
+}
+
+// limiterAcquirer answers through a client.Limiter per app, failing closed
+// so that no answer of a failure policy can pass for one of Redis. Its
+// Result shows code, remaining, retry, reset and capacity (as Limit).
+func limiterAcquirer(t *testing.T, e env) acquirer {
+	limiters := map[string]*client.Limiter{}
+	return func(ctx context.Context, bucket, app, n string) (redisscript.Answer, int, bool, error) {
+		v, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || strconv.FormatInt(v, 10) != n {
+			return redisscript.Answer{}, 0, true, nil // an int64 cannot be sent as "1e3" or "01"
+		}
+		l, ok := limiters[app]
+		if !ok {
+			l, err = client.New(e.rdb, app, client.WithKeyPrefix(e.prefix), client.WithFailurePolicy(client.FailClosed),
+				client.WithTimeout(30*time.Second))
+			if err != nil {
+				// An app name the client refuses can never take tokens: the
+				// table must not want it to.
+				return redisscript.Answer{Code: redisscript.AppNotAllowed}, 1, false, nil
+			}
+			t.Cleanup(func() { l.Close() })
+			limiters[app] = l
+		}
+		res, err := l.Acquire(ctx, bucket, v)
+		a := redisscript.Answer{Remaining: res.Remaining, RetryAfterMicros: res.RetryAfter.Microseconds(),
+			ResetAfterMicros: res.ResetAfter.Microseconds(), Capacity: res.Limit}
+		switch {
+		case errors.Is(err, client.ErrUnavailable):
+			// FailClosed answered: Redis gave an error reply. The reply
+			// itself is not in the Result; the script mode checks its text.
+			return redisscript.Answer{}, 0, false, err
+		case res.Fallback:
+			return a, 0, false, fmt.Errorf("answered by the failure policy: %w", err)
+		case err == nil && res.Allowed:
+			a.Code = redisscript.Allowed
+		case err == nil:
+			a.Code = redisscript.Denied
+		case errors.Is(err, client.ErrUnknownBucket):
+			a.Code = redisscript.UnknownBucket
+		case errors.Is(err, client.ErrAppNotAllowed):
+			a.Code = redisscript.AppNotAllowed
+		case errors.Is(err, client.ErrExceedsCapacity):
+			a.Code = redisscript.ExceedsCapacity
+		case errors.Is(err, client.ErrInvalidN):
+			a.Code = redisscript.InvalidN
+		default:
+			return a, 0, false, err
+		}
+		return a, 5, false, nil
+	}
+}
+
+func runConformanceCase(t *testing.T, e env, c conformanceCase, acquire acquirer) {
+	t.Helper()
+	ctx := context.Background()
+	for i, s := range c.Steps {
+		where := fmt.Sprintf("%s, step %d", c.Name, i+1)
+		if s.actions() != 1 {
+			t.Fatalf("%s: a step has exactly one action", where)
+		}
+		switch {
+		case s.Apply != nil:
+			a := s.Apply
+			pm, err := redisscript.ParsePermits(a.Permits)
+			if err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+			out, err := redisscript.Apply(ctx, e.rdb, e.ks(), redisscript.Config{Name: a.Bucket, ID: a.ID, Version: a.Version,
+				Capacity: a.Capacity, PermitsMicro: pm, PeriodSeconds: a.Period, Apps: a.Apps}, a.Force)
+			var name string
+			if json.Unmarshal(s.Want, &name) == nil {
+				if want, ok := applyNames[name]; !ok || err != nil || out != want {
+					t.Errorf("%s: apply: %v %v, want %s", where, out, err, s.Want)
+				}
+				continue
+			}
+			var we wantError
+			if err := strictUnmarshal(s.Want, &we); err != nil || we.Error == "" {
+				t.Fatalf("%s: bad want %s", where, s.Want)
+			}
+			if err == nil || !strings.Contains(err.Error(), we.Error) {
+				t.Errorf("%s: apply: %v %v, want an error containing %q", where, out, err, we.Error)
+			}
+		case s.Delete != nil:
+			var want bool
+			if err := json.Unmarshal(s.Want, &want); err != nil {
+				t.Fatalf("%s: bad want %s", where, s.Want)
+			}
+			got, err := redisscript.Delete(ctx, e.rdb, e.ks(), s.Delete.Bucket, s.Delete.ID, s.Delete.Version)
+			if err != nil || got != want {
+				t.Errorf("%s: delete: %v %v, want %v", where, got, err, want)
+			}
+		case s.WaitUS > 0:
+			// Sleeping longer only refills more; the table allows for that.
+			time.Sleep(time.Duration(s.WaitUS)*time.Microsecond + 2*time.Millisecond)
+		case s.Foreign != nil:
+			key := e.ks().Bucket(s.Foreign.Bucket)
+			var err error
+			switch s.Foreign.Type {
+			case "string":
+				err = e.rdb.Set(ctx, key, "x", 0).Err()
+			case "list":
+				err = e.rdb.RPush(ctx, key, "x").Err()
+			case "hash":
+				err = e.rdb.HSet(ctx, key, "note", "x").Err()
+			default:
+				t.Fatalf("%s: foreign type %q", where, s.Foreign.Type)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		case s.Exists != nil:
+			var want bool
+			if err := json.Unmarshal(s.Want, &want); err != nil {
+				t.Fatalf("%s: bad want %s", where, s.Want)
+			}
+			n, err := e.rdb.Exists(ctx, e.ks().Bucket(*s.Exists)).Result()
+			if err != nil || (n == 1) != want {
+				t.Errorf("%s: exists %s = %d %v, want %v", where, *s.Exists, n, err, want)
+			}
+		case s.Acquire != nil:
+			checkAcquire(t, where, s, acquire)
+		}
+	}
+}
+
+func checkAcquire(t *testing.T, where string, s conformanceStep, acquire acquirer) {
+	t.Helper()
+	var w wantAnswer
+	if err := strictUnmarshal(s.Want, &w); err != nil {
+		t.Fatalf("%s: bad want %s: %v", where, s.Want, err)
+	}
+	q := s.Acquire
+	where = fmt.Sprintf("%s: acquire %s %q n=%q", where, q.Bucket, q.App, q.N)
+	got, fields, skip, err := acquire(context.Background(), q.Bucket, q.App, q.N)
+	if skip {
+		return
+	}
+	if w.Error != "" {
+		if err == nil {
+			t.Errorf("%s: got %+v, want an error containing %q", where, got, w.Error)
+		} else if fields == 7 && !strings.Contains(err.Error(), w.Error) {
+			t.Errorf("%s: got %v, want an error containing %q", where, err, w.Error)
+		}
+		return
+	}
+	code, ok := codeNames[w.Code]
+	if !ok {
+		t.Fatalf("%s: unknown code %q", where, w.Code)
+	}
+	if err != nil {
+		t.Errorf("%s: %v, want %s", where, err, w.Code)
+		return
+	}
+	if got.Code != code {
+		t.Errorf("%s: code %d, want %s (%+v)", where, got.Code, w.Code, got)
+		return
+	}
+	check := []struct {
+		name string
+		got  int64
+		want bound
+	}{
+		{"remaining", got.Remaining, w.Remaining}, {"retry_us", got.RetryAfterMicros, w.RetryUS},
+		{"reset_us", got.ResetAfterMicros, w.ResetUS}, {"capacity", got.Capacity, w.Capacity},
+		{"permits_micro", got.PermitsMicro, w.PermitsMicro}, {"period", got.PeriodSeconds, w.Period},
+	}
+	for _, f := range check[:fields-1] {
+		if !f.want.holds(f.got) {
+			t.Errorf("%s: %s = %d, want %v", where, f.name, f.got, f.want)
+		}
+	}
+}

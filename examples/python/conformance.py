@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Runs the conformance table of the Sluice protocol (docs/conformance.json)
+against a real Redis with the reference client in sluice.py.
+
+    python3 examples/python/conformance.py --addr 127.0.0.1:6379
+
+Every case runs twice, each time under a fresh key prefix: once sending the
+raw arguments of each step to the acquire script (as any client would), and
+once through Limiter.acquire, whose typed results and errors must say the
+same. Buckets are set up with the apply and delete scripts, as the sync
+worker does. The keys it writes are deleted at the end. Exit status: 0 when
+everything passed, 1 when a check failed, 2 when it could not run.
+"""
+
+import argparse
+import json
+import os
+import secrets
+import sys
+import time
+
+import redis
+
+import sluice
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+
+CODES = {
+    "allowed": sluice.ALLOWED, "denied": sluice.DENIED, "unknown_bucket": sluice.UNKNOWN_BUCKET,
+    "app_not_allowed": sluice.APP_NOT_ALLOWED, "exceeds_capacity": sluice.EXCEEDS_CAPACITY,
+    "invalid_n": sluice.INVALID_N,
+}
+APPLY_OUTCOMES = {1: "created", 2: "updated", 3: "unchanged", 4: "stale", 5: "tombstoned"}
+FIELDS = ["remaining", "retry_us", "reset_us", "capacity", "permits_micro", "period"]
+ACTIONS = ["apply", "delete", "acquire", "wait_us", "foreign", "exists"]
+
+
+class Failure(Exception):
+    pass
+
+
+def holds(want, got):
+    """want is an integer, or {"min": a, "max": b} for time-dependent values."""
+    if isinstance(want, dict):
+        return want["min"] <= got <= want["max"]
+    return got == want
+
+
+class Run:
+    def __init__(self, r, prefix, scripts_dir):
+        self.r = r
+        self.prefix = prefix
+        self.acquire = sluice.Script.load(os.path.join(scripts_dir, "acquire.lua"))
+        self.apply = sluice.Script.load(os.path.join(scripts_dir, "apply.lua"))
+        self.delete = sluice.Script.load(os.path.join(scripts_dir, "delete.lua"))
+        self.failures = []
+
+    def fail(self, where, msg):
+        self.failures.append("%s: %s" % (where, msg))
+
+    def case(self, case, mode, prefix):
+        limiters = {}
+        for i, step in enumerate(case["steps"], 1):
+            where = "%s [%s], step %d" % (case["name"], mode, i)
+            actions = [a for a in ACTIONS if a in step]
+            if len(actions) != 1:
+                raise Failure("%s: a step has exactly one action: %r" % (where, step))
+            action = actions[0]
+            try:
+                getattr(self, "step_" + action)(step, prefix, mode, limiters, where)
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                raise
+            except redis.exceptions.RedisError as e:
+                self.fail(where, "unexpected Redis error: %s" % e)
+
+    def step_apply(self, step, prefix, mode, limiters, where):
+        a = step["apply"]
+        b = a["bucket"]
+        args = [str(a["id"]), str(a["version"]), str(a["capacity"]), a["permits"], str(a["period"]),
+                "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0"]
+        want = step["want"]
+        try:
+            got = APPLY_OUTCOMES.get(self.apply.run(self.r, [sluice.bucket_key(b, prefix),
+                                                             sluice.bucket_key(b, prefix) + ":deleted"], args))
+        except redis.exceptions.ResponseError as e:
+            if not (isinstance(want, dict) and want["error"] in str(e)):
+                self.fail(where, "apply: %s, want %r" % (e, want))
+            return
+        if got != want:
+            self.fail(where, "apply: %s, want %r" % (got, want))
+
+    def step_delete(self, step, prefix, mode, limiters, where):
+        d = step["delete"]
+        key = sluice.bucket_key(d["bucket"], prefix)
+        got = self.delete.run(self.r, [key, key + ":deleted"], [str(d["id"]), str(d["version"]), "604800"])
+        if (got == 1) != step["want"]:
+            self.fail(where, "delete: %r, want %r" % (got, step["want"]))
+
+    def step_wait_us(self, step, prefix, mode, limiters, where):
+        # Sleeping longer only refills more; the table allows for that.
+        time.sleep(step["wait_us"] / 1e6 + 0.002)
+
+    def step_foreign(self, step, prefix, mode, limiters, where):
+        f = step["foreign"]
+        key = sluice.bucket_key(f["bucket"], prefix)
+        kind = f["type"]
+        if kind == "string":
+            self.r.set(key, "x")
+        elif kind == "list":
+            self.r.rpush(key, "x")
+        elif kind == "hash":
+            self.r.hset(key, "note", "x")
+        else:
+            raise Failure("%s: foreign type %r" % (where, kind))
+
+    def step_exists(self, step, prefix, mode, limiters, where):
+        got = self.r.exists(sluice.bucket_key(step["exists"], prefix)) == 1
+        if got != step["want"]:
+            self.fail(where, "exists %s = %r, want %r" % (step["exists"], got, step["want"]))
+
+    def step_acquire(self, step, prefix, mode, limiters, where):
+        q = step["acquire"]
+        want = step["want"]
+        where = "%s: acquire %s %r n=%r" % (where, q["bucket"], q["app"], q["n"])
+        if mode == "script":
+            self.check_script(q, want, prefix, where)
+        else:
+            self.check_limiter(q, want, prefix, limiters, where)
+
+    def check_script(self, q, want, prefix, where):
+        try:
+            a = sluice.acquire_answer(self.r, self.acquire, sluice.bucket_key(q["bucket"], prefix), q["app"], q["n"])
+        except sluice.WrongType as e:
+            if "error" not in want or want["error"] not in str(e):
+                self.fail(where, "%s, want %r" % (e, want))
+            return
+        if "error" in want:
+            self.fail(where, "got %r, want an error containing %r" % (a, want["error"]))
+            return
+        if a.code != CODES[want["code"]]:
+            self.fail(where, "got %r, want %s" % (a, want["code"]))
+            return
+        for f in FIELDS:
+            if not holds(want[f], getattr(a, f)):
+                self.fail(where, "%s = %d, want %r" % (f, getattr(a, f), want[f]))
+
+    def check_limiter(self, q, want, prefix, limiters, where):
+        n = q["n"]
+        try:
+            v = int(n, 10)
+        except ValueError:
+            return  # an int cannot be sent as "1e3"
+        if str(v) != n:
+            return  # nor as "01" or " 1"
+        app = q["app"]
+        if app not in limiters:
+            try:
+                limiters[app] = sluice.Limiter(self.r, app, prefix=prefix, script=self.acquire)
+            except ValueError:
+                # An app name the client refuses can never take tokens.
+                if want.get("code") != "app_not_allowed":
+                    self.fail(where, "the client refuses app %r, want %r" % (app, want))
+                return
+        got = {}
+        try:
+            res = limiters[app].acquire(q["bucket"], v)
+            got = {"code": "allowed" if res.allowed else "denied", "remaining": res.remaining,
+                   "retry_us": res.retry_after_us, "reset_us": res.reset_after_us, "capacity": res.limit}
+        except sluice.WrongType as e:
+            got = {"error": str(e)}
+        except sluice.UnknownBucket:
+            got = {"code": "unknown_bucket", "capacity": 0}
+        except sluice.AppNotAllowed as e:
+            got = {"code": "app_not_allowed", "capacity": e.limit}
+        except sluice.ExceedsCapacity as e:
+            got = {"code": "exceeds_capacity", "capacity": e.limit}
+        except sluice.InvalidN:
+            got = {"code": "invalid_n", "capacity": 0}
+        if "error" in want:
+            if "error" not in got or want["error"] not in got["error"]:
+                self.fail(where, "got %r, want an error containing %r" % (got, want["error"]))
+            return
+        if got.get("code") != want["code"]:
+            self.fail(where, "got %r, want %s" % (got, want["code"]))
+            return
+        for f in ["remaining", "retry_us", "reset_us", "capacity"]:
+            if not holds(want[f], got.get(f, 0)):
+                self.fail(where, "%s = %d, want %r" % (f, got.get(f, 0), want[f]))
+
+    def check_noscript(self):
+        """An empty script cache costs one EVAL, and the call still answers."""
+        where = "NOSCRIPT"
+        if self.r.script_load(self.acquire.source) != self.acquire.sha:
+            self.fail(where, "SCRIPT LOAD returned another SHA1 than sha1(acquire.lua)")
+        # A variant nobody has loaded stands in for a flushed cache (this
+        # run must not flush a shared server's cache).
+        fresh = sluice.Script(self.acquire.source + "\n-- conformance " + secrets.token_hex(8) + "\n")
+        key = sluice.bucket_key("nope", self.prefix + "noscript:")
+        for want_reloads in (1, 1):
+            a = sluice.acquire_answer(self.r, fresh, key, "svc", 1)
+            if a.code != sluice.UNKNOWN_BUCKET or fresh.reloads != want_reloads:
+                self.fail(where, "answer %r after %d reloads, want unknown bucket after %d" %
+                          (a, fresh.reloads, want_reloads))
+
+    def cleanup(self):
+        pattern = "".join("\\" + c if c in "*?[]\\" else c for c in self.prefix) + "*"
+        for key in self.r.scan_iter(match=pattern, count=1000):
+            self.r.delete(key)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--addr", default=os.environ.get("SLUICE_TEST_REDIS_ADDR", "127.0.0.1:6379"),
+                   help="Redis host:port (default $SLUICE_TEST_REDIS_ADDR or 127.0.0.1:6379)")
+    p.add_argument("--prefix", default="sluice-conformance-" + secrets.token_hex(4) + ":",
+                   help="key prefix of this run; its keys are deleted at the end")
+    p.add_argument("--table", default=os.path.join(ROOT, "docs", "conformance.json"))
+    p.add_argument("--scripts", default=os.path.join(ROOT, "internal", "redisscript"),
+                   help="directory of acquire.lua, apply.lua and delete.lua")
+    args = p.parse_args()
+
+    host, _, port = args.addr.rpartition(":")
+    try:
+        with open(args.table, encoding="utf-8") as f:
+            table = json.load(f)
+        r = redis.Redis(host=host or "127.0.0.1", port=int(port), socket_timeout=30)
+        r.ping()
+        run = Run(r, args.prefix, args.scripts)
+    except (OSError, ValueError, redis.exceptions.RedisError) as e:
+        print("conformance: cannot run: %s" % e, file=sys.stderr)
+        return 2
+
+    steps = 0
+    try:
+        for i, case in enumerate(table["cases"]):
+            for mode in ("script", "limiter"):
+                run.case(case, mode, "%s%s%d:" % (args.prefix, mode, i))
+            steps += len(case["steps"])
+        run.check_noscript()
+    except (Failure, KeyError, TypeError, AttributeError) as e:
+        print("conformance: malformed table: %s" % e, file=sys.stderr)
+        return 2
+    except redis.exceptions.RedisError as e:
+        print("conformance: redis failed: %s" % e, file=sys.stderr)
+        return 2
+    finally:
+        try:
+            run.cleanup()
+        except redis.exceptions.RedisError:
+            pass
+
+    for f in run.failures:
+        print("FAIL %s" % f)
+    print("conformance: %d cases, %d steps, 2 modes, redis-py %s: %s" % (
+        len(table["cases"]), steps, redis.__version__, "FAILED" if run.failures else "ok"))
+    return 1 if run.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""A reference client of Sluice for Python, on redis-py.
+
+It takes tokens exactly as docs/protocol.md describes: one EVALSHA of the
+acquire script per call, resent once with EVAL after NOSCRIPT and never
+after any other error, with the seven-integer answer mapped to a Result or
+a typed error. It has no batching, usage counting or failure policy: a
+Redis error or timeout reaches the caller, who decides (fail open, closed,
+or a local bucket).
+
+    import redis, sluice
+    limiter = sluice.Limiter(redis.Redis(), "checkout")
+    try:
+        res = limiter.acquire("orders-api", 1)
+    except sluice.UnknownBucket:
+        ...
+    if not res.allowed:
+        time.sleep(res.retry_after)
+"""
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+
+import redis
+
+# The default key prefix; every reader and writer of one deployment uses the same.
+DEFAULT_PREFIX = "sluice:"
+
+# The acquire script, at its path in the repository.
+ACQUIRE_LUA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "internal", "redisscript", "acquire.lua")
+
+# Names of buckets and apps: ^[a-z0-9][a-z0-9._-]{0,62}$.
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+
+# Codes of the acquire answer.
+ALLOWED = 1
+DENIED = 0
+UNKNOWN_BUCKET = -1
+APP_NOT_ALLOWED = -2
+EXCEEDS_CAPACITY = -3
+INVALID_N = -4
+
+
+class SluiceError(Exception):
+    """Base of the errors of an acquire that Redis answered."""
+
+
+class UnknownBucket(SluiceError):
+    """No bucket of that name exists in Redis."""
+
+
+class AppNotAllowed(SluiceError):
+    """The app is not an allowed app of the bucket. limit is its capacity."""
+
+    def __init__(self, message, limit=0):
+        super().__init__(message)
+        self.limit = limit
+
+
+class ExceedsCapacity(SluiceError):
+    """n is larger than the bucket's capacity: it can never be granted."""
+
+    def __init__(self, message, limit=0):
+        super().__init__(message)
+        self.limit = limit
+
+
+class InvalidN(SluiceError, ValueError):
+    """n is not a whole number from 1 to 1000000000."""
+
+
+class WrongType(SluiceError):
+    """The bucket's key holds another Redis type (a clash of key prefixes).
+
+    The script failed before writing anything. It is an error of this key
+    alone, not a Redis outage.
+    """
+
+
+class ProtocolError(SluiceError):
+    """The script answered something that is not a valid acquire answer."""
+
+
+def valid_name(s):
+    """Reports whether s is a valid bucket or app name."""
+    return isinstance(s, str) and _NAME.fullmatch(s) is not None
+
+
+def bucket_key(bucket, prefix=DEFAULT_PREFIX):
+    """The key of a bucket's hash: <prefix>{<bucket>}."""
+    return prefix + "{" + bucket + "}"
+
+
+class Script:
+    """A Lua script run by EVALSHA, and resent by EVAL after NOSCRIPT."""
+
+    def __init__(self, source):
+        self.source = source
+        self.sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
+        # How many calls met NOSCRIPT and were resent with the source.
+        self.reloads = 0
+
+    @classmethod
+    def load(cls, path):
+        with open(path, encoding="utf-8") as f:
+            return cls(f.read())
+
+    def run(self, r, keys, args):
+        try:
+            return r.evalsha(self.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            # The script did not run (the cache is empty after a restart or
+            # a failover), so sending it again cannot take tokens twice. No
+            # other error is resent: Redis may have run the script.
+            self.reloads += 1
+            return r.eval(self.source, len(keys), *keys, *args)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The seven integers of the acquire script's answer."""
+
+    code: int
+    remaining: int
+    retry_us: int
+    reset_us: int
+    capacity: int
+    permits_micro: int
+    period: int
+
+    @classmethod
+    def from_reply(cls, reply):
+        if (not isinstance(reply, list) or len(reply) != 7 or not all(type(v) is int for v in reply)
+                or not INVALID_N <= reply[0] <= ALLOWED):
+            raise ProtocolError("malformed acquire answer: %r" % (reply,))
+        return cls(*reply)
+
+
+def acquire_answer(r, script, key, app, n):
+    """Runs the acquire script once: app takes n tokens from the hash at key.
+
+    app and n are sent as given (n as a string, or an int written in
+    decimal), so this is also how to send a malformed argument on purpose.
+    A key of another type raises WrongType; other Redis errors propagate.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, str)):
+        raise TypeError("n must be an int or a string, not %s" % type(n).__name__)
+    try:
+        reply = script.run(r, [key], [app, str(n)])
+    except redis.exceptions.ResponseError as e:
+        # Redis 7 starts the reply with WRONGTYPE; 6.2 wraps it in
+        # "ERR Error running script".
+        if "WRONGTYPE" in str(e):
+            raise WrongType("key %s holds another type: %s" % (key, e)) from e
+        raise
+    return Answer.from_reply(reply)
+
+
+@dataclass(frozen=True)
+class Result:
+    """The answer to an acquire that Redis allowed or denied."""
+
+    allowed: bool
+    # Whole tokens left after this call.
+    remaining: int
+    # When denied: microseconds until n tokens will be there (if nobody else
+    # takes them first); 0 when allowed.
+    retry_after_us: int
+    # Microseconds until the bucket is full again.
+    reset_after_us: int
+    # The bucket's capacity.
+    limit: int
+
+    @property
+    def retry_after(self):
+        """retry_after_us in seconds."""
+        return self.retry_after_us / 1e6
+
+    @property
+    def reset_after(self):
+        """reset_after_us in seconds."""
+        return self.reset_after_us / 1e6
+
+
+class Limiter:
+    """Takes tokens from Sluice buckets for one app.
+
+    r is a redis-py client (redis.Redis, or redis.RedisCluster, which sends
+    the call to the node owning the key's slot). The script is read from
+    the repository unless its source is given.
+    """
+
+    def __init__(self, r, app, prefix=DEFAULT_PREFIX, script=None):
+        if not valid_name(app):
+            raise ValueError("invalid app name %r" % (app,))
+        self.r = r
+        self.app = app
+        self.prefix = prefix
+        self.script = script if script is not None else Script.load(ACQUIRE_LUA)
+
+    def acquire(self, bucket, n=1):
+        """Takes n tokens from bucket.
+
+        Returns a Result (allowed or denied); raises UnknownBucket,
+        AppNotAllowed, ExceedsCapacity, InvalidN or WrongType for the other
+        answers, and redis-py's errors when Redis fails (never resent).
+        """
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError("n must be an int, not %s" % type(n).__name__)
+        if not valid_name(bucket):
+            raise UnknownBucket("unknown bucket %r" % (bucket,))  # no such name can exist
+        a = acquire_answer(self.r, self.script, bucket_key(bucket, self.prefix), self.app, n)
+        if a.code in (ALLOWED, DENIED):
+            return Result(a.code == ALLOWED, a.remaining, a.retry_us, a.reset_us, a.capacity)
+        if a.code == UNKNOWN_BUCKET:
+            raise UnknownBucket("unknown bucket %r" % (bucket,))
+        if a.code == APP_NOT_ALLOWED:
+            raise AppNotAllowed("app %r not allowed on bucket %r" % (self.app, bucket), a.capacity)
+        if a.code == EXCEEDS_CAPACITY:
+            raise ExceedsCapacity("n=%d exceeds the capacity %d of bucket %r" % (n, a.capacity, bucket), a.capacity)
+        raise InvalidN("n must be between 1 and 1000000000, not %r" % (n,))
+
+    def allow(self, bucket):
+        """Takes one token and reports whether it was granted (errors raise)."""
+        return self.acquire(bucket, 1).allowed
