@@ -50,21 +50,25 @@ type Options struct {
 	MaxApps int
 	// Location is the time zone of the time labels (default UTC).
 	Location *time.Location
-	// Limit is the most acquires of one token the bucket can allow in one
-	// point (step) of the chart, drawn as a dashed line when > 0: see
-	// LimitPerStep. LimitLabel names it ("limit: 310 per minute").
+	// Limit is the bucket's sustained limit over one point (step) of the
+	// chart, drawn as a dashed line when > 0: see Sustained. Bars above it
+	// are bursts paid from the bucket's capacity. LimitLabel names it
+	// ("limit: 300 per minute").
 	Limit      float64
 	LimitLabel string
+	// Elapsed labels time as the offset from the first point ("+30 s",
+	// "+2 min") rather than the time of day: for a simulation.
+	Elapsed bool
 }
 
-// LimitPerStep is the most one-token acquires a bucket of capacity and
-// rate (tokens per second) can allow in a span of step: a full bucket
-// plus what refills meanwhile. It is the value of Options.Limit.
-func LimitPerStep(capacity int64, perSecond float64, step time.Duration) float64 {
-	if capacity < 0 || perSecond < 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || step <= 0 {
+// Sustained is the limit line of a bucket refilling perSecond tokens a
+// second, for points of step: what it allows per step once its capacity
+// is spent, in one-token acquires. Invalid input gives 0 (no line).
+func Sustained(perSecond float64, step time.Duration) float64 {
+	if perSecond <= 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || step <= 0 {
 		return 0
 	}
-	return float64(capacity) + perSecond*step.Seconds()
+	return perSecond * step.Seconds()
 }
 
 // Palette holds the colours of the apps' allowed acquires, in order of
@@ -283,11 +287,14 @@ func Usage(s usage.Series, o Options) template.HTML {
 		if !aligned(lt, every) {
 			continue
 		}
-		layout := "15:04"
-		if every >= 24*time.Hour {
-			layout = "Mon 2"
+		text := lt.Format("15:04")
+		switch {
+		case o.Elapsed:
+			text = elapsed(t.Sub(s.Times[0]))
+		case every >= 24*time.Hour:
+			text = lt.Format("Mon 2")
 		}
-		fmt.Fprintf(&sb, `<text x="%s" y="%s">%s</text>`, num(xAt(i)), num(base+18), esc(lt.Format(layout)))
+		fmt.Fprintf(&sb, `<text x="%s" y="%s">%s</text>`, num(xAt(i)), num(base+18), esc(text))
 	}
 	sb.WriteString(`</g>`)
 
@@ -305,7 +312,7 @@ func Usage(s usage.Series, o Options) template.HTML {
 	sb.WriteString(`<g class="chart-hover" fill="transparent">`)
 	for i, t := range s.Times {
 		fmt.Fprintf(&sb, `<rect x="%s" y="%d" width="%s" height="%d"><title>%s</title></rect>`,
-			num(xAt(i)), titleHeight, num(slot), plotHeight, esc(tooltip(t.In(o.Location), s.Step, bars, i)))
+			num(xAt(i)), titleHeight, num(slot), plotHeight, esc(tooltip(t.In(o.Location), s, o.Elapsed, bars, i)))
 	}
 	sb.WriteString(`</g></svg>`)
 	return template.HTML(sb.String())
@@ -388,7 +395,9 @@ func describe(s usage.Series, bars []bar, o Options) string {
 	if o.Limit > 0 {
 		b.WriteString(", the limit as a dashed line")
 	}
-	if len(s.Times) > 0 && s.Step > 0 {
+	if len(s.Times) > 0 && s.Step > 0 && o.Elapsed {
+		fmt.Fprintf(&b, ", one bar per %s over %s", human(s.Step), elapsed(s.Step*time.Duration(len(s.Times))))
+	} else if len(s.Times) > 0 && s.Step > 0 {
 		fmt.Fprintf(&b, ", one bar per %s from %s to %s (%s)", human(s.Step),
 			s.Times[0].In(loc).Format("Jan 2 15:04"), s.Times[len(s.Times)-1].Add(s.Step).In(loc).Format("Jan 2 15:04"),
 			loc.String())
@@ -400,11 +409,17 @@ func describe(s usage.Series, bars []bar, o Options) string {
 	return b.String()
 }
 
-func tooltip(t time.Time, step time.Duration, bars []bar, i int) string {
+func tooltip(t time.Time, s usage.Series, isElapsed bool, bars []bar, i int) string {
 	var b strings.Builder
-	b.WriteString(t.Format("Mon Jan 2 15:04"))
-	if step > 0 {
-		b.WriteString("–" + t.Add(step).Format("15:04"))
+	step := s.Step
+	switch {
+	case isElapsed:
+		b.WriteString(elapsed(t.Sub(s.Times[0])) + " to " + elapsed(t.Add(step).Sub(s.Times[0])))
+	default:
+		b.WriteString(t.Format("Mon Jan 2 15:04"))
+		if step > 0 {
+			b.WriteString("–" + t.Add(step).Format("15:04"))
+		}
 	}
 	for _, br := range bars {
 		if br.allowed[i] == 0 && br.denied[i] == 0 {
@@ -419,7 +434,8 @@ func tooltip(t time.Time, step time.Duration, bars []bar, i int) string {
 // round spans that gives at most most labels.
 func labelEvery(step time.Duration, n, most int) time.Duration {
 	span := step * time.Duration(n)
-	for _, d := range []time.Duration{time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute,
+	for _, d := range []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second,
+		30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute,
 		20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 3 * time.Hour, 4 * time.Hour, 6 * time.Hour,
 		12 * time.Hour, 24 * time.Hour} {
 		if d >= step && span/d <= time.Duration(most) {
@@ -493,9 +509,23 @@ func group(v int64) string {
 	return b.String()
 }
 
-// human names a step: "minute", "15 minutes", "hour".
+// elapsed names an offset: "+0 s", "+45 s", "+2 min", "+1 min 30 s".
+func elapsed(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return "+" + strconv.Itoa(int(d/time.Second)) + " s"
+	case d%time.Minute == 0:
+		return "+" + strconv.Itoa(int(d/time.Minute)) + " min"
+	}
+	return "+" + strconv.Itoa(int(d/time.Minute)) + " min " + strconv.Itoa(int(d%time.Minute/time.Second)) + " s"
+}
+
+// human names a step: "second", "minute", "15 minutes", "hour".
 func human(d time.Duration) string {
 	switch {
+	case d == time.Second:
+		return "second"
 	case d == time.Minute:
 		return "minute"
 	case d == time.Hour:

@@ -250,13 +250,13 @@ func TestUsageColours(t *testing.T) {
 func TestUsageLimit(t *testing.T) {
 	start := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
 	s := series(start, time.Minute, 2, usage.AppSeries{App: "web", Allowed: []int64{10, 20}})
-	if got := LimitPerStep(10, 5, time.Minute); got != 310 {
-		t.Fatalf("LimitPerStep(10, 5/s, 1m) = %v, want 310", got)
+	if got := Sustained(5, time.Minute); got != 300 {
+		t.Fatalf("Sustained(5/s, 1m) = %v, want 300", got)
 	}
-	out := string(Usage(s, Options{Limit: 310, LimitLabel: "limit: 310 per minute"}))
+	out := string(Usage(s, Options{Limit: 300, LimitLabel: "limit: 300 per minute"}))
 	checkSafe(t, out)
 	m := regexp.MustCompile(`<g class="chart-limit"><line x1="\d+" x2="\d+" y1="([\d.]+)" y2="([\d.]+)"`).FindStringSubmatch(out)
-	if m == nil || !strings.Contains(out, ">limit: 310 per minute<") {
+	if m == nil || !strings.Contains(out, ">limit: 300 per minute<") {
 		t.Fatalf("no labelled limit line:\n%s", out)
 	}
 	// The scale grows to hold the limit: its line is inside the plot, above the bars.
@@ -272,9 +272,9 @@ func TestUsageLimit(t *testing.T) {
 			t.Errorf("limit %v drawn", bad)
 		}
 	}
-	for _, tc := range [][3]float64{{-1, 1, 60}, {1, -1, 60}, {1, math.NaN(), 60}, {1, 1, 0}} {
-		if got := LimitPerStep(int64(tc[0]), tc[1], time.Duration(tc[2])*time.Second); got != 0 {
-			t.Errorf("LimitPerStep%v = %v, want 0", tc, got)
+	for _, tc := range [][2]float64{{-1, 60}, {0, 60}, {math.NaN(), 60}, {math.Inf(1), 60}, {1, 0}} {
+		if got := Sustained(tc[0], time.Duration(tc[1])*time.Second); got != 0 {
+			t.Errorf("Sustained%v = %v, want 0", tc, got)
 		}
 	}
 }

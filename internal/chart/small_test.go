@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/buckets"
 )
 
 func TestSparkline(t *testing.T) {
@@ -84,5 +87,33 @@ func TestGauge(t *testing.T) {
 		if !strings.Contains(out, `class="gauge-fill" x="0" y="0" width="`+tc.width+`"`) || strings.Contains(out, "NaN") {
 			t.Errorf("Gauge(%v, %d): want width %s: %s", tc.tokens, tc.cap, tc.width, out)
 		}
+	}
+}
+
+func TestPreview(t *testing.T) {
+	r, err := buckets.ParseRate("5/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := buckets.Simulate(10, r, buckets.Pattern{Steady: 10, Duration: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(Preview(sim, r, ""))
+	for _, svg := range regexp.MustCompile(`(?s)<svg.*?</svg>`).FindAllString(out, -1) {
+		checkSafe(t, svg)
+	}
+	for _, want := range []string{">+0 s<", ">+1 min<", ">sustained: 5 per second<", `<g class="chart-limit">`,
+		"requests: " + group(sim.TotalAllowed) + " allowed, " + group(sim.TotalDenied) + " denied",
+		"+30 s to +31 s\nrequests: 5 allowed, 5 denied"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q", want)
+		}
+	}
+	if strings.Contains(out, "1970") || strings.Contains(out, "00:0") {
+		t.Error("a preview shows a time of day")
+	}
+	if out := string(Preview(buckets.Simulation{}, buckets.Rate{}, "x")); !strings.Contains(out, "No acquires") || strings.Contains(out, "chart-limit") {
+		t.Errorf("empty preview: %s", out)
 	}
 }
