@@ -158,7 +158,7 @@ func Usage(s usage.Series, o Options) template.HTML {
 	// acquires, one for the denied ones of every app.
 	type item struct {
 		x, row int
-		color  string
+		color  string // "" for the limit's dashed line
 		label  string
 	}
 	var items []item
@@ -176,6 +176,13 @@ func Usage(s usage.Series, o Options) template.HTML {
 		add(b.color, fmt.Sprintf("%s: %s allowed, %s denied", b.name, group(b.totalA), group(b.totalD)))
 	}
 	add(DeniedColor, "denied: "+group(totalD))
+	if o.Limit > 0 {
+		// In the legend, not on the line, where it would cover bars.
+		if o.LimitLabel == "" {
+			o.LimitLabel = "limit: " + compact(o.Limit)
+		}
+		add("", o.LimitLabel)
+	}
 	rows := row + 1
 	height := titleHeight + plotHeight + axisHeight + rows*legendRow + 6
 
@@ -267,15 +274,9 @@ func Usage(s usage.Series, o Options) template.HTML {
 	fmt.Fprintf(&sb, `<line class="chart-zero" x1="%d" x2="%d" y1="%s" y2="%s" stroke="currentColor" stroke-opacity="0.6"/>`,
 		marginLeft, o.Width-marginRight, num(y(0)), num(y(0)))
 	if o.Limit > 0 {
-		label := o.LimitLabel
-		if label == "" {
-			label = "limit " + compact(o.Limit)
-		}
 		ly := y(o.Limit)
-		fmt.Fprintf(&sb, `<g class="chart-limit"><line x1="%d" x2="%d" y1="%s" y2="%s" stroke="currentColor" stroke-width="1.5" stroke-dasharray="6 4"/>`,
-			marginLeft, o.Width-marginRight, num(ly), num(ly))
-		fmt.Fprintf(&sb, `<text x="%d" y="%s" text-anchor="end" fill="currentColor" font-size="11">%s</text></g>`,
-			o.Width-marginRight, num(max(ly-4, float64(titleHeight)-2)), esc(label))
+		fmt.Fprintf(&sb, `<g class="chart-limit"><line x1="%d" x2="%d" y1="%s" y2="%s" stroke="currentColor" stroke-width="1.5" stroke-dasharray="6 4"><title>%s</title></line></g>`,
+			marginLeft, o.Width-marginRight, num(ly), num(ly), esc(o.LimitLabel))
 	}
 
 	// Time labels: at most one per 60 units of width, 7 in all.
@@ -303,8 +304,13 @@ func Usage(s usage.Series, o Options) template.HTML {
 	for _, it := range items {
 		lx := marginLeft + it.x
 		ly := titleHeight + plotHeight + axisHeight + it.row*legendRow
-		fmt.Fprintf(&sb, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/><text x="%d" y="%d">%s</text>`,
-			lx, ly+2, swatchWidth, swatchWidth, it.color, lx+swatchWidth+6, ly+12, esc(it.label))
+		if it.color == "" {
+			fmt.Fprintf(&sb, `<line class="chart-limit-key" x1="%d" x2="%d" y1="%d" y2="%d" stroke="currentColor" stroke-width="1.5" stroke-dasharray="4 3"/>`,
+				lx, lx+swatchWidth, ly+8, ly+8)
+		} else {
+			fmt.Fprintf(&sb, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`, lx, ly+2, swatchWidth, swatchWidth, it.color)
+		}
+		fmt.Fprintf(&sb, `<text x="%d" y="%d">%s</text>`, lx+swatchWidth+6, ly+12, esc(it.label))
 	}
 	sb.WriteString(`</g>`)
 

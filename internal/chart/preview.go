@@ -25,7 +25,7 @@ func Preview(sim buckets.Simulation, r buckets.Rate, title string) template.HTML
 		s.Times[i] = time.Unix(0, 0).UTC().Add(time.Duration(i) * step)
 	}
 	if title == "" {
-		title = "Preview: requests allowed and denied per " + human(step)
+		title = "Preview: allowed and denied per " + human(step)
 	}
 	limit := Sustained(r.PerSecond(), step)
 	return UsageResponsive(s, Options{Title: title, Elapsed: true, Limit: limit,
