@@ -12,7 +12,7 @@ CREATE TABLE bucket_usage (
     allowed_total  BIGINT      NOT NULL,
     denied_total   BIGINT      NOT NULL,
     PRIMARY KEY (bucket_name),
-    KEY bucket_usage_denied (denied_total),
+    KEY bucket_usage_denied (denied_total, bucket_name),
     KEY bucket_usage_last (last_minute)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
 

@@ -251,23 +251,57 @@ func (r *Recents) TopDenied(ctx context.Context, visible []string, limit int) ([
 	last := lastComplete(r.now())
 	var rows []rollupRow
 	if visible == nil {
+		// Both keys descending: a backward scan of the index, no sort.
 		err := r.db.SelectContext(ctx, &rows, "SELECT "+rollupColumns+
-			" FROM bucket_usage WHERE denied_total > 0 ORDER BY denied_total DESC, bucket_name LIMIT ?", limit)
+			" FROM bucket_usage WHERE denied_total > 0 ORDER BY denied_total DESC, bucket_name DESC LIMIT ?", limit)
 		if err != nil {
 			return nil, fmt.Errorf("usage: top denied: %w", database.Translate(err))
 		}
 	} else {
+		// Rank the visible names by their stored totals (by primary key
+		// only: a condition on denied_total would tempt the planner into
+		// scanning that index), then read the counts of the top ones.
+		type total struct {
+			Bucket string `db:"bucket_name"`
+			Denied int64  `db:"denied_total"`
+		}
+		var ranked []total
 		for chunk := range slices.Chunk(visible, MaxRecentNames) {
-			q, args, err := sqlx.In("SELECT "+rollupColumns+
-				" FROM bucket_usage WHERE denied_total > 0 AND bucket_name IN (?)", chunk)
+			q, args, err := sqlx.In("SELECT bucket_name, denied_total FROM bucket_usage WHERE bucket_name IN (?)", chunk)
 			if err != nil {
 				return nil, fmt.Errorf("usage: top denied: %w", err)
 			}
-			var part []rollupRow
+			var part []total
 			if err := r.db.SelectContext(ctx, &part, r.db.Rebind(q), args...); err != nil {
 				return nil, fmt.Errorf("usage: top denied: %w", database.Translate(err))
 			}
-			rows = append(rows, part...)
+			for _, p := range part {
+				if p.Denied > 0 {
+					ranked = append(ranked, p)
+				}
+			}
+		}
+		slices.SortFunc(ranked, func(a, b total) int {
+			if c := cmp.Compare(b.Denied, a.Denied); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.Bucket, b.Bucket)
+		})
+		if len(ranked) > limit {
+			ranked = ranked[:limit]
+		}
+		if len(ranked) > 0 {
+			top := make([]string, len(ranked))
+			for i, t := range ranked {
+				top[i] = t.Bucket
+			}
+			q, args, err := sqlx.In("SELECT "+rollupColumns+" FROM bucket_usage WHERE bucket_name IN (?)", top)
+			if err != nil {
+				return nil, fmt.Errorf("usage: top denied: %w", err)
+			}
+			if err := r.db.SelectContext(ctx, &rows, r.db.Rebind(q), args...); err != nil {
+				return nil, fmt.Errorf("usage: top denied: %w", database.Translate(err))
+			}
 		}
 	}
 	out := make([]Recent, 0, len(rows))

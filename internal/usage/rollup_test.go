@@ -79,7 +79,7 @@ type rollFixture struct {
 	now    time.Time
 }
 
-func newRollFixture(t *testing.T, batch int) *rollFixture {
+func newRollFixture(t testing.TB, batch int) *rollFixture {
 	t.Helper()
 	db := testenv.MySQL(t)
 	rdb, prefix := testenv.Redis(t)
@@ -97,7 +97,7 @@ func newRollFixture(t *testing.T, batch int) *rollFixture {
 }
 
 // record writes counts the way services do: through a Recorder.
-func (f *rollFixture) record(t *testing.T, fn func(rec *usage.Recorder)) {
+func (f *rollFixture) record(t testing.TB, fn func(rec *usage.Recorder)) {
 	t.Helper()
 	rec, err := usage.NewRecorder(f.rdb, "web", usage.WithKeyPrefix(f.prefix), usage.WithFlushInterval(time.Hour))
 	if err != nil {
