@@ -93,7 +93,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	// The usage roll-up the console's bucket list and overview read, so
 	// that pages never read usage from the Redis that serves acquires.
 	roller := usage.NewRoller(usage.RollerConfig{DB: db, Redis: rdb,
-		Keyspace: redisscript.Keyspace{Prefix: cfg.keyPrefix}, Logger: log})
+		Keyspace: redisscript.Keyspace{Prefix: cfg.keyPrefix}, Logger: log, Metrics: reg})
 	rollDone := make(chan struct{})
 	go func() { defer close(rollDone); _ = roller.Run(runCtx) }()
 	defer func() { cancel(); <-rollDone }()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/database"
@@ -356,6 +357,8 @@ type RollerConfig struct {
 	Batch int
 	// Logger reports failed roll-ups (default slog.Default()).
 	Logger *slog.Logger
+	// Metrics, if set, receives the sluice_usage_rollup_* collectors.
+	Metrics prometheus.Registerer
 }
 
 // Roller rolls the per-minute usage counts in Redis up into MySQL (see
@@ -365,6 +368,7 @@ type RollerConfig struct {
 type Roller struct {
 	cfg RollerConfig
 	now func() time.Time
+	m   *rollMetrics
 }
 
 // NewRoller returns a Roller; defaults fill the zero fields of cfg.
@@ -381,7 +385,7 @@ func NewRoller(cfg RollerConfig) *Roller {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Roller{cfg: cfg, now: time.Now}
+	return &Roller{cfg: cfg, now: time.Now, m: newRollMetrics(cfg.Metrics)}
 }
 
 // RollStats says what one RollUp did.
@@ -403,6 +407,7 @@ func (r *Roller) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		if _, err := r.RollUp(ctx); err != nil && ctx.Err() == nil {
+			r.m.failures.Inc()
 			r.cfg.Logger.WarnContext(ctx, "usage roll-up failed; retrying", "err", err)
 		}
 		select {
@@ -415,8 +420,8 @@ func (r *Roller) Run(ctx context.Context) error {
 
 // RollUp rolls up every minute that ended at least Grace ago and is not
 // rolled up yet, at most the last RecentMinutes of them.
-func (r *Roller) RollUp(ctx context.Context) (RollStats, error) {
-	var st RollStats
+func (r *Roller) RollUp(ctx context.Context) (st RollStats, err error) {
+	defer func() { r.m.commands.Add(float64(st.RedisCommands)) }()
 	target := lastComplete(r.now().Add(-r.cfg.Grace))
 	var cursor int64
 	if err := r.cfg.DB.GetContext(ctx, &cursor, "SELECT minute FROM usage_rollup_cursor WHERE id = 1"); err != nil &&
@@ -431,6 +436,7 @@ func (r *Roller) RollUp(ctx context.Context) (RollStats, error) {
 			"UPDATE usage_rollup_cursor SET minute = ? WHERE id = 1 AND minute < ?", m, m); err != nil {
 			return st, fmt.Errorf("usage: roll-up cursor: %w", database.Translate(err))
 		}
+		r.m.rolledUpTo.Set(float64((m + 1) * 60))
 		st.Minutes++
 	}
 	return st, nil

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/client/usage"
@@ -76,6 +78,7 @@ type rollFixture struct {
 	cnt    *counter
 	roller *Roller
 	recent *Recents
+	reg    *prometheus.Registry
 	now    time.Time
 }
 
@@ -89,7 +92,8 @@ func newRollFixture(t testing.TB, batch int) *rollFixture {
 	counted.AddHook(cnt)
 	f := &rollFixture{rdb: rdb, ks: redisscript.Keyspace{Prefix: prefix}, prefix: prefix, cnt: cnt,
 		now: time.Date(2026, 3, 4, 10, 37, 20, 0, time.UTC)}
-	f.roller = NewRoller(RollerConfig{DB: db, Redis: counted, Keyspace: f.ks, Batch: batch})
+	f.reg = prometheus.NewRegistry()
+	f.roller = NewRoller(RollerConfig{DB: db, Redis: counted, Keyspace: f.ks, Batch: batch, Metrics: f.reg})
 	f.roller.now = func() time.Time { return f.now }
 	f.recent = NewRecents(db)
 	f.recent.now = func() time.Time { return f.now }
@@ -146,6 +150,15 @@ func TestRollUp(t *testing.T) {
 	// and minute in the hour: busy x2, calm x1.
 	if st.Minutes != 60 || st.RedisCommands != 63 || cmds != 63 {
 		t.Fatalf("stats %+v, %d commands sent; want 60 minutes and 63 commands", st, cmds)
+	}
+	if got := testutil.ToFloat64(f.roller.m.commands); got != 63 {
+		t.Errorf("sluice_usage_rollup_redis_commands_total = %v, want 63", got)
+	}
+	if got, want := testutil.ToFloat64(f.roller.m.rolledUpTo), float64(at("10:37").Truncate(time.Minute).Unix()); got != want {
+		t.Errorf("sluice_usage_rollup_rolled_up_to_timestamp_seconds = %v, want %v", got, want)
+	}
+	if n, err := testutil.GatherAndCount(f.reg); err != nil || n != 3 {
+		t.Errorf("%d collectors registered (%v), want 3", n, err)
 	}
 
 	got, err := f.recent.For(ctx, []string{"busy", "calm", "old", "now", "none"})
