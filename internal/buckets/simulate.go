@@ -3,6 +3,8 @@ package buckets
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/errs"
@@ -131,4 +133,49 @@ func Simulate(capacity int64, r Rate, p Pattern) (Simulation, error) {
 		sim.TotalDenied += sim.Denied[i]
 	}
 	return sim, nil
+}
+
+// ParsePattern reads a Pattern from a form: steady requests per second
+// ("" or a decimal), a burst size and its interval in seconds ("" or
+// whole numbers), and the span in seconds ("" is a minute). Errors are a
+// *errs.Validation on the fields "steady", "burst", "every", "duration",
+// and the result is validated as Simulate would.
+func ParsePattern(steady, burst, every, duration string) (Pattern, error) {
+	v := &errs.Validation{}
+	var p Pattern
+	num := func(field, s string, whole bool) float64 {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return 0
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || whole && f != math.Trunc(f) || len(s) > 20 {
+			if whole {
+				v.Add(field, "must be a whole number")
+			} else {
+				v.Add(field, "must be a number")
+			}
+			return 0
+		}
+		return f
+	}
+	p.Steady = num("steady", steady, false)
+	b := num("burst", burst, true)
+	e := num("every", every, true)
+	d := num("duration", duration, true)
+	if err := v.Err(); err != nil {
+		return Pattern{}, err
+	}
+	if d == 0 {
+		d = 60
+	}
+	// Out-of-range values are left to Validate, clamped so that the
+	// conversions below cannot overflow.
+	p.Burst = int64(min(b, MaxBurst+1))
+	p.Every = time.Duration(min(e, 1e6)) * time.Second
+	p.Duration = time.Duration(min(d, 1e6)) * time.Second
+	if err := p.Validate(); err != nil {
+		return Pattern{}, err
+	}
+	return p, nil
 }

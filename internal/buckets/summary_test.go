@@ -128,3 +128,59 @@ func TestSimulateRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestParsePattern(t *testing.T) {
+	p, err := ParsePattern(" 2.5 ", "20", "15", "")
+	if err != nil || p != (Pattern{Steady: 2.5, Burst: 20, Every: 15 * time.Second, Duration: time.Minute}) {
+		t.Fatalf("ParsePattern = %+v, %v", p, err)
+	}
+	if p, err := ParsePattern("", "5", "2", "120"); err != nil || p.Steady != 0 || p.Duration != 2*time.Minute {
+		t.Fatalf("bursts only: %+v, %v", p, err)
+	}
+	for _, tc := range []struct{ steady, burst, every, duration, field string }{
+		{"x", "", "", "", "steady"},
+		{"NaN", "", "", "", "steady"},
+		{"Inf", "", "", "", "steady"},
+		{"-1", "", "", "", "steady"},
+		{"1", "2.5", "3", "", "burst"},
+		{"1", "1e300", "3", "", "burst"},
+		{"1", "5", "", "", "every"},
+		{"1", "5", "0.5", "", "every"},
+		{"1", "", "", "601", "duration"},
+		{"1", "", "", "9999999999999999999", "duration"},
+		{"", "", "", "", "steady"},
+		{"1001", "", "", "", "steady"},
+	} {
+		_, err := ParsePattern(tc.steady, tc.burst, tc.every, tc.duration)
+		if !errors.Is(err, errs.ErrInvalid) || errs.Fields(err).For(tc.field) == "" {
+			t.Errorf("ParsePattern(%q, %q, %q, %q) = %v, want a reason for %s", tc.steady, tc.burst, tc.every, tc.duration, err, tc.field)
+		}
+	}
+}
+
+func FuzzSimulate(f *testing.F) {
+	f.Add(int64(10), "5/s", "10", "20", "15", "60")
+	f.Add(int64(1), "0.000001/s", "1000", "1000000", "1", "600")
+	f.Fuzz(func(t *testing.T, capacity int64, rate, steady, burst, every, duration string) {
+		r, err := ParseRate(rate)
+		if err != nil {
+			return
+		}
+		p, err := ParsePattern(steady, burst, every, duration)
+		if err != nil {
+			return
+		}
+		if p.Steady*p.Duration.Seconds() > 20_000 {
+			return // bounded, but slow under the fuzzer
+		}
+		sim, err := Simulate(capacity, r, p)
+		if err != nil {
+			return
+		}
+		// Never more admitted than capacity + rate x span.
+		bound := float64(capacity) + r.PerSecond()*p.Duration.Seconds()
+		if float64(sim.TotalAllowed) > bound+1e-6*bound+1 {
+			t.Fatalf("allowed %d > bound %v for %+v", sim.TotalAllowed, bound, p)
+		}
+	})
+}
