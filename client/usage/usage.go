@@ -20,7 +20,8 @@
 // Every decision Redis made about a bucket this app may use: an allowed
 // acquire adds 1 to "<app>:a", a denied one (including n over the bucket's
 // capacity) to "<app>:d", in the hash of the minute and in the hash of the
-// hour (see redisscript.Keyspace.UsageMinute and UsageHour). Calls, not
+// hour (see redisscript.Keyspace.UsageMinute and UsageHour), and names the
+// bucket in the set of the minute's active buckets (UsageActive). Calls, not
 // tokens, are counted; every attempt of a client.Limiter.Wait is a call.
 //
 // Not counted: answers of the failure policy (Result.Fallback), which no
@@ -407,6 +408,17 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	}
 	for k, c := range hours {
 		r.write(ctx, pipe, r.ks.UsageHour(k.bucket, k.n), c)
+	}
+	// The buckets of each minute, so that the console's roll-up reads only
+	// the minute hashes that exist (one SADD per minute in this flush).
+	active := map[int64][]any{}
+	for k := range minutes {
+		active[k.n] = append(active[k.n], k.bucket)
+	}
+	for m, names := range active {
+		key := r.ks.UsageActive(m)
+		pipe.SAdd(ctx, key, names...)
+		pipe.Expire(ctx, key, redisscript.UsageActiveTTLSeconds*time.Second)
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil {

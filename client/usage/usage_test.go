@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -347,5 +348,44 @@ func TestNewRecorderRejects(t *testing.T) {
 	rec.Add("b", time.Now(), true, 0)
 	if err := rec.Flush(context.Background()); err != nil {
 		t.Errorf("flush with nothing valid counted: %v", err)
+	}
+}
+
+// TestActiveSet checks that a flush names its buckets in the set of each
+// minute it wrote, with a TTL of about two hours, and no other bucket.
+func TestActiveSet(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	ks := redisscript.Keyspace{Prefix: prefix}
+	ctx := context.Background()
+	now := time.Now()
+	earlier := now.Add(-3 * time.Minute)
+
+	rec, err := usage.NewRecorder(rdb, "app", usage.WithKeyPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Add("a", now, true, 1)
+	rec.Add("b", now, false, 4)
+	rec.Add("c", earlier, true, 2)
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for minute, want := range map[int64][]string{now.Unix() / 60: {"a", "b"}, earlier.Unix() / 60: {"c"}} {
+		key := ks.UsageActive(minute)
+		got, err := rdb.SMembers(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s = %v, want %v", key, got, want)
+		}
+		ttl, err := rdb.TTL(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= time.Hour || ttl > redisscript.UsageActiveTTLSeconds*time.Second {
+			t.Errorf("TTL of %s = %v, want more than an hour and at most 2 h", key, ttl)
+		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redisscript"
 	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/internal/syncer"
+	"github.com/sluicehq/sluice/internal/usage"
 	"github.com/sluicehq/sluice/migrations"
 )
 
@@ -89,6 +90,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The usage roll-up the console's bucket list and overview read, so
+	// that pages never read usage from the Redis that serves acquires.
+	roller := usage.NewRoller(usage.RollerConfig{DB: db, Redis: rdb,
+		Keyspace: redisscript.Keyspace{Prefix: cfg.keyPrefix}, Logger: log, Metrics: reg})
+	rollDone := make(chan struct{})
+	go func() { defer close(rollDone); _ = roller.Run(runCtx) }()
+	defer func() { cancel(); <-rollDone }()
 	done := make(chan error, 1)
 	go func() { done <- w.Run(runCtx) }()
 	var runErr error

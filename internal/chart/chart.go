@@ -2,10 +2,18 @@
 // console needs no script and no external library to show them.
 //
 // The chart puts time left to right and, for every point, stacks each
-// app's allowed acquires above a zero line and its denied acquires below
-// it, in the app's colour (denials lighter). The share of denials is then
-// seen at a glance, and per app. Every point has a tooltip (an SVG title)
-// with its exact counts.
+// app's allowed acquires above a zero line, in the app's colour, and the
+// denied acquires below it in one colour that means "denied" everywhere in
+// the console (vermillion, the red of the Okabe-Ito palette, which stays
+// distinct from every allowed colour for colour-blind readers). The limit
+// (capacity plus rate over one point) can be drawn as a dashed line. Every
+// point has a tooltip (an SVG title) with its exact counts per app. An
+// empty chart is a short box that says so, not a full-height empty grid.
+//
+// Usage draws one SVG that scales to its container (viewBox, width 100%).
+// Text in an SVG scales with it, so one drawing cannot be readable both at
+// 1280 and at 400 px wide: UsageResponsive draws a wide and a narrow one
+// and the stylesheet shows the one that fits.
 //
 // The output is plain SVG markup to embed in a page: no script, no style
 // element or attribute (colours and fonts are presentation attributes,
@@ -42,11 +50,35 @@ type Options struct {
 	MaxApps int
 	// Location is the time zone of the time labels (default UTC).
 	Location *time.Location
+	// Limit is the bucket's sustained limit over one point (step) of the
+	// chart, drawn as a dashed line when > 0: see Sustained. Bars above it
+	// are bursts paid from the bucket's capacity. LimitLabel names it
+	// ("limit: 300 per minute").
+	Limit      float64
+	LimitLabel string
+	// Elapsed labels time as the offset from the first point ("+30 s",
+	// "+2 min") rather than the time of day: for a simulation.
+	Elapsed bool
 }
 
-// Palette holds the colours of the apps, in order of traffic. None is
-// red or green, which would read as denied or allowed.
-var Palette = []string{"#4e79a7", "#f28e2b", "#76b7b2", "#b07aa1", "#edc948", "#9c755f", "#ff9da7", "#59a14f"}
+// Sustained is the limit line of a bucket refilling perSecond tokens a
+// second, for points of step: what it allows per step once its capacity
+// is spent, in one-token acquires. Invalid input gives 0 (no line).
+func Sustained(perSecond float64, step time.Duration) float64 {
+	if perSecond <= 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || step <= 0 {
+		return 0
+	}
+	return perSecond * step.Seconds()
+}
+
+// Palette holds the colours of the apps' allowed acquires, in order of
+// traffic: the Okabe-Ito colours that no colour-vision deficiency confuses
+// with DeniedColor (no vermillion, and orange last).
+var Palette = []string{"#0072B2", "#56B4E9", "#009E73", "#CC79A7", "#F0E442", "#E69F00"}
+
+// DeniedColor is the colour of denied acquires, in charts, sparklines and
+// the stylesheet alike: Okabe-Ito vermillion.
+const DeniedColor = "#D55E00"
 
 // otherColor is the colour of the apps past MaxApps.
 const otherColor = "#8c8c8c"
@@ -79,7 +111,7 @@ type bar struct {
 // put in an html/template unescaped (it is a template.HTML): every text
 // from s and o is escaped here. It never fails: counts that do not match
 // s.Times in length are cut or padded with zeros, negative counts count
-// as zero, and a series without counts draws an empty chart that says so.
+// as zero, and a series without counts draws a short box that says so.
 func Usage(s usage.Series, o Options) template.HTML {
 	if o.Width <= 0 {
 		o.Width = defaultWidth
@@ -91,37 +123,72 @@ func Usage(s usage.Series, o Options) template.HTML {
 	if o.Location == nil {
 		o.Location = time.UTC
 	}
+	if math.IsNaN(o.Limit) || math.IsInf(o.Limit, 0) || o.Limit < 0 {
+		o.Limit = 0
+	}
 	title := o.Title
 	if title == "" {
 		title = "Usage of " + s.Bucket + ", last " + s.Window.String()
 	}
 	n := len(s.Times)
 	bars := makeBars(s, n, o.MaxApps)
-
-	// Legend rows, laid out left to right.
-	type item struct {
-		x, row int
-		b      *bar
-		label  string
+	var totalA, totalD int64
+	for _, b := range bars {
+		totalA = addSat(totalA, b.totalA)
+		totalD = addSat(totalD, b.totalD)
 	}
 	plotW := o.Width - marginLeft - marginRight
+
+	var sb strings.Builder
+	if totalA == 0 && totalD == 0 {
+		// Nothing to draw: a short box, not a full-height empty grid.
+		h := titleHeight + 34
+		fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" class="chart usage-chart chart-is-empty" viewBox="0 0 %d %d" width="100%%" role="img" aria-label="%s" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12">`,
+			o.Width, h, esc(title+": no acquires counted in this window"))
+		fmt.Fprintf(&sb, `<title>%s</title>`, esc(title))
+		fmt.Fprintf(&sb, `<text class="chart-title" x="%d" y="20" font-size="14" font-weight="600" fill="currentColor">%s</text>`,
+			marginLeft, esc(title))
+		fmt.Fprintf(&sb, `<text class="chart-empty" x="%d" y="%d" fill="currentColor" fill-opacity="0.75">No acquires counted in this window</text>`,
+			marginLeft, titleHeight+14)
+		sb.WriteString(`</svg>`)
+		return template.HTML(sb.String())
+	}
+
+	// Legend rows, laid out left to right: one swatch per app's allowed
+	// acquires, one for the denied ones of every app.
+	type item struct {
+		x, row int
+		color  string // "" for the limit's dashed line
+		label  string
+	}
 	var items []item
 	x, row := 0, 0
-	for i := range bars {
-		b := &bars[i]
-		label := fmt.Sprintf("%s: %s allowed, %s denied", b.name, group(b.totalA), group(b.totalD))
+	add := func(color, label string) {
 		w := swatchWidth + 6 + utf8.RuneCountInString(label)*charWidth
 		if x > 0 && x+w > plotW {
 			x, row = 0, row+1
 		}
-		items = append(items, item{x: x, row: row, b: b, label: label})
+		items = append(items, item{x: x, row: row, color: color, label: label})
 		x += w + legendGap
+	}
+	for i := range bars {
+		b := &bars[i]
+		add(b.color, fmt.Sprintf("%s: %s allowed, %s denied", b.name, group(b.totalA), group(b.totalD)))
+	}
+	add(DeniedColor, "denied: "+group(totalD))
+	if o.Limit > 0 {
+		// In the legend, not on the line, where it would cover bars.
+		if o.LimitLabel == "" {
+			o.LimitLabel = "limit: " + compact(o.Limit)
+		}
+		add("", o.LimitLabel)
 	}
 	rows := row + 1
 	height := titleHeight + plotHeight + axisHeight + rows*legendRow + 6
 
-	// Vertical scale: allowed above zero, denied below, one unit.
-	// In float64: sums of huge counts must not overflow.
+	// Vertical scale: allowed above zero, denied below, one unit; the
+	// limit, if any, inside the top. In float64: sums of huge counts must
+	// not overflow.
 	var maxA, maxD float64
 	for i := range n {
 		var a, d float64
@@ -131,6 +198,7 @@ func Usage(s usage.Series, o Options) template.HTML {
 		}
 		maxA, maxD = max(maxA, a), max(maxD, d)
 	}
+	maxA = max(maxA, o.Limit)
 	step := niceStep((maxA + maxD) / 5)
 	topV := math.Max(step, math.Ceil(maxA/step)*step)
 	botV := math.Ceil(maxD/step) * step
@@ -150,17 +218,11 @@ func Usage(s usage.Series, o Options) template.HTML {
 	}
 	xAt := func(i int) float64 { return marginLeft + float64(i)*slot }
 
-	var sb strings.Builder
 	sb.Grow(4096 + n*len(bars)*120)
-	var totalA, totalD int64
-	for _, b := range bars {
-		totalA = addSat(totalA, b.totalA)
-		totalD = addSat(totalD, b.totalD)
-	}
 	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" class="chart usage-chart" viewBox="0 0 %d %d" width="100%%" role="img" aria-label="%s" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12">`,
 		o.Width, height, esc(fmt.Sprintf("%s: %s allowed, %s denied", title, group(totalA), group(totalD))))
 	fmt.Fprintf(&sb, `<title>%s</title>`, esc(title))
-	fmt.Fprintf(&sb, `<desc>%s</desc>`, esc(describe(s, bars, o.Location)))
+	fmt.Fprintf(&sb, `<desc>%s</desc>`, esc(describe(s, bars, o)))
 	fmt.Fprintf(&sb, `<text class="chart-title" x="%d" y="20" font-size="14" font-weight="600" fill="currentColor">%s</text>`,
 		marginLeft, esc(title))
 
@@ -181,7 +243,8 @@ func Usage(s usage.Series, o Options) template.HTML {
 	}
 	sb.WriteString(`</g>`)
 
-	// Bars: per point, each app's allowed stacked up from zero, denied down.
+	// Bars: per point, each app's allowed stacked up from zero in its
+	// colour, denied down in DeniedColor.
 	sb.WriteString(`<g class="chart-bars">`)
 	for bi, b := range bars {
 		fmt.Fprintf(&sb, `<g class="chart-app" fill="%s">`, b.color)
@@ -201,8 +264,8 @@ func Usage(s usage.Series, o Options) template.HTML {
 			}
 			if d := float64(b.denied[i]); d > 0 {
 				y0, y1 := y(-belowD), y(-(belowD + d))
-				fmt.Fprintf(&sb, `<rect class="chart-denied" x="%s" y="%s" width="%s" height="%s" fill-opacity="0.5"/>`,
-					num(xAt(i)), num(y0), num(barW), num(y1-y0))
+				fmt.Fprintf(&sb, `<rect class="chart-denied" x="%s" y="%s" width="%s" height="%s" fill="%s"/>`,
+					num(xAt(i)), num(y0), num(barW), num(y1-y0), DeniedColor)
 			}
 		}
 		sb.WriteString(`</g>`)
@@ -210,9 +273,14 @@ func Usage(s usage.Series, o Options) template.HTML {
 	sb.WriteString(`</g>`)
 	fmt.Fprintf(&sb, `<line class="chart-zero" x1="%d" x2="%d" y1="%s" y2="%s" stroke="currentColor" stroke-opacity="0.6"/>`,
 		marginLeft, o.Width-marginRight, num(y(0)), num(y(0)))
+	if o.Limit > 0 {
+		ly := y(o.Limit)
+		fmt.Fprintf(&sb, `<g class="chart-limit"><line x1="%d" x2="%d" y1="%s" y2="%s" stroke="currentColor" stroke-width="1.5" stroke-dasharray="6 4"><title>%s</title></line></g>`,
+			marginLeft, o.Width-marginRight, num(ly), num(ly), esc(o.LimitLabel))
+	}
 
-	// Time labels.
-	every := labelEvery(s.Step, n)
+	// Time labels: at most one per 60 units of width, 7 in all.
+	every := labelEvery(s.Step, n, min(7, max(2, plotW/60)))
 	sb.WriteString(`<g class="chart-time-labels" fill="currentColor" fill-opacity="0.75" text-anchor="middle">`)
 	base := float64(titleHeight + plotHeight)
 	for i, t := range s.Times {
@@ -220,42 +288,60 @@ func Usage(s usage.Series, o Options) template.HTML {
 		if !aligned(lt, every) {
 			continue
 		}
-		layout := "15:04"
-		if every >= 24*time.Hour {
-			layout = "Mon 2"
+		text := lt.Format("15:04")
+		switch {
+		case o.Elapsed:
+			text = elapsed(t.Sub(s.Times[0]))
+		case every >= 24*time.Hour:
+			text = lt.Format("Mon 2")
 		}
-		fmt.Fprintf(&sb, `<text x="%s" y="%s">%s</text>`, num(xAt(i)), num(base+18), esc(lt.Format(layout)))
+		fmt.Fprintf(&sb, `<text x="%s" y="%s">%s</text>`, num(xAt(i)), num(base+18), esc(text))
 	}
 	sb.WriteString(`</g>`)
 
-	if totalA == 0 && totalD == 0 {
-		fmt.Fprintf(&sb, `<text class="chart-empty" x="%s" y="%s" text-anchor="middle" fill="currentColor" fill-opacity="0.75">No acquires counted in this window</text>`,
-			num(float64(marginLeft)+float64(plotW)/2), num(float64(titleHeight)+plotHeight/2))
-	}
-
 	// Legend.
-	if len(items) > 0 {
-		sb.WriteString(`<g class="chart-legend" fill="currentColor">`)
-		for _, it := range items {
-			lx := marginLeft + it.x
-			ly := titleHeight + plotHeight + axisHeight + it.row*legendRow
-			fmt.Fprintf(&sb, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/><text x="%d" y="%d">%s</text>`,
-				lx, ly+2, swatchWidth, swatchWidth, it.b.color, lx+swatchWidth+6, ly+12, esc(it.label))
+	sb.WriteString(`<g class="chart-legend" fill="currentColor">`)
+	for _, it := range items {
+		lx := marginLeft + it.x
+		ly := titleHeight + plotHeight + axisHeight + it.row*legendRow
+		if it.color == "" {
+			fmt.Fprintf(&sb, `<line class="chart-limit-key" x1="%d" x2="%d" y1="%d" y2="%d" stroke="currentColor" stroke-width="1.5" stroke-dasharray="4 3"/>`,
+				lx, lx+swatchWidth, ly+8, ly+8)
+		} else {
+			fmt.Fprintf(&sb, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`, lx, ly+2, swatchWidth, swatchWidth, it.color)
 		}
-		sb.WriteString(`</g>`)
+		fmt.Fprintf(&sb, `<text x="%d" y="%d">%s</text>`, lx+swatchWidth+6, ly+12, esc(it.label))
 	}
+	sb.WriteString(`</g>`)
 
 	// Tooltips: one invisible column per point, on top, with its counts.
-	if totalA != 0 || totalD != 0 {
-		sb.WriteString(`<g class="chart-hover" fill="transparent">`)
-		for i, t := range s.Times {
-			fmt.Fprintf(&sb, `<rect x="%s" y="%d" width="%s" height="%d"><title>%s</title></rect>`,
-				num(xAt(i)), titleHeight, num(slot), plotHeight, esc(tooltip(t.In(o.Location), s.Step, bars, i)))
-		}
-		sb.WriteString(`</g>`)
+	sb.WriteString(`<g class="chart-hover" fill="transparent">`)
+	for i, t := range s.Times {
+		fmt.Fprintf(&sb, `<rect x="%s" y="%d" width="%s" height="%d"><title>%s</title></rect>`,
+			num(xAt(i)), titleHeight, num(slot), plotHeight, esc(tooltip(t.In(o.Location), s, o.Elapsed, bars, i)))
 	}
-	sb.WriteString(`</svg>`)
+	sb.WriteString(`</g></svg>`)
 	return template.HTML(sb.String())
+}
+
+// Widths of the two drawings of UsageResponsive, in SVG units: the wide
+// one is shown from 640 px up (scale about 1 to 1.6), the narrow one below
+// (about 0.9 to 1.7 on phones), so text is 11 to 20 px on every screen.
+const (
+	WideWidth   = 720
+	NarrowWidth = 360
+)
+
+// UsageResponsive draws s twice, WideWidth and NarrowWidth units wide,
+// each in a div the stylesheet shows or hides by screen width
+// (.chart-wide, .chart-narrow): text stays readable on a phone and on a
+// desktop. o.Width is ignored. Screen readers meet one of them: the other
+// is display:none.
+func UsageResponsive(s usage.Series, o Options) template.HTML {
+	wide, narrow := o, o
+	wide.Width, narrow.Width = WideWidth, NarrowWidth
+	return template.HTML(`<div class="chart-responsive"><div class="chart-wide">` + string(Usage(s, wide)) +
+		`</div><div class="chart-narrow">` + string(Usage(s, narrow)) + `</div></div>`)
 }
 
 // makeBars turns s's apps into bars of exactly n points, the apps past
@@ -308,10 +394,16 @@ func fit(v []int64, n int) []int64 {
 }
 
 // describe is the text alternative of the chart.
-func describe(s usage.Series, bars []bar, loc *time.Location) string {
+func describe(s usage.Series, bars []bar, o Options) string {
+	loc := o.Location
 	var b strings.Builder
 	b.WriteString("Allowed acquires per app above the zero line, denied below it")
-	if len(s.Times) > 0 && s.Step > 0 {
+	if o.Limit > 0 {
+		b.WriteString(", the limit as a dashed line")
+	}
+	if len(s.Times) > 0 && s.Step > 0 && o.Elapsed {
+		fmt.Fprintf(&b, ", one bar per %s over %s", human(s.Step), elapsed(s.Step*time.Duration(len(s.Times))))
+	} else if len(s.Times) > 0 && s.Step > 0 {
 		fmt.Fprintf(&b, ", one bar per %s from %s to %s (%s)", human(s.Step),
 			s.Times[0].In(loc).Format("Jan 2 15:04"), s.Times[len(s.Times)-1].Add(s.Step).In(loc).Format("Jan 2 15:04"),
 			loc.String())
@@ -323,11 +415,17 @@ func describe(s usage.Series, bars []bar, loc *time.Location) string {
 	return b.String()
 }
 
-func tooltip(t time.Time, step time.Duration, bars []bar, i int) string {
+func tooltip(t time.Time, s usage.Series, isElapsed bool, bars []bar, i int) string {
 	var b strings.Builder
-	b.WriteString(t.Format("Mon Jan 2 15:04"))
-	if step > 0 {
-		b.WriteString("–" + t.Add(step).Format("15:04"))
+	step := s.Step
+	switch {
+	case isElapsed:
+		b.WriteString(elapsed(t.Sub(s.Times[0])) + " to " + elapsed(t.Add(step).Sub(s.Times[0])))
+	default:
+		b.WriteString(t.Format("Mon Jan 2 15:04"))
+		if step > 0 {
+			b.WriteString("–" + t.Add(step).Format("15:04"))
+		}
 	}
 	for _, br := range bars {
 		if br.allowed[i] == 0 && br.denied[i] == 0 {
@@ -339,17 +437,19 @@ func tooltip(t time.Time, step time.Duration, bars []bar, i int) string {
 }
 
 // labelEvery picks the spacing of time labels: the smallest of a few
-// round spans that gives at most 7 labels.
-func labelEvery(step time.Duration, n int) time.Duration {
+// round spans that gives at most most labels.
+func labelEvery(step time.Duration, n, most int) time.Duration {
 	span := step * time.Duration(n)
-	for _, d := range []time.Duration{time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute,
-		30 * time.Minute, time.Hour, 2 * time.Hour, 3 * time.Hour, 4 * time.Hour, 6 * time.Hour,
+	for _, d := range []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second,
+		30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute,
+		20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 3 * time.Hour, 4 * time.Hour, 6 * time.Hour,
 		12 * time.Hour, 24 * time.Hour} {
-		if d >= step && span/d <= 7 {
+		if d >= step && span/d <= time.Duration(most) {
 			return d
 		}
 	}
-	return 24 * time.Hour * time.Duration(1+span/(7*24*time.Hour))
+	days := 1 + span/(time.Duration(most)*24*time.Hour)
+	return 24 * time.Hour * days
 }
 
 // aligned reports whether wall-clock time t is a multiple of every since
@@ -360,7 +460,7 @@ func aligned(t time.Time, every time.Duration) bool {
 	}
 	sinceMidnight := time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute + time.Duration(t.Second())*time.Second
 	if every >= 24*time.Hour {
-		return sinceMidnight == 0
+		return sinceMidnight == 0 && (t.YearDay()-1)%int(every/(24*time.Hour)) == 0
 	}
 	return sinceMidnight%every == 0
 }
@@ -415,9 +515,23 @@ func group(v int64) string {
 	return b.String()
 }
 
-// human names a step: "minute", "15 minutes", "hour".
+// elapsed names an offset: "+0 s", "+45 s", "+2 min", "+1 min 30 s".
+func elapsed(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return "+" + strconv.Itoa(int(d/time.Second)) + " s"
+	case d%time.Minute == 0:
+		return "+" + strconv.Itoa(int(d/time.Minute)) + " min"
+	}
+	return "+" + strconv.Itoa(int(d/time.Minute)) + " min " + strconv.Itoa(int(d%time.Minute/time.Second)) + " s"
+}
+
+// human names a step: "second", "minute", "15 minutes", "hour".
 func human(d time.Duration) string {
 	switch {
+	case d == time.Second:
+		return "second"
 	case d == time.Minute:
 		return "minute"
 	case d == time.Hour:

@@ -3,8 +3,11 @@ package chart
 import (
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,10 +190,111 @@ func TestUsageEmptyAndOdd(t *testing.T) {
 	if !strings.Contains(out, "No acquires counted in this window") {
 		t.Error("an empty chart does not say so")
 	}
-	// A week is labelled by day, at midnight in the chosen zone.
-	week := regexp.MustCompile(`>(Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d+<`).FindAllString(out, -1)
-	if len(week) != 7 {
-		t.Errorf("week labels %v, want 7 days", week)
+	// An empty chart is a short box, not a full-height empty grid.
+	if h := viewBoxHeight(t, out); h > 80 {
+		t.Errorf("empty chart is %v units high, want at most 80", h)
+	}
+	if strings.Contains(out, "chart-grid") {
+		t.Error("an empty chart draws a grid")
+	}
+
+	// A week is labelled by day, at midnight in the chosen zone: every
+	// day when wide, every other day when narrow.
+	weekly := series(start, time.Hour, 168, usage.AppSeries{App: "a", Allowed: []int64{1}})
+	for width, want := range map[int]int{WideWidth: 7, NarrowWidth: 4} {
+		out = string(Usage(weekly, Options{Width: width}))
+		week := regexp.MustCompile(`>(Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d+<`).FindAllString(out, -1)
+		if len(week) != want {
+			t.Errorf("width %d: week labels %v, want %d days", width, week, want)
+		}
+	}
+}
+
+// viewBoxHeight returns the height of an svg's viewBox.
+func viewBoxHeight(t *testing.T, svg string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`viewBox="0 0 (\d+) (\d+)"`).FindStringSubmatch(svg)
+	if m == nil {
+		t.Fatalf("no viewBox in %s", svg)
+	}
+	h, _ := strconv.ParseFloat(m[2], 64)
+	return h
+}
+
+// TestUsageColours checks that denied acquires are drawn in DeniedColor
+// only, and that no allowed colour is it or close to it.
+func TestUsageColours(t *testing.T) {
+	start := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+	out := string(Usage(series(start, time.Minute, 3,
+		usage.AppSeries{App: "web", Allowed: []int64{5, 1, 0}, Denied: []int64{0, 2, 1}},
+		usage.AppSeries{App: "batch", Allowed: []int64{1, 1, 1}, Denied: []int64{1, 0, 0}}), Options{}))
+	denied := regexp.MustCompile(`<rect class="chart-denied"[^>]*>`).FindAllString(out, -1)
+	if len(denied) != 3 {
+		t.Fatalf("%d denied bars, want 3", len(denied))
+	}
+	for _, r := range denied {
+		if !strings.Contains(r, `fill="`+DeniedColor+`"`) || strings.Contains(r, "opacity") {
+			t.Errorf("denied bar %s is not drawn in %s", r, DeniedColor)
+		}
+	}
+	if !strings.Contains(out, `fill="`+DeniedColor+`"/><text x="`) || !strings.Contains(out, ">denied: 4<") {
+		t.Error("the legend has no denied swatch with the total")
+	}
+	for _, c := range Palette {
+		if strings.EqualFold(c, DeniedColor) || strings.EqualFold(c, otherColor) {
+			t.Errorf("palette colour %s is the denied or other colour", c)
+		}
+	}
+}
+
+func TestUsageLimit(t *testing.T) {
+	start := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+	s := series(start, time.Minute, 2, usage.AppSeries{App: "web", Allowed: []int64{10, 20}})
+	if got := Sustained(5, time.Minute); got != 300 {
+		t.Fatalf("Sustained(5/s, 1m) = %v, want 300", got)
+	}
+	out := string(Usage(s, Options{Limit: 300, LimitLabel: "limit: 300 per minute"}))
+	checkSafe(t, out)
+	m := regexp.MustCompile(`<g class="chart-limit"><line x1="\d+" x2="\d+" y1="([\d.]+)" y2="([\d.]+)"`).FindStringSubmatch(out)
+	if m == nil || !strings.Contains(out, ">limit: 300 per minute<") {
+		t.Fatalf("no labelled limit line:\n%s", out)
+	}
+	// The scale grows to hold the limit: its line is inside the plot, above the bars.
+	ly, _ := strconv.ParseFloat(m[1], 64)
+	if ly < titleHeight || ly > titleHeight+plotHeight/2 {
+		t.Errorf("limit line at y=%v, want in the upper half of the plot", ly)
+	}
+	if strings.Contains(string(Usage(s, Options{})), "chart-limit") {
+		t.Error("a limit line without a limit")
+	}
+	for _, bad := range []float64{math.NaN(), math.Inf(1), -3} {
+		if out := string(Usage(s, Options{Limit: bad})); strings.Contains(out, "chart-limit") || strings.Contains(out, "NaN") {
+			t.Errorf("limit %v drawn", bad)
+		}
+	}
+	for _, tc := range [][2]float64{{-1, 60}, {0, 60}, {math.NaN(), 60}, {math.Inf(1), 60}, {1, 0}} {
+		if got := Sustained(tc[0], time.Duration(tc[1])*time.Second); got != 0 {
+			t.Errorf("Sustained%v = %v, want 0", tc, got)
+		}
+	}
+}
+
+func TestUsageResponsive(t *testing.T) {
+	start := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+	s := series(start, time.Minute, 60, usage.AppSeries{App: "web", Allowed: []int64{10, 20}, Denied: []int64{0, 3}})
+	out := string(UsageResponsive(s, Options{Width: 9999}))
+	if !strings.HasPrefix(out, `<div class="chart-responsive"><div class="chart-wide"><svg`) ||
+		!strings.Contains(out, `</svg></div><div class="chart-narrow"><svg`) || !strings.HasSuffix(out, `</svg></div></div>`) {
+		t.Fatalf("unexpected structure:\n%.300s", out)
+	}
+	for _, w := range []int{WideWidth, NarrowWidth} {
+		if !strings.Contains(out, fmt.Sprintf(`viewBox="0 0 %d `, w)) {
+			t.Errorf("no drawing %d units wide", w)
+		}
+	}
+	// Every drawing scales to its box: no fixed width in pixels.
+	if regexp.MustCompile(`<svg[^>]* width="[\d.]+(px)?"`).MatchString(out) {
+		t.Error("an svg has a fixed width")
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisscript"
 	"github.com/sluicehq/sluice/internal/syncer"
+	"github.com/sluicehq/sluice/internal/usage"
 	"github.com/sluicehq/sluice/migrations"
 )
 
@@ -61,11 +62,15 @@ type Stack struct {
 	Redis    *redis.Client
 	Keyspace redisscript.Keyspace
 	Syncer   *syncer.Worker
+	// Roller rolls usage up for the console's bucket list and overview.
+	Roller *usage.Roller
 
 	stopDB func()
 	mini   *miniredis.Miniredis
 	cancel context.CancelFunc
 	done   chan error
+
+	rollDone chan struct{}
 }
 
 // Start brings a stack up and starts its sync loop.
@@ -124,6 +129,10 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.cancel = cancel
 	go func() { st.done <- st.Syncer.Run(runCtx) }()
+	st.Roller = usage.NewRoller(usage.RollerConfig{DB: st.DB, Redis: st.Redis, Keyspace: st.Keyspace,
+		Logger: log.With("component", "usage")})
+	st.rollDone = make(chan struct{})
+	go func() { defer close(st.rollDone); _ = st.Roller.Run(runCtx) }()
 	return st, nil
 }
 
@@ -135,6 +144,7 @@ func (st *Stack) Close() error {
 		if err := <-st.done; err != nil && !errors.Is(err, context.Canceled) {
 			errsOut = append(errsOut, err)
 		}
+		<-st.rollDone
 		st.cancel = nil
 	}
 	if st.Redis != nil {

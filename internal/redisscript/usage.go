@@ -66,3 +66,18 @@ func ParseUsageField(field string) (app string, allowed, ok bool) {
 	}
 	return "", false, false
 }
+
+// UsageActiveTTLSeconds is how long the set of buckets active in a minute
+// lives: two hours, so that a roll-up that was down for up to an hour can
+// still catch up on the whole last hour.
+const UsageActiveTTLSeconds = 2 * 3600
+
+// UsageActive returns the key of the set of bucket names that had usage
+// counted in one minute (Unix seconds / 60): "<prefix>usage:active:<minute>".
+// Clients add the buckets of each flush to it (SADD, EXPIRE
+// UsageActiveTTLSeconds), so that a roll-up reads the minute hashes of the
+// active buckets only, never one per bucket that exists. It is not
+// hash-tagged on a bucket (it names many), and lies outside Pattern.
+func (ks Keyspace) UsageActive(minute int64) string {
+	return ks.prefix() + "usage:active:" + strconv.FormatInt(minute, 10)
+}

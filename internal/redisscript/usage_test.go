@@ -15,7 +15,10 @@ func TestUsageKeys(t *testing.T) {
 	}
 	// Usage keys must never look like bucket hashes to the reconcile scan,
 	// or it would delete them as extra buckets.
-	for _, k := range []string{ks.UsageMinute("b", 1), ks.UsageHour("b", 1)} {
+	if got, want := ks.UsageActive(29_000_000), "sluice:usage:active:29000000"; got != want {
+		t.Errorf("UsageActive = %q, want %q", got, want)
+	}
+	for _, k := range []string{ks.UsageMinute("b", 1), ks.UsageHour("b", 1), ks.UsageActive(1)} {
 		if _, ok := ks.NameOf(k); ok {
 			t.Errorf("NameOf(%q) accepted a usage key", k)
 		}

@@ -332,11 +332,15 @@ func (r *Reader) TopDenied(ctx context.Context, names []string, since time.Durat
 // readAll reads the hashes at keys in one pipeline; a missing key reads
 // as an empty hash.
 func (r *Reader) readAll(ctx context.Context, keys []string) ([]map[string]string, error) {
+	return readAll(ctx, r.rdb, keys)
+}
+
+func readAll(ctx context.Context, rdb redis.UniversalClient, keys []string) ([]map[string]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
 	cmds := make([]*redis.MapStringStringCmd, len(keys))
-	pipe := r.rdb.Pipeline()
+	pipe := rdb.Pipeline()
 	for i, k := range keys {
 		cmds[i] = pipe.HGetAll(ctx, k)
 	}

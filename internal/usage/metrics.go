@@ -1,0 +1,51 @@
+package usage
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// rollMetrics are a Roller's Prometheus collectors. They exist even
+// without a registerer, so the code never checks for nil.
+type rollMetrics struct {
+	rolledUpTo prometheus.Gauge
+	commands   prometheus.Counter
+	failures   prometheus.Counter
+}
+
+func newRollMetrics(reg prometheus.Registerer) *rollMetrics {
+	m := &rollMetrics{
+		rolledUpTo: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sluice", Subsystem: "usage_rollup", Name: "rolled_up_to_timestamp_seconds",
+			Help: "Unix time of the end of the last minute of usage rolled up for the console.",
+		}),
+		commands: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "usage_rollup", Name: "redis_commands_total",
+			Help: "Redis commands the usage roll-up sent: one per minute plus one per bucket active in it.",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "usage_rollup", Name: "failures_total",
+			Help: "Usage roll-ups that failed (retried at the next tick).",
+		}),
+	}
+	if reg != nil {
+		m.rolledUpTo = register(reg, m.rolledUpTo)
+		m.commands = register(reg, m.commands)
+		m.failures = register(reg, m.failures)
+	}
+	return m
+}
+
+// register adds c to reg, or returns the collector already registered
+// under its name, so that several Rollers in one process share them.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	return c
+}

@@ -1,0 +1,584 @@
+package usage
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/redisscript"
+)
+
+// The roll-up: the console's bucket list and usage overview need, for
+// every bucket on a page, the last hour of allowed and denied acquires per
+// minute. Reading that from Redis per request costs one HGETALL per bucket
+// and minute (600,000 commands for 10,000 buckets), on the Redis that
+// serves acquires. Instead the sync worker runs a Roller: once per minute
+// it reads the set of buckets that had usage in the minute just ended
+// (clients name them in redisscript.Keyspace.UsageActive), reads only
+// their minute hashes in pipelines of RollerConfig.Batch, and stores the
+// last hour per bucket in one MySQL row (table bucket_usage). Pages read
+// those rows by primary key or by index (Recents), at a cost that depends
+// on the page size only, never on the number of buckets, and put no load
+// on Redis at all.
+
+// RecentMinutes is the span of a Recent: the last hour, per minute.
+const RecentMinutes = 60
+
+// Recent is a bucket's usage over the last hour, all apps together, as
+// rolled up by a Roller.
+type Recent struct {
+	// Bucket is the bucket's name.
+	Bucket string
+	// Start is the first minute of the counts; the last one is the minute
+	// before the one in progress when they were read.
+	Start time.Time
+	// Allowed and Denied hold one count per minute, oldest first
+	// (RecentMinutes of them).
+	Allowed, Denied []int64
+	// TotalAllowed and TotalDenied are their sums.
+	TotalAllowed, TotalDenied int64
+}
+
+// DeniedShare is the share of the hour's acquires that were denied, from
+// 0 to 1; 0 without acquires.
+func (r Recent) DeniedShare() float64 {
+	t := r.TotalAllowed + r.TotalDenied
+	if t <= 0 {
+		return 0
+	}
+	return float64(r.TotalDenied) / float64(t)
+}
+
+// ring is the row of one bucket: the counts of the RecentMinutes minutes
+// that end with minute last.
+type ring struct {
+	last            int64
+	allowed, denied []int64
+}
+
+func newRing(last int64) ring {
+	return ring{last: last, allowed: make([]int64, RecentMinutes), denied: make([]int64, RecentMinutes)}
+}
+
+// shift moves the window to end at minute last (later only), dropping the
+// minutes that fall out and adding empty ones.
+func (r *ring) shift(last int64) {
+	d := last - r.last
+	if d <= 0 {
+		return
+	}
+	if d >= RecentMinutes {
+		clear(r.allowed)
+		clear(r.denied)
+	} else {
+		copy(r.allowed, r.allowed[d:])
+		copy(r.denied, r.denied[d:])
+		clear(r.allowed[RecentMinutes-d:])
+		clear(r.denied[RecentMinutes-d:])
+	}
+	r.last = last
+}
+
+// merge records minute m's counts. Counts of a minute only grow (late
+// flushes), so merging keeps the larger value: merging the same read
+// twice, or two workers' reads in either order, gives the same row.
+func (r *ring) merge(m int64, allowed, denied int64) {
+	r.shift(m)
+	i := RecentMinutes - 1 - int(r.last-m)
+	if i < 0 {
+		return // older than the window
+	}
+	r.allowed[i] = max(r.allowed[i], allowed)
+	r.denied[i] = max(r.denied[i], denied)
+}
+
+func sum(v []int64) int64 {
+	var t int64
+	for _, x := range v {
+		t = addSat(t, x)
+	}
+	return t
+}
+
+func addSat(a, b int64) int64 {
+	if b > 0 && a > 1<<62 {
+		return a // far beyond any real count: stop rather than overflow
+	}
+	return a + b
+}
+
+// formatCounts writes counts as "1,0,5".
+func formatCounts(v []int64) string {
+	b := make([]byte, 0, len(v)*2)
+	for i, x := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, x, 10)
+	}
+	return string(b)
+}
+
+// parseCounts reads what formatCounts wrote into RecentMinutes counts; a
+// damaged value reads as zeros rather than failing a page.
+func parseCounts(s string) []int64 {
+	out := make([]int64, RecentMinutes)
+	parts := strings.Split(s, ",")
+	if len(parts) != RecentMinutes {
+		return out
+	}
+	for i, p := range parts {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || n < 0 {
+			return make([]int64, RecentMinutes)
+		}
+		out[i] = n
+	}
+	return out
+}
+
+// rollupRow is a bucket_usage row.
+type rollupRow struct {
+	Bucket  string `db:"bucket_name"`
+	Last    int64  `db:"last_minute"`
+	Allowed string `db:"allowed_counts"`
+	Denied  string `db:"denied_counts"`
+}
+
+func (r rollupRow) ring() ring {
+	return ring{last: r.Last, allowed: parseCounts(r.Allowed), denied: parseCounts(r.Denied)}
+}
+
+const rollupColumns = "bucket_name, last_minute, allowed_counts, denied_counts"
+
+// Recents reads the roll-up for the console. It is safe for concurrent
+// use and reads MySQL only.
+type Recents struct {
+	db  *sqlx.DB
+	now func() time.Time
+}
+
+// NewRecents returns a reader of the roll-up in db.
+func NewRecents(db *sqlx.DB) *Recents { return &Recents{db: db, now: time.Now} }
+
+// MaxRecentNames bounds the names of one For call: a page of buckets.
+const MaxRecentNames = 1000
+
+// lastComplete is the last minute that has ended at t.
+func lastComplete(t time.Time) int64 { return floorDiv(t.Unix(), 60) - 1 }
+
+// recent turns a row into a Recent whose window ends at minute last.
+func recent(name string, rg ring, last int64) Recent {
+	rg.shift(last)
+	rc := Recent{Bucket: name, Start: time.Unix((last-RecentMinutes+1)*60, 0).UTC(),
+		Allowed: rg.allowed, Denied: rg.denied}
+	if rg.last > last {
+		// Rolled up by a worker whose clock runs ahead: show its window.
+		rc.Start = time.Unix((rg.last-RecentMinutes+1)*60, 0).UTC()
+	}
+	rc.TotalAllowed, rc.TotalDenied = sum(rc.Allowed), sum(rc.Denied)
+	return rc
+}
+
+// For returns the last hour of each bucket of names (a page: at most
+// MaxRecentNames), in one query by primary key. A bucket without usage in
+// the last hour gets a Recent of zeros. Too many or invalid names give an
+// error matching errs.ErrInvalid; MySQL failing, one matching
+// errs.ErrUnavailable.
+func (r *Recents) For(ctx context.Context, names []string) (map[string]Recent, error) {
+	if len(names) > MaxRecentNames {
+		v := &errs.Validation{}
+		v.Add("names", fmt.Sprintf("at most %d buckets at once", MaxRecentNames))
+		return nil, v
+	}
+	for _, n := range names {
+		if !redisscript.ValidName(n) {
+			v := &errs.Validation{}
+			v.Add("names", fmt.Sprintf("%.80q is not a valid bucket name", n))
+			return nil, v
+		}
+	}
+	last := lastComplete(r.now())
+	out := make(map[string]Recent, len(names))
+	for _, n := range names {
+		out[n] = recent(n, newRing(last), last)
+	}
+	if len(names) == 0 {
+		return out, nil
+	}
+	q, args, err := sqlx.In("SELECT "+rollupColumns+" FROM bucket_usage WHERE bucket_name IN (?)", names)
+	if err != nil {
+		return nil, fmt.Errorf("usage: recent: %w", err)
+	}
+	var rows []rollupRow
+	if err := r.db.SelectContext(ctx, &rows, r.db.Rebind(q), args...); err != nil {
+		return nil, fmt.Errorf("usage: recent: %w", database.Translate(err))
+	}
+	for _, row := range rows {
+		if _, ok := out[row.Bucket]; ok {
+			out[row.Bucket] = recent(row.Bucket, row.ring(), last)
+		}
+	}
+	return out, nil
+}
+
+// TopDenied returns the buckets that denied the most acquires in the last
+// hour, at most limit of them (1 to MaxRecentNames), most denials first.
+// It reads the index on the hour's denials: the cost depends on limit, not
+// on the number of buckets. When visible is not nil, only those bucket
+// names count (a user who is not an admin); it is then read by primary key
+// in chunks, at a cost that grows with len(visible) but stays in MySQL.
+// The order is by the denials as of the last roll-up; a bucket whose
+// denials left the window since counts as of then.
+func (r *Recents) TopDenied(ctx context.Context, visible []string, limit int) ([]Recent, error) {
+	if limit < 1 || limit > MaxRecentNames {
+		v := &errs.Validation{}
+		v.Add("limit", fmt.Sprintf("must be from 1 to %d", MaxRecentNames))
+		return nil, v
+	}
+	last := lastComplete(r.now())
+	var rows []rollupRow
+	if visible == nil {
+		// Both keys descending: a backward scan of the index, no sort.
+		err := r.db.SelectContext(ctx, &rows, "SELECT "+rollupColumns+
+			" FROM bucket_usage WHERE denied_total > 0 ORDER BY denied_total DESC, bucket_name DESC LIMIT ?", limit)
+		if err != nil {
+			return nil, fmt.Errorf("usage: top denied: %w", database.Translate(err))
+		}
+	} else {
+		// Rank the visible names by their stored totals (by primary key
+		// only: a condition on denied_total would tempt the planner into
+		// scanning that index), then read the counts of the top ones.
+		type total struct {
+			Bucket string `db:"bucket_name"`
+			Denied int64  `db:"denied_total"`
+		}
+		var ranked []total
+		for chunk := range slices.Chunk(visible, MaxRecentNames) {
+			q, args, err := sqlx.In("SELECT bucket_name, denied_total FROM bucket_usage WHERE bucket_name IN (?)", chunk)
+			if err != nil {
+				return nil, fmt.Errorf("usage: top denied: %w", err)
+			}
+			var part []total
+			if err := r.db.SelectContext(ctx, &part, r.db.Rebind(q), args...); err != nil {
+				return nil, fmt.Errorf("usage: top denied: %w", database.Translate(err))
+			}
+			for _, p := range part {
+				if p.Denied > 0 {
+					ranked = append(ranked, p)
+				}
+			}
+		}
+		slices.SortFunc(ranked, func(a, b total) int {
+			if c := cmp.Compare(b.Denied, a.Denied); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.Bucket, b.Bucket)
+		})
+		if len(ranked) > limit {
+			ranked = ranked[:limit]
+		}
+		if len(ranked) > 0 {
+			top := make([]string, len(ranked))
+			for i, t := range ranked {
+				top[i] = t.Bucket
+			}
+			q, args, err := sqlx.In("SELECT "+rollupColumns+" FROM bucket_usage WHERE bucket_name IN (?)", top)
+			if err != nil {
+				return nil, fmt.Errorf("usage: top denied: %w", err)
+			}
+			if err := r.db.SelectContext(ctx, &rows, r.db.Rebind(q), args...); err != nil {
+				return nil, fmt.Errorf("usage: top denied: %w", database.Translate(err))
+			}
+		}
+	}
+	out := make([]Recent, 0, len(rows))
+	for _, row := range rows {
+		if rc := recent(row.Bucket, row.ring(), last); rc.TotalDenied > 0 {
+			out = append(out, rc)
+		}
+	}
+	slices.SortFunc(out, func(a, b Recent) int {
+		if c := cmp.Compare(b.TotalDenied, a.TotalDenied); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Bucket, b.Bucket)
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// RolledUpTo returns the end of the last minute rolled up (zero time when
+// none was), for a page to say how fresh its counts are.
+func (r *Recents) RolledUpTo(ctx context.Context) (time.Time, error) {
+	var m int64
+	if err := r.db.GetContext(ctx, &m, "SELECT minute FROM usage_rollup_cursor WHERE id = 1"); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return time.Time{}, nil
+		}
+		return time.Time{}, fmt.Errorf("usage: roll-up cursor: %w", database.Translate(err))
+	}
+	if m <= 0 {
+		return time.Time{}, nil
+	}
+	return time.Unix((m+1)*60, 0).UTC(), nil
+}
+
+// RollerConfig configures a Roller.
+type RollerConfig struct {
+	DB       *sqlx.DB
+	Redis    redis.UniversalClient
+	Keyspace redisscript.Keyspace
+	// Interval is how often the Roller looks for minutes to roll up
+	// (default 15 s).
+	Interval time.Duration
+	// Grace is how long after a minute ends the Roller waits for the last
+	// client flushes of it (default 10 s; clients flush every second and
+	// give up on a flush after 5 s).
+	Grace time.Duration
+	// Batch is the most Redis commands in one pipeline and the most rows
+	// in one MySQL transaction (default 200). It bounds how long Redis
+	// spends on the roll-up before serving other clients again.
+	Batch int
+	// Logger reports failed roll-ups (default slog.Default()).
+	Logger *slog.Logger
+	// Metrics, if set, receives the sluice_usage_rollup_* collectors.
+	Metrics prometheus.Registerer
+}
+
+// Roller rolls the per-minute usage counts in Redis up into MySQL (see
+// the package comment above RecentMinutes). Several Rollers may run at
+// once (one per sync worker): merging is idempotent, and a shared cursor
+// in MySQL keeps them from redoing minutes already done.
+type Roller struct {
+	cfg RollerConfig
+	now func() time.Time
+	m   *rollMetrics
+}
+
+// NewRoller returns a Roller; defaults fill the zero fields of cfg.
+func NewRoller(cfg RollerConfig) *Roller {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 15 * time.Second
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Second
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 200
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Roller{cfg: cfg, now: time.Now, m: newRollMetrics(cfg.Metrics)}
+}
+
+// RollStats says what one RollUp did.
+type RollStats struct {
+	// Minutes is how many minutes were rolled up.
+	Minutes int
+	// RedisCommands is how many commands were sent to Redis: one SMEMBERS
+	// per minute plus one HGETALL per bucket active in it.
+	RedisCommands int
+	// Buckets is how many bucket rows were written, Aged how many of them
+	// only moved their window on (no usage in the minute).
+	Buckets, Aged int
+}
+
+// Run rolls up every Interval until ctx ends. Failures are logged and
+// retried at the next tick; it returns ctx's error.
+func (r *Roller) Run(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		if _, err := r.RollUp(ctx); err != nil && ctx.Err() == nil {
+			r.m.failures.Inc()
+			r.cfg.Logger.WarnContext(ctx, "usage roll-up failed; retrying", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// RollUp rolls up every minute that ended at least Grace ago and is not
+// rolled up yet, at most the last RecentMinutes of them.
+func (r *Roller) RollUp(ctx context.Context) (st RollStats, err error) {
+	defer func() { r.m.commands.Add(float64(st.RedisCommands)) }()
+	target := lastComplete(r.now().Add(-r.cfg.Grace))
+	var cursor int64
+	if err := r.cfg.DB.GetContext(ctx, &cursor, "SELECT minute FROM usage_rollup_cursor WHERE id = 1"); err != nil &&
+		!errors.Is(err, sql.ErrNoRows) {
+		return st, fmt.Errorf("usage: roll-up cursor: %w", database.Translate(err))
+	}
+	for m := max(cursor+1, target-RecentMinutes+1); m <= target; m++ {
+		if err := r.rollMinute(ctx, m, &st); err != nil {
+			return st, err
+		}
+		if _, err := r.cfg.DB.ExecContext(ctx,
+			"UPDATE usage_rollup_cursor SET minute = ? WHERE id = 1 AND minute < ?", m, m); err != nil {
+			return st, fmt.Errorf("usage: roll-up cursor: %w", database.Translate(err))
+		}
+		r.m.rolledUpTo.Set(float64((m + 1) * 60))
+		st.Minutes++
+	}
+	return st, nil
+}
+
+// rollMinute merges minute m's counts of its active buckets, then moves
+// on the window of the buckets with usage in the last hour but not in m.
+func (r *Roller) rollMinute(ctx context.Context, m int64, st *RollStats) error {
+	names, err := r.cfg.Redis.SMembers(ctx, r.cfg.Keyspace.UsageActive(m)).Result()
+	st.RedisCommands++
+	if err != nil {
+		return fmt.Errorf("usage: roll-up: active buckets: %w: %w", errs.ErrUnavailable, err)
+	}
+	names = slices.DeleteFunc(names, func(n string) bool { return !redisscript.ValidName(n) })
+	slices.Sort(names) // one lock order for every worker
+	for chunk := range slices.Chunk(names, r.cfg.Batch) {
+		keys := make([]string, len(chunk))
+		for i, n := range chunk {
+			keys[i] = r.cfg.Keyspace.UsageMinute(n, m)
+		}
+		hashes, err := readAll(ctx, r.cfg.Redis, keys)
+		st.RedisCommands += len(keys)
+		if err != nil {
+			return fmt.Errorf("usage: roll-up: %w", err)
+		}
+		counts := make(map[string][2]int64, len(chunk))
+		for i, h := range hashes {
+			var a, d int64
+			for field, val := range h {
+				_, allowed, ok := redisscript.ParseUsageField(field)
+				n, err := strconv.ParseInt(val, 10, 64)
+				if !ok || err != nil || n <= 0 {
+					continue
+				}
+				if allowed {
+					a = addSat(a, n)
+				} else {
+					d = addSat(d, n)
+				}
+			}
+			counts[chunk[i]] = [2]int64{a, d}
+		}
+		n, err := r.merge(ctx, chunk, func(rg *ring, name string) {
+			c := counts[name]
+			rg.merge(m, c[0], c[1])
+		})
+		st.Buckets += n
+		if err != nil {
+			return err
+		}
+	}
+	// Rows whose window ends before m (no usage in m): move them on, so
+	// that the index on the hour's denials stays true for quiet buckets.
+	// A row that becomes all zeros is deleted, so this reads only the
+	// buckets with usage in the last hour.
+	for {
+		var stale []string
+		err := r.cfg.DB.SelectContext(ctx, &stale, "SELECT bucket_name FROM bucket_usage"+
+			" WHERE last_minute < ? ORDER BY bucket_name LIMIT ?", m, r.cfg.Batch)
+		if err != nil {
+			return fmt.Errorf("usage: roll-up: quiet buckets: %w", database.Translate(err))
+		}
+		if len(stale) == 0 {
+			return nil
+		}
+		n, err := r.merge(ctx, stale, func(rg *ring, _ string) { rg.shift(m) })
+		st.Buckets += n
+		st.Aged += n
+		if err != nil {
+			return err
+		}
+		if len(stale) < r.cfg.Batch {
+			return nil
+		}
+	}
+}
+
+// merge applies fn to the rows of names (sorted) in one transaction,
+// creating missing rows, and writes them back.
+func (r *Roller) merge(ctx context.Context, names []string, fn func(rg *ring, name string)) (int, error) {
+	if len(names) == 0 {
+		return 0, nil
+	}
+	err := database.InTx(ctx, r.cfg.DB, func(tx *sqlx.Tx) error {
+		q, args, err := sqlx.In("SELECT "+rollupColumns+
+			" FROM bucket_usage WHERE bucket_name IN (?) ORDER BY bucket_name FOR UPDATE", names)
+		if err != nil {
+			return err
+		}
+		var rows []rollupRow
+		if err := tx.SelectContext(ctx, &rows, tx.Rebind(q), args...); err != nil {
+			return fmt.Errorf("usage: roll-up: read rows: %w", database.Translate(err))
+		}
+		have := make(map[string]ring, len(rows))
+		for _, row := range rows {
+			have[row.Bucket] = row.ring()
+		}
+		var sb strings.Builder
+		sb.WriteString("INSERT INTO bucket_usage (bucket_name, last_minute, allowed_counts, denied_counts, allowed_total, denied_total) VALUES ")
+		vals := make([]any, 0, len(names)*6)
+		var empty []string
+		for _, n := range names {
+			rg, ok := have[n]
+			if !ok {
+				rg = newRing(0)
+			}
+			fn(&rg, n)
+			a, d := sum(rg.allowed), sum(rg.denied)
+			if a == 0 && d == 0 {
+				// A quiet hour: the row goes, so the table holds only the
+				// buckets with usage in the last hour.
+				if ok {
+					empty = append(empty, n)
+				}
+				continue
+			}
+			if len(vals) > 0 {
+				sb.WriteString(",")
+			}
+			sb.WriteString("(?,?,?,?,?,?)")
+			vals = append(vals, n, rg.last, formatCounts(rg.allowed), formatCounts(rg.denied), a, d)
+		}
+		if len(vals) > 0 {
+			sb.WriteString(" ON DUPLICATE KEY UPDATE last_minute = VALUES(last_minute), allowed_counts = VALUES(allowed_counts)," +
+				" denied_counts = VALUES(denied_counts), allowed_total = VALUES(allowed_total), denied_total = VALUES(denied_total)")
+			if _, err := tx.ExecContext(ctx, sb.String(), vals...); err != nil {
+				return fmt.Errorf("usage: roll-up: write rows: %w", database.Translate(err))
+			}
+		}
+		if len(empty) > 0 {
+			q, args, err := sqlx.In("DELETE FROM bucket_usage WHERE bucket_name IN (?)", empty)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, tx.Rebind(q), args...); err != nil {
+				return fmt.Errorf("usage: roll-up: delete rows: %w", database.Translate(err))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(names), nil
+}

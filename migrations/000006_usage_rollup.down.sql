@@ -1,0 +1,2 @@
+DROP TABLE usage_rollup_cursor;
+DROP TABLE bucket_usage;
