@@ -28,27 +28,37 @@ type EnvoyLimit struct {
 	Multiplier uint32
 }
 
-// envoyLimitOf expresses r exactly when it can: the rate is scaled up to a
-// whole number of requests (0.5/s is 30 per minute), then the period is
-// put in the largest unit dividing it. A rate too large for 32 bits is
-// clamped, never rounded up.
+// units are Envoy's units, shortest first.
+var units = []struct {
+	unit    Unit
+	seconds int64
+}{{UnitSecond, 1}, {UnitMinute, 60}, {UnitHour, 3600}, {UnitDay, 86400}}
+
+// envoyLimitOf expresses r exactly. It prefers a whole number of requests
+// per plain unit (0.5/s is 30 per minute, 7/90s is 280 per hour), which
+// every Envoy understands; otherwise the rate is scaled up to a whole
+// number of requests and the period written with a unit multiplier. A
+// rate too large for 32 bits is clamped, never rounded up.
 func envoyLimitOf(r buckets.Rate) EnvoyLimit {
 	const micro = 1_000_000
 	pm, period := r.PermitsMicro, int64(r.Period/time.Second)
 	if pm <= 0 || period <= 0 {
 		return EnvoyLimit{}
 	}
+	for _, u := range units {
+		// Requests per unit: pm * u.seconds / (period * micro), when whole.
+		num, den := pm*u.seconds, period*micro
+		if num%den == 0 && num/den <= math.MaxUint32 {
+			return EnvoyLimit{RequestsPerUnit: uint32(num / den), Unit: u.unit, Multiplier: 1}
+		}
+	}
 	// Smallest m with pm*m a whole number of permits.
 	m := micro / gcd(pm, micro)
 	requests, seconds := pm*m/micro, period*m
 	unit, per := UnitSecond, int64(1)
-	for _, u := range []struct {
-		unit    Unit
-		seconds int64
-	}{{UnitDay, 86400}, {UnitHour, 3600}, {UnitMinute, 60}} {
+	for _, u := range units[1:] {
 		if seconds%u.seconds == 0 {
 			unit, per = u.unit, u.seconds
-			break
 		}
 	}
 	mult := seconds / per

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"net/http"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -69,6 +68,9 @@ func (r *rlsServer) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*r
 	}
 	statuses, overall, err := r.s.ShouldRateLimit(ctx, app, req.GetDomain(), ds)
 	if err != nil {
+		if resultOf(err) == "error" && ctx.Err() == nil {
+			r.s.log.Error("rate limit request failed", "err", err)
+		}
 		return nil, resultOf(err), grpcError(err)
 	}
 	resp := &rlsv3.RateLimitResponse{
@@ -79,10 +81,8 @@ func (r *rlsServer) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*r
 		resp.Statuses[i] = descriptorStatus(st)
 	}
 	if st, ok := deciding(statuses, overall); ok {
-		h := make(http.Header, 8)
-		r.s.cfg.Headers.Write(h, st.Result)
-		for name, vs := range h {
-			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: name, Value: vs[0]})
+		for _, p := range r.s.cfg.Headers.pairs(st.Result) {
+			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: p[0], Value: p[1]})
 		}
 	}
 	result := "ok"

@@ -45,26 +45,36 @@ func (h Headers) String() string {
 	return [...]string{"draft", "x", "both", "none"}[h]
 }
 
-// Write sets the headers of r on dst: the chosen set, and Retry-After on a
-// denial (always, even with HeadersNone: it is what makes a 429 useful).
+// Write sets the headers of r on dst.
 func (h Headers) Write(dst http.Header, r client.Result) {
-	var tmp http.Header = make(http.Header, 4)
-	client.SetHeaders(tmp, r)
-	if v := tmp.Get("Retry-After"); v != "" {
-		dst.Set("Retry-After", v)
+	for _, p := range h.pairs(r) {
+		dst.Set(p[0], p[1])
 	}
+}
+
+// pairs are the headers of r, spelled as the drafts do: the chosen set,
+// and Retry-After on a denial (always, even with HeadersNone: it is what
+// makes a 429 useful). The values are those of the Go client's middleware.
+func (h Headers) pairs(r client.Result) [][2]string {
+	tmp := make(http.Header, 4)
+	client.SetHeaders(tmp, r)
+	var out [][2]string
 	for _, name := range []string{"Limit", "Remaining", "Reset"} {
 		v := tmp.Get("RateLimit-" + name)
 		if v == "" {
 			continue
 		}
 		if h == HeadersDraft || h == HeadersBoth {
-			dst.Set("RateLimit-"+name, v)
+			out = append(out, [2]string{"RateLimit-" + name, v})
 		}
 		if h == HeadersX || h == HeadersBoth {
-			dst.Set("X-RateLimit-"+name, v)
+			out = append(out, [2]string{"X-RateLimit-" + name, v})
 		}
 	}
+	if v := tmp.Get("Retry-After"); v != "" {
+		out = append(out, [2]string{"Retry-After", v})
+	}
+	return out
 }
 
 // deciding returns the status whose numbers a response's headers show:
