@@ -36,8 +36,9 @@ type AcquireRequest struct {
 	N int64 `json:"n,omitempty"`
 }
 
-// AcquireResponse is the JSON answer of POST /v1/acquire. Durations are
-// seconds, with microsecond precision.
+// AcquireResponse is the JSON answer of POST /v1/acquire, with status 200
+// when allowed and 429 when denied. Durations are seconds, with
+// microsecond precision.
 type AcquireResponse struct {
 	Allowed    bool    `json:"allowed"`
 	Remaining  int64   `json:"remaining"`
@@ -91,6 +92,11 @@ func (s *Service) post(w http.ResponseWriter, r *http.Request) string {
 	}
 	s.cfg.Headers.Write(w.Header(), res)
 	w.Header().Set("Content-Type", "application/json")
+	if !res.Allowed {
+		// The body says the same; the status lets plain HTTP clients and
+		// proxies see a denial without parsing it.
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
 	_ = json.NewEncoder(w).Encode(AcquireResponse{
 		Allowed: res.Allowed, Remaining: res.Remaining, Limit: res.Limit,
 		RetryAfter: seconds(res.RetryAfter), ResetAfter: seconds(res.ResetAfter), Fallback: res.Fallback,

@@ -61,6 +61,8 @@ type Stack struct {
 	Redis    *redis.Client
 	Keyspace redisscript.Keyspace
 	Syncer   *syncer.Worker
+	// Decide is the decision service (gRPC and HTTP) and a token to call it.
+	Decide Decide
 
 	stopDB func()
 	mini   *miniredis.Miniredis
@@ -124,12 +126,18 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.cancel = cancel
 	go func() { st.done <- st.Syncer.Run(runCtx) }()
+	if err := st.startDecide(ctx, log); err != nil {
+		return nil, err
+	}
 	return st, nil
 }
 
-// Close stops the sync loop and both stores.
+// Close stops the decision service, the sync loop and both stores.
 func (st *Stack) Close() error {
 	var errsOut []error
+	if err := st.stopDecide(); err != nil {
+		errsOut = append(errsOut, err)
+	}
 	if st.cancel != nil {
 		st.cancel()
 		if err := <-st.done; err != nil && !errors.Is(err, context.Canceled) {
