@@ -247,6 +247,9 @@ const (
 type Descriptor struct {
 	Entries []descriptors.Entry
 	Hits    int64
+	// Refund marks Envoy's negative hits: tokens given back, which a token
+	// bucket cannot take. Such a descriptor is not charged.
+	Refund bool
 }
 
 // Status is the answer for one descriptor.
@@ -259,7 +262,7 @@ type Status struct {
 	// Limit is the bucket's rate for Envoy, zero when unknown.
 	Limit EnvoyLimit
 	// Note says why a descriptor got the unmatched answer: "unmatched",
-	// "unknown_bucket", "app_not_allowed", "keyed_unavailable"; "" otherwise.
+	// "unknown_bucket", "app_not_allowed", "keyed_unavailable", "negative_hits"; "" otherwise.
 	Note string
 }
 
@@ -311,6 +314,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, app, domain string, ds []
 	for i, d := range ds {
 		if d.Hits < 1 || d.Hits > redisscript.MaxN {
 			return nil, CodeUnknown, fmt.Errorf("descriptor %d: %w: %w", i+1, ErrInvalidHits, errs.ErrInvalid)
+		}
+		if d.Refund {
+			statuses[i] = s.unmatched("negative_hits")
+			continue
 		}
 		m := cur.index.Match(app, domain, d.Entries)
 		if m == nil {

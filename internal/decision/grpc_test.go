@@ -189,6 +189,14 @@ func TestEnvoyShapedRequests(t *testing.T) {
 	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("keyed descriptor: %v %v", resp, err)
 	}
+	// Negative hits give tokens back, which a token bucket cannot take:
+	// not charged.
+	neg := desc("generic_key", "slow")
+	neg.IsNegativeHits = true
+	resp, err = e.ask(request("edge", 0, neg))
+	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || resp.GetStatuses()[0].GetCurrentLimit() != nil {
+		t.Fatalf("negative hits: %v %v", resp, err)
+	}
 	// A domain without mappings: unmatched, allowed; no headers.
 	resp, err = e.ask(request("elsewhere", 0, desc("generic_key", "checkout")))
 	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || len(resp.GetResponseHeadersToAdd()) != 0 {
