@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -88,10 +87,9 @@ type Config struct {
 
 // Service decides. It is safe for concurrent use.
 type Service struct {
-	cfg   Config
-	log   *slog.Logger
-	snap  atomic.Pointer[snapshot]
-	limMu sync.Mutex // serialises limit loads
+	cfg  Config
+	log  *slog.Logger
+	snap atomic.Pointer[snapshot]
 	// lastErr is the last refresh failure ("" after a success), for /readyz.
 	lastErr atomic.Pointer[string]
 	charge  func(ctx context.Context, acq Acquirer, wants []want) []outcome
