@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -54,8 +55,12 @@ type Pool struct {
 	rdb redis.UniversalClient
 	opt LimiterOptions
 
-	mu   sync.Mutex
-	apps map[string]*appLimiter
+	// ready is read without a lock on every decision; mu serialises the
+	// rare writes, which copy it.
+	ready  atomic.Pointer[map[string]Acquirer]
+	mu     sync.Mutex
+	apps   map[string]*appLimiter
+	closed bool
 }
 
 type appLimiter struct {
@@ -68,17 +73,22 @@ func NewPool(rdb redis.UniversalClient, opt LimiterOptions) *Pool {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	return &Pool{rdb: rdb, opt: opt, apps: map[string]*appLimiter{}}
+	p := &Pool{rdb: rdb, opt: opt, apps: map[string]*appLimiter{}}
+	p.ready.Store(&map[string]Acquirer{})
+	return p
 }
 
 // For returns app's Acquirer, making its Limiter on first use.
 func (p *Pool) For(app string) (Acquirer, error) {
+	if a, ok := (*p.ready.Load())[app]; ok {
+		return a, nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if a := p.apps[app]; a != nil {
 		return keyless{a.lim}, nil
 	}
-	if p.apps == nil {
+	if p.closed {
 		return nil, client.ErrClosed
 	}
 	var observers []func(client.Decision)
@@ -117,6 +127,11 @@ func (p *Pool) For(app string) (Acquirer, error) {
 		return nil, err
 	}
 	p.apps[app] = &appLimiter{lim: lim, rec: rec}
+	next := make(map[string]Acquirer, len(p.apps))
+	for name, a := range p.apps {
+		next[name] = keyless{a.lim}
+	}
+	p.ready.Store(&next)
 	return keyless{lim}, nil
 }
 
@@ -124,7 +139,8 @@ func (p *Pool) For(app string) (Acquirer, error) {
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	apps := p.apps
-	p.apps = nil
+	p.apps, p.closed = map[string]*appLimiter{}, true
+	p.ready.Store(&map[string]Acquirer{})
 	p.mu.Unlock()
 	var errs []error
 	for _, a := range apps {

@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,7 @@ type Metrics struct {
 	duration  *prometheus.HistogramVec
 	unmatch   *prometheus.CounterVec
 	refreshes prometheus.Counter
+	cache     sync.Map // [2]string{transport, result} -> cached
 }
 
 // NewMetrics registers the metrics on reg.
@@ -49,8 +51,22 @@ func (m *Metrics) request(transport, result string, since time.Time) {
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(transport, result).Inc()
-	m.duration.WithLabelValues(transport).Observe(time.Since(since).Seconds())
+	k := [2]string{transport, result}
+	c, ok := m.cache.Load(k)
+	if !ok {
+		c, _ = m.cache.LoadOrStore(k, cached{
+			count: m.requests.WithLabelValues(transport, result), took: m.duration.WithLabelValues(transport),
+		})
+	}
+	c.(cached).count.Inc()
+	c.(cached).took.Observe(time.Since(since).Seconds())
+}
+
+// cached are the series of one transport and result, looked up once:
+// label lookups hash and lock on every call.
+type cached struct {
+	count prometheus.Counter
+	took  prometheus.Observer
 }
 
 func (m *Metrics) unmatched(reason string) {
