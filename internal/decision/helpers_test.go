@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,8 +107,11 @@ func newStackOn(t *testing.T, addr string, cfg ServerConfig, bs []bucketDef, ms 
 			t.Fatal(err)
 		}
 	}
-	for i := range ms {
-		if err := st.mappings.Create(bg, alice, &ms[i]); err != nil {
+	for _, m := range ms {
+		// A copy: ms is shared by tests running in parallel, and Create
+		// writes the stored mapping back.
+		m.Entries = slices.Clone(m.Entries)
+		if err := st.mappings.Create(bg, alice, &m); err != nil {
 			t.Fatal(err)
 		}
 	}
