@@ -2,7 +2,9 @@ package decision
 
 import (
 	"context"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -317,4 +319,37 @@ func (e *envoy) askWith(authorization string, req *rlsv3.RateLimitRequest) (*rls
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", authorization)
 	}
 	return e.c.ShouldRateLimit(ctx, req)
+}
+
+// MySQL going away stops only the learning of changes: decisions go on
+// with the last snapshot, and /readyz says what failed.
+func TestDecidesWithoutMySQL(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, ServerConfig{}, gatewayBuckets, gatewayMappings)
+	e := dialEnvoy(t, st.srv.GRPCAddr(), st.edge)
+	if err := st.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, _, lastErr := st.srv.Service.Loaded(); lastErr != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a refresh without MySQL never failed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := e.ask(request("edge", 0, desc("generic_key", "checkout")))
+	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || resp.GetStatuses()[0].GetLimitRemaining() != 4 {
+		t.Fatalf("decision without MySQL: %v %v", resp, err)
+	}
+	if _, err := dialEnvoy(t, st.srv.GRPCAddr(), "sla_unknown").ask(request("edge", 0, desc("generic_key", "checkout"))); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("unknown token without MySQL: %v", err)
+	}
+	req, _ := http.NewRequest("GET", "http://"+st.srv.HTTPAddr()+"/readyz", nil)
+	code, _, body := send(t, req, "")
+	if code != 200 || !strings.Contains(body, `"refresh_error"`) {
+		t.Fatalf("readyz without MySQL: %d %s", code, body)
+	}
 }

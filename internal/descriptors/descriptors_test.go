@@ -280,3 +280,26 @@ func TestStore(t *testing.T) {
 		t.Fatalf("mapping of a deleted app: %v", err)
 	}
 }
+
+// Any input validates or is refused with field errors, and matching never
+// panics, whatever the descriptor.
+func FuzzMapping(f *testing.F) {
+	f.Add("edge", "edge", "generic_key", "checkout", "remote_address", "", "remote_address", "10.0.0.1")
+	f.Add("", "a b", "", "\xff", "k", "v", "k", "")
+	f.Fuzz(func(t *testing.T, app, domain, k1, v1, k2, v2, keyFrom, value string) {
+		m := &descriptors.Mapping{App: app, Domain: domain, Bucket: "b", KeyFrom: keyFrom,
+			Entries: []descriptors.Entry{{Key: k1, Value: v1}, {Key: k2, Value: v2}}}
+		err := m.Validate()
+		if err != nil && len(fields(err)) == 0 {
+			t.Fatalf("error without field errors: %v", err)
+		}
+		ix := descriptors.NewIndex([]*descriptors.Mapping{m})
+		got := ix.Match(app, domain, []descriptors.Entry{{Key: k1, Value: value}, {Key: k2, Value: value}})
+		if err != nil && got != nil {
+			t.Fatal("an invalid mapping matched")
+		}
+		if got != nil {
+			_ = got.Key([]descriptors.Entry{{Key: k1, Value: value}, {Key: k2, Value: value}})
+		}
+	})
+}
