@@ -294,6 +294,10 @@ func chargeEach(ctx context.Context, acq Acquirer, wants []want) []outcome {
 // ErrInvalidHits: a descriptor asks for more tokens than any bucket holds.
 var ErrInvalidHits = errors.New("hits must be between 1 and 1000000000")
 
+// MaxDescriptors bounds the descriptors of one request: each may cost a
+// Redis call, and Envoy's routes rarely carry more than a handful.
+const MaxDescriptors = 64
+
 // ShouldRateLimit decides a request of app in domain: each descriptor is
 // mapped and charged, and the request is allowed only when every
 // descriptor is. The error is for the request as a whole (bad input, the
@@ -305,6 +309,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, app, domain string, ds []
 	}
 	if domain == "" {
 		return nil, CodeUnknown, errs.Invalid("domain", "is required")
+	}
+	if len(ds) > MaxDescriptors {
+		return nil, CodeUnknown, errs.Invalid("descriptors", fmt.Sprintf("at most %d per request", MaxDescriptors))
 	}
 	statuses := make([]Status, len(ds))
 	wants := make([]want, 0, len(ds))

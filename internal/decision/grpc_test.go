@@ -208,9 +208,14 @@ func TestEnvoyShapedRequests(t *testing.T) {
 	// Bad requests are refused with InvalidArgument.
 	big := desc("generic_key", "search")
 	big.HitsAddend = wrapperspb.UInt64(1 << 40)
+	many := request("edge", 0)
+	for range MaxDescriptors + 1 {
+		many.Descriptors = append(many.Descriptors, desc("generic_key", "nobody"))
+	}
 	for name, req := range map[string]*rlsv3.RateLimitRequest{
-		"no domain": request("", 0, desc("generic_key", "checkout")),
-		"huge hits": request("edge", 0, big),
+		"no domain":        request("", 0, desc("generic_key", "checkout")),
+		"huge hits":        request("edge", 0, big),
+		"many descriptors": many,
 	} {
 		if _, err := e.ask(req); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%s: %v, want InvalidArgument", name, err)
