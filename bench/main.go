@@ -8,6 +8,13 @@
 //
 // Without -redis it starts its own redis-server on loopback, without
 // persistence, and stops it at the end.
+//
+// With -gateway it compares the decision service (sluice-decide, gRPC)
+// with envoyproxy/ratelimit instead, both as processes on the same
+// redis-server, driven by one gRPC load generator sending Envoy's
+// ShouldRateLimit requests at each number of concurrent streams:
+//
+//	go run . -gateway -envoy-ratelimit /path/to/service_cmd -mysql 'user:pw@tcp(127.0.0.1:3306)/bench'
 package main
 
 import (
@@ -53,6 +60,12 @@ type config struct {
 	fallbackN   int
 	rounds      int
 	timeout     time.Duration
+
+	gateway        bool
+	envoyRatelimit string
+	decideBin      string
+	mysqlDSN       string
+	limit          int
 }
 
 func parseFlags() (config, error) {
@@ -70,6 +83,11 @@ func parseFlags() (config, error) {
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write CPU profiles of the measured Sluice runs to this path + .g<goroutines>.r<round>")
 	flag.StringVar(&c.memProfile, "memprofile", "", "write a profile of every allocation to this file (use with -only sluice)")
 	flag.IntVar(&c.fallbackN, "fallback-calls", 2_000_000, "calls measured in the local fallback")
+	flag.BoolVar(&c.gateway, "gateway", false, "compare the decision service (gRPC) with envoyproxy/ratelimit instead")
+	flag.StringVar(&c.envoyRatelimit, "envoy-ratelimit", "", "with -gateway: path of the envoyproxy/ratelimit binary (service_cmd)")
+	flag.StringVar(&c.decideBin, "decide", "", "with -gateway: path of sluice-decide; empty builds ../cmd/decide")
+	flag.StringVar(&c.mysqlDSN, "mysql", "", "with -gateway: DSN of a MySQL database the harness may migrate and add rows to")
+	flag.IntVar(&c.limit, "limit", 1000, "with -gateway: the limit, requests per second (and the bucket's capacity)")
 	flag.Parse()
 	for f := range strings.SplitSeq(conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -107,6 +125,9 @@ func run() error {
 		}
 		defer srv.stop()
 		addr = srv.addr
+	}
+	if cfg.gateway {
+		return runGateway(ctx, cfg, addr)
 	}
 	opts := &redis.Options{Addr: addr}
 	version, err := serverVersion(ctx, opts)

@@ -24,7 +24,7 @@ while IFS= read -r step; do
 	echo "+ $step"
 	bash -c "$step"
 done <<<"$steps"
-for bin in sluice-admin sluice-sync; do
+for bin in sluice-admin sluice-sync sluice-decide; do
 	[ -x "$out/$bin" ] || { echo "Dockerfile did not build $bin"; exit 1; }
 	if file "$out/$bin" 2>/dev/null | grep -q 'dynamically linked'; then
 		echo "$bin is not static"

@@ -25,6 +25,7 @@ python_with_redis() {
 	return 1
 }
 python_with_redis >/dev/null || need+=(python3-redis)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light) # auth_request tests of the decision service
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"
 	sudo=""

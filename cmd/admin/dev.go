@@ -19,7 +19,13 @@ func serveDev(ctx context.Context, cfg serveConfig, e env, log *slog.Logger) err
 	defer st.Close()
 	fmt.Fprintf(e.stderr, "Development mode: data is kept in memory only.\n"+
 		"  sign in as %q with password %q\n"+
-		"  Redis for clients: %s (bucket %q, app %q)\n",
-		devstack.AdminUser, st.AdminPassword, st.RedisAddr, devstack.DemoBucket, devstack.DemoApp)
+		"  Redis for clients: %s (bucket %q, app %q)\n"+
+		"  decision service: gRPC %s (Envoy rate limit API, domain %q), HTTP http://%s/v1/acquire\n"+
+		"  app token of %q: %s\n"+
+		"  try: curl -i -X POST -H 'Authorization: Bearer %s' -d '{\"bucket\": \"%s\"}' http://%s/v1/acquire\n",
+		devstack.AdminUser, st.AdminPassword, st.RedisAddr, devstack.DemoBucket, devstack.DemoApp,
+		st.Decide.GRPCAddr, devstack.DemoDomain, st.Decide.HTTPAddr,
+		devstack.DemoApp, st.Decide.Token,
+		st.Decide.Token, devstack.DemoBucket, st.Decide.HTTPAddr)
 	return serveWith(ctx, cfg, stores{db: st.DB, rdb: st.Redis, ks: st.Keyspace}, e.stderr, log)
 }

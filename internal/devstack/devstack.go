@@ -64,6 +64,8 @@ type Stack struct {
 	Syncer   *syncer.Worker
 	// Roller rolls usage up for the console's bucket list and overview.
 	Roller *usage.Roller
+	// Decide is the decision service (gRPC and HTTP) and a token to call it.
+	Decide Decide
 
 	stopDB func()
 	mini   *miniredis.Miniredis
@@ -133,12 +135,18 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 		Logger: log.With("component", "usage")})
 	st.rollDone = make(chan struct{})
 	go func() { defer close(st.rollDone); _ = st.Roller.Run(runCtx) }()
+	if err := st.startDecide(ctx, log); err != nil {
+		return nil, err
+	}
 	return st, nil
 }
 
-// Close stops the sync loop and both stores.
+// Close stops the decision service, the sync loop and both stores.
 func (st *Stack) Close() error {
 	var errsOut []error
+	if err := st.stopDecide(); err != nil {
+		errsOut = append(errsOut, err)
+	}
 	if st.cancel != nil {
 		st.cancel()
 		if err := <-st.done; err != nil && !errors.Is(err, context.Canceled) {

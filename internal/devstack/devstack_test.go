@@ -2,6 +2,8 @@ package devstack_test
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,5 +59,48 @@ func TestStackServesTheDemoBucket(t *testing.T) {
 	// 10 tokens to start with, plus what 5/s refilled while the loop ran.
 	if most := 10 + int(5*time.Since(start).Seconds()); granted < 10 || granted > most {
 		t.Fatalf("granted %d of 30 quick acquires, want the capacity of 10 and at most %d", granted, most)
+	}
+}
+
+// The embedded decision service answers with the seeded token, and says
+// 429 once the demo bucket is empty.
+func TestStackDecides(t *testing.T) {
+	ctx := context.Background()
+	st, err := devstack.Start(ctx, devstack.Options{AdminPassword: "correct horse battery"})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	if st.Decide.GRPCAddr == "" || st.Decide.HTTPAddr == "" || !strings.HasPrefix(st.Decide.Token, "sla_") {
+		t.Fatalf("decision service not started: %+v", st.Decide)
+	}
+	start := time.Now()
+	granted := 0
+	for range 40 {
+		req, _ := http.NewRequest("POST", "http://"+st.Decide.HTTPAddr+"/v1/acquire",
+			strings.NewReader(`{"bucket": "`+devstack.DemoBucket+`"}`))
+		req.Header.Set("Authorization", "Bearer "+st.Decide.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			if resp.Header.Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
+			break
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("acquire: %d", resp.StatusCode)
+		}
+		granted++
+	}
+	if most := 10 + int(5*time.Since(start).Seconds()); granted < 10 || granted > most {
+		t.Fatalf("granted %d, want the capacity of 10 and at most %d", granted, most)
 	}
 }

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/decision"
+	"github.com/sluicehq/sluice/internal/startup"
+)
+
+// run is the whole program: main only adds signals and the exit code.
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	if len(args) > 0 && args[0] == "healthcheck" {
+		return healthcheck(ctx, args[1:], os.Stderr)
+	}
+	cfg, err := parseConfig(args, getenv, os.Stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	return serve(ctx, cfg, log)
+}
+
+// serve connects to the stores and answers until ctx ends, then shuts
+// down gracefully.
+func serve(ctx context.Context, cfg config, log *slog.Logger) error {
+	db, err := startup.Wait(ctx, cfg.startupTimeout, log, "mysql", func(ctx context.Context) (*sqlx.DB, error) {
+		return database.Open(ctx, cfg.mysqlDSN, database.Options{MaxOpenConns: 4})
+	})
+	if err != nil {
+		return fmt.Errorf("mysql is unreachable: %w", err)
+	}
+	defer db.Close()
+	rdb, err := cfg.redis.Open(ctx)
+	if err != nil {
+		// Not fatal: the failure policy answers until Redis is back.
+		log.Warn("redis does not answer yet; the failure policy answers until it does", "err", err)
+		if rdb, err = cfg.redis.Client(); err != nil {
+			return usageError{err}
+		}
+	}
+	defer rdb.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	loadCtx, cancel := context.WithTimeout(ctx, cfg.startupTimeout)
+	srv, err := decision.Start(loadCtx, decision.ServerConfig{
+		DB: db, Redis: rdb, KeyPrefix: cfg.keyPrefix, GRPCAddr: cfg.grpcAddr, HTTPAddr: cfg.httpAddr,
+		Unmatched: cfg.unmatched, Headers: cfg.headers,
+		Client: []client.Option{
+			client.WithFailurePolicy(cfg.policy), client.WithTimeout(cfg.timeout), client.WithInstances(cfg.instances),
+		},
+		CountUsage: cfg.countUsage, RefreshInterval: cfg.refreshInterval, Registry: reg, Logger: log,
+	})
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	log.Info("sluice-decide started", "grpc", srv.GRPCAddr(), "http", srv.HTTPAddr(),
+		"redis", cfg.redis.String(), "unmatched", cfg.unmatched.String(), "failure_policy", cfg.policy.String())
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-srv.Err():
+		runErr = fmt.Errorf("listener failed: %w", err)
+	}
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+	log.Info("sluice-decide stopped")
+	return runErr
+}
+
+// healthcheck is the `healthcheck -url URL` subcommand, for container
+// health checks in images without curl.
+func healthcheck(ctx context.Context, args []string, output io.Writer) error {
+	fs := flag.NewFlagSet("sluice-decide healthcheck", flag.ContinueOnError)
+	fs.SetOutput(output)
+	url := fs.String("url", "http://127.0.0.1:8082/healthz", "`URL` to check")
+	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	if err != nil {
+		return usageError{fmt.Errorf("healthcheck url: %w", err)}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: %s answered %s", *url, resp.Status)
+	}
+	return nil
+}

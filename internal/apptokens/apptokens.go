@@ -1,0 +1,280 @@
+// Package apptokens holds the credentials of calling apps: secrets that
+// let a gateway or a service in any language take tokens through the
+// decision service as one app, and do nothing else. Only a SHA-256 digest
+// of a secret is stored (secrets are 256 random bits, so a slow hash would
+// add nothing but cost on every lookup). Every change bumps the decision
+// revision, so decision services notice a new or revoked token at once.
+package apptokens
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/descriptors"
+	"github.com/sluicehq/sluice/internal/errs"
+)
+
+// Prefix starts every app token, so that a leaked one is easy to
+// recognise, and to tell from a personal API token.
+const Prefix = "sla_"
+
+// ScopeAcquire is the only scope: take tokens, as the token's app.
+const ScopeAcquire = "acquire"
+
+// MaxName is the longest token name, in characters.
+const MaxName = 100
+
+// maxSecret bounds what Digest is asked to hash from a request.
+const maxSecret = 200
+
+// prefixLen is how much of a token is kept for display.
+const prefixLen = len(Prefix) + 8
+
+// Token is an app's credential. Its secret is shown once, at creation.
+type Token struct {
+	ID        int64      `db:"id" json:"id"`
+	App       string     `db:"app" json:"app"`
+	Name      string     `db:"name" json:"name"`
+	Scope     string     `db:"scope" json:"scope"`
+	Prefix    string     `db:"prefix" json:"prefix"`
+	CreatedBy string     `db:"created_by" json:"created_by"`
+	CreatedAt time.Time  `db:"created_at" json:"created_at"`
+	ExpiresAt *time.Time `db:"expires_at" json:"expires_at,omitempty"`
+	RevokedAt *time.Time `db:"revoked_at" json:"revoked_at,omitempty"`
+}
+
+// Active reports whether t can be used at now: neither revoked nor expired.
+func (t *Token) Active(now time.Time) bool {
+	return t.RevokedAt == nil && (t.ExpiresAt == nil || now.Before(*t.ExpiresAt))
+}
+
+// Credential is what a decision service keeps of an active token.
+type Credential struct {
+	TokenID   int64
+	App       string
+	Scope     string
+	ExpiresAt *time.Time
+}
+
+// Digest is the stored form of a secret: hex SHA-256. It returns "" for
+// text that cannot be a secret, so that callers can refuse it unhashed.
+func Digest(secret string) string {
+	if !strings.HasPrefix(secret, Prefix) || len(secret) > maxSecret {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// Store keeps app tokens in MySQL. It is safe for concurrent use.
+type Store struct {
+	db  *sqlx.DB
+	now func() time.Time
+}
+
+// NewStore returns a Store on db, a pool opened with database.Open.
+func NewStore(db *sqlx.DB) *Store {
+	return &Store{db: db, now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
+}
+
+// NameProblem says why name cannot name a token, or returns "".
+func NameProblem(name string) string {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return "is required"
+	case !utf8.ValidString(name):
+		return "must be valid UTF-8 text"
+	case utf8.RuneCountInString(name) > MaxName:
+		return fmt.Sprintf("must be at most %d characters", MaxName)
+	case strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
+		return "must contain only printable characters"
+	}
+	return ""
+}
+
+const selectTokens = `SELECT t.id, a.name AS app, t.name, t.scope, t.prefix, t.created_by, t.created_at,
+	t.expires_at, t.revoked_at FROM app_tokens t JOIN apps a ON a.id = t.app_id`
+
+// Create makes a token for app and returns its secret, which is not
+// stored. expires, if set, must be in the future. An unknown app or a bad
+// name gives a *errs.Validation; another active token of the app with the
+// same name errs.ErrConflict. The creation is audited, without the secret.
+func (s *Store) Create(ctx context.Context, actor audit.Actor, app, name string, expires *time.Time) (string, *Token, error) {
+	name = strings.TrimSpace(name)
+	now := s.now()
+	var v errs.Validation
+	if p := NameProblem(name); p != "" {
+		v.Add("name", p)
+	}
+	if expires != nil && !expires.After(now) {
+		v.Add("expires_at", "must be in the future")
+	}
+	if err := v.Err(); err != nil {
+		return "", nil, err
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", nil, fmt.Errorf("make token secret: %w", err)
+	}
+	secret := Prefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	t := &Token{App: app, Name: name, Scope: ScopeAcquire, Prefix: secret[:prefixLen], CreatedBy: actor.User, CreatedAt: now}
+	if expires != nil {
+		e := expires.UTC().Truncate(time.Microsecond)
+		t.ExpiresAt = &e
+	}
+	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		var appID int64
+		err := tx.GetContext(ctx, &appID, `SELECT id FROM apps WHERE name = ?`, app)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.Invalid("app", fmt.Sprintf("unknown app %q", app))
+		}
+		if err != nil {
+			return fmt.Errorf("read app %q: %w", app, database.Translate(err))
+		}
+		var taken int
+		if err := tx.GetContext(ctx, &taken, `SELECT COUNT(*) FROM app_tokens
+			WHERE app_id = ? AND name = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
+			appID, name, now); err != nil {
+			return fmt.Errorf("check token names: %w", database.Translate(err))
+		}
+		if taken > 0 {
+			return conflict(fmt.Sprintf("app %q already has an active token named %q; choose another name or revoke it first", app, name))
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO app_tokens (app_id, name, scope, prefix, token_hash, created_by,
+			created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			appID, name, t.Scope, t.Prefix, Digest(secret), t.CreatedBy, t.CreatedAt, t.ExpiresAt)
+		if err != nil {
+			return fmt.Errorf("insert app token: %w", database.Translate(err))
+		}
+		if t.ID, err = res.LastInsertId(); err != nil {
+			return fmt.Errorf("insert app token: %w", database.Translate(err))
+		}
+		if err := descriptors.BumpRevision(ctx, tx); err != nil {
+			return err
+		}
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "apptoken.create", ObjectType: "apptoken", ObjectName: name, App: app,
+			After: audit.Snapshot(t),
+		})
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return secret, t, nil
+}
+
+type conflict string
+
+func (c conflict) Error() string        { return string(c) }
+func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
+
+// List returns every token of app, revoked and expired ones included,
+// newest first.
+func (s *Store) List(ctx context.Context, app string) ([]*Token, error) {
+	out := []*Token{}
+	if err := s.db.SelectContext(ctx, &out, selectTokens+` WHERE a.name = ? ORDER BY t.id DESC`, app); err != nil {
+		return nil, fmt.Errorf("list app tokens: %w", database.Translate(err))
+	}
+	return out, nil
+}
+
+// Revoke revokes token id of app at once (decision services drop it at
+// their next refresh). A token that does not exist, is another app's or is
+// already revoked gives errs.ErrNotFound. The revocation is audited.
+func (s *Store) Revoke(ctx context.Context, actor audit.Actor, app string, id int64) error {
+	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		var t Token
+		err := tx.GetContext(ctx, &t, selectTokens+` WHERE t.id = ? AND a.name = ? AND t.revoked_at IS NULL FOR UPDATE`, id, app)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("app token %d: %w", id, errs.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("read app token %d: %w", id, database.Translate(err))
+		}
+		now := s.now()
+		if _, err := tx.ExecContext(ctx, `UPDATE app_tokens SET revoked_at = ? WHERE id = ?`, now, id); err != nil {
+			return fmt.Errorf("revoke app token %d: %w", id, database.Translate(err))
+		}
+		if err := descriptors.BumpRevision(ctx, tx); err != nil {
+			return err
+		}
+		before := t
+		t.RevokedAt = &now
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "apptoken.revoke", ObjectType: "apptoken", ObjectName: t.Name, App: app,
+			Before: audit.Snapshot(before), After: audit.Snapshot(t),
+		})
+	})
+}
+
+// Active returns the credentials of every token not revoked, by digest,
+// for the decision services. Expiry is checked by the caller at use, so a
+// token expiring between two refreshes stops working on time.
+func (s *Store) Active(ctx context.Context) (map[string]Credential, error) {
+	var rows []struct {
+		ID        int64      `db:"id"`
+		App       string     `db:"app"`
+		Scope     string     `db:"scope"`
+		Hash      string     `db:"token_hash"`
+		ExpiresAt *time.Time `db:"expires_at"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, `SELECT t.id, a.name AS app, t.scope, t.token_hash, t.expires_at
+		FROM app_tokens t JOIN apps a ON a.id = t.app_id WHERE t.revoked_at IS NULL`); err != nil {
+		return nil, fmt.Errorf("read app tokens: %w", database.Translate(err))
+	}
+	out := make(map[string]Credential, len(rows))
+	for _, r := range rows {
+		out[r.Hash] = Credential{TokenID: r.ID, App: r.App, Scope: r.Scope, ExpiresAt: r.ExpiresAt}
+	}
+	return out, nil
+}
+
+// DeleteAppTx deletes every token of app inside tx, the transaction that
+// deletes the app (pass it to apps.Store.Delete). Active ones are audited
+// as revoked.
+func DeleteAppTx(ctx context.Context, tx *sqlx.Tx, actor audit.Actor, app string) error {
+	var toks []*Token
+	if err := tx.SelectContext(ctx, &toks, selectTokens+` WHERE a.name = ? FOR UPDATE`, app); err != nil {
+		return fmt.Errorf("read app tokens of %q: %w", app, database.Translate(err))
+	}
+	if len(toks) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(toks))
+	for i, t := range toks {
+		ids[i] = t.ID
+	}
+	query, args, err := sqlx.In(`DELETE FROM app_tokens WHERE id IN (?)`, ids)
+	if err != nil {
+		return fmt.Errorf("delete app tokens of %q: %w", app, err)
+	}
+	if _, err := tx.ExecContext(ctx, query, args...); err != nil {
+		return fmt.Errorf("delete app tokens of %q: %w", app, database.Translate(err))
+	}
+	for _, t := range toks {
+		if t.RevokedAt != nil {
+			continue
+		}
+		if err := audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "apptoken.revoke", ObjectType: "apptoken", ObjectName: t.Name, App: app,
+			Before: audit.Snapshot(t), Detail: "app deleted",
+		}); err != nil {
+			return err
+		}
+	}
+	return descriptors.BumpRevision(ctx, tx)
+}

@@ -1,0 +1,101 @@
+package decision
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sluicehq/sluice/client"
+)
+
+// Headers selects the rate limit headers the service sends back: to Envoy
+// as response_headers_to_add, and on the HTTP API's responses.
+type Headers int
+
+// Header sets. The zero value is HeadersDraft.
+const (
+	// HeadersDraft: RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset
+	// (the IETF draft's names, as the Go client's middleware sends).
+	HeadersDraft Headers = iota
+	// HeadersX: X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset.
+	HeadersX
+	// HeadersBoth sends both sets.
+	HeadersBoth
+	// HeadersNone sends none; Envoy can still make its own X-RateLimit
+	// headers from the descriptor statuses (enable_x_ratelimit_headers).
+	HeadersNone
+)
+
+// ParseHeaders reads "draft", "x", "both" or "none".
+func ParseHeaders(s string) (Headers, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "draft", "":
+		return HeadersDraft, nil
+	case "x":
+		return HeadersX, nil
+	case "both":
+		return HeadersBoth, nil
+	case "none":
+		return HeadersNone, nil
+	}
+	return 0, fmt.Errorf("rate limit headers: want draft, x, both or none, not %q", s)
+}
+
+func (h Headers) String() string {
+	return [...]string{"draft", "x", "both", "none"}[h]
+}
+
+// Write sets the headers of r on dst.
+func (h Headers) Write(dst http.Header, r client.Result) {
+	for _, p := range h.pairs(r) {
+		dst.Set(p[0], p[1])
+	}
+}
+
+// pairs are the headers of r, spelled as the drafts do: the chosen set,
+// and Retry-After on a denial (always, even with HeadersNone: it is what
+// makes a 429 useful). The values are those of the Go client's middleware.
+func (h Headers) pairs(r client.Result) [][2]string {
+	tmp := make(http.Header, 4)
+	client.SetHeaders(tmp, r)
+	var out [][2]string
+	for _, name := range []string{"Limit", "Remaining", "Reset"} {
+		v := tmp.Get("RateLimit-" + name)
+		if v == "" {
+			continue
+		}
+		if h == HeadersDraft || h == HeadersBoth {
+			out = append(out, [2]string{"RateLimit-" + name, v})
+		}
+		if h == HeadersX || h == HeadersBoth {
+			out = append(out, [2]string{"X-RateLimit-" + name, v})
+		}
+	}
+	if v := tmp.Get("Retry-After"); v != "" {
+		out = append(out, [2]string{"Retry-After", v})
+	}
+	return out
+}
+
+// deciding returns the status whose numbers a response's headers show:
+// of a denied request, the denial that lasts longest; of an allowed one,
+// the bucket with the fewest tokens left. ok is false when no bucket was
+// asked (every descriptor unmatched).
+func deciding(statuses []Status, overall Code) (Status, bool) {
+	var best Status
+	found := false
+	for _, st := range statuses {
+		if st.Result.Limit <= 0 || (overall == CodeOverLimit && st.Code != CodeOverLimit) {
+			continue
+		}
+		switch {
+		case !found:
+		case overall == CodeOverLimit && st.Result.RetryAfter > best.Result.RetryAfter:
+		case overall != CodeOverLimit && st.Result.Remaining < best.Result.Remaining:
+		default:
+			continue
+		}
+		best, found = st, true
+	}
+	return best, found
+}

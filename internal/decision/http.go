@@ -1,0 +1,227 @@
+package decision
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/errs"
+)
+
+// DeniedStatus is the status of a denial on the GET form of /v1/acquire.
+// nginx's auth_request passes only 2xx, 401 and 403 on, so a denial must
+// be a 403; the nginx configuration in docs/gateways.md turns it into a
+// 429 with Retry-After.
+const DeniedStatus = http.StatusForbidden
+
+// DecisionHeader marks the answers of the GET form: "allow" or "deny", so
+// that a proxy can tell a denial from any other 403.
+const DecisionHeader = "Sluice-Decision"
+
+// maxBody bounds the JSON body of POST /v1/acquire.
+const maxBody = 4 << 10
+
+// AcquireRequest is the JSON body of POST /v1/acquire.
+type AcquireRequest struct {
+	Bucket string `json:"bucket"`
+	// Key is the key of a keyed bucket; empty for a plain bucket.
+	Key string `json:"key,omitempty"`
+	// N is the tokens to take; 0 or absent means 1.
+	N int64 `json:"n,omitempty"`
+}
+
+// AcquireResponse is the JSON answer of POST /v1/acquire, with status 200
+// when allowed and 429 when denied. Durations are seconds, with
+// microsecond precision.
+type AcquireResponse struct {
+	Allowed    bool    `json:"allowed"`
+	Remaining  int64   `json:"remaining"`
+	Limit      int64   `json:"limit"`
+	RetryAfter float64 `json:"retry_after"`
+	ResetAfter float64 `json:"reset_after"`
+	// Fallback is true when the failure policy answered, not Redis.
+	Fallback bool `json:"fallback,omitempty"`
+}
+
+// errorBody is the JSON of every error answer.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// HTTPHandler serves POST and GET /v1/acquire.
+func HTTPHandler(s *Service) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/acquire", s.servePost)
+	mux.HandleFunc("GET /v1/acquire", s.serveGet)
+	return mux
+}
+
+func (s *Service) servePost(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	result := s.post(w, r)
+	s.cfg.Metrics.request("http", result, start)
+}
+
+func (s *Service) post(w http.ResponseWriter, r *http.Request) string {
+	app, err := s.Authenticate(r.Header.Get("Authorization"))
+	if err != nil {
+		return s.writeError(w, err)
+	}
+	var req AcquireRequest
+	body := http.MaxBytesReader(w, r.Body, maxBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return s.writeError(w, errs.Invalid("body", "must be a JSON object like {\"bucket\": \"checkout\", \"n\": 1}: "+jsonProblem(err)))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return s.writeError(w, errs.Invalid("body", "must hold one JSON object"))
+	}
+	res, err := s.acquireHTTP(r, app, req)
+	if err != nil {
+		return s.writeError(w, err)
+	}
+	s.cfg.Headers.Write(w.Header(), res)
+	w.Header().Set("Content-Type", "application/json")
+	if !res.Allowed {
+		// The body says the same; the status lets plain HTTP clients and
+		// proxies see a denial without parsing it.
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	_ = json.NewEncoder(w).Encode(AcquireResponse{
+		Allowed: res.Allowed, Remaining: res.Remaining, Limit: res.Limit,
+		RetryAfter: seconds(res.RetryAfter), ResetAfter: seconds(res.ResetAfter), Fallback: res.Fallback,
+	})
+	if res.Allowed {
+		return "ok"
+	}
+	return "over_limit"
+}
+
+// serveGet is the form for nginx auth_request: 200 to allow, DeniedStatus
+// with Retry-After to deny, 401 for a bad credential, and the usual error
+// statuses otherwise (which nginx answers as 500).
+func (s *Service) serveGet(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	result := s.get(w, r)
+	s.cfg.Metrics.request("http", result, start)
+}
+
+func (s *Service) get(w http.ResponseWriter, r *http.Request) string {
+	app, err := s.Authenticate(r.Header.Get("Authorization"))
+	if err != nil {
+		return s.writeError(w, err)
+	}
+	q := r.URL.Query()
+	req := AcquireRequest{Bucket: q.Get("bucket"), Key: q.Get("key")}
+	if v := q.Get("n"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return s.writeError(w, errs.Invalid("n", "must be a whole number from 1 to 1000000000"))
+		}
+		req.N = n
+	}
+	res, err := s.acquireHTTP(r, app, req)
+	if err != nil {
+		return s.writeError(w, err)
+	}
+	s.cfg.Headers.Write(w.Header(), res)
+	if res.Allowed {
+		w.Header().Set(DecisionHeader, "allow")
+		w.WriteHeader(http.StatusOK)
+		return "ok"
+	}
+	if w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", "1") // a policy refusal: try again soon
+	}
+	w.Header().Set(DecisionHeader, "deny")
+	w.WriteHeader(DeniedStatus)
+	return "over_limit"
+}
+
+// acquireHTTP validates req and takes the tokens. A refusal by the failure
+// policy (fail closed) is a denial, not an error: that is what the service
+// chose for an outage.
+func (s *Service) acquireHTTP(r *http.Request, app string, req AcquireRequest) (client.Result, error) {
+	if req.N == 0 {
+		req.N = 1
+	}
+	var v errs.Validation
+	if req.Bucket == "" {
+		v.Add("bucket", "is required")
+	}
+	if req.N < 1 || req.N > 1_000_000_000 {
+		v.Add("n", "must be a whole number from 1 to 1000000000")
+	}
+	if len(req.Key) > 1024 {
+		v.Add("key", "must be at most 1024 bytes")
+	}
+	if err := v.Err(); err != nil {
+		return client.Result{}, err
+	}
+	res, err := s.Acquire(r.Context(), app, req.Bucket, req.Key, req.N)
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(err, client.ErrUnavailable):
+		res.Allowed = false
+		return res, nil
+	case errors.Is(err, client.ErrUnknownBucket):
+		return res, fmt.Errorf("no bucket %q: %w", req.Bucket, errs.ErrNotFound)
+	case errors.Is(err, client.ErrAppNotAllowed):
+		return res, fmt.Errorf("app %q may not take tokens from bucket %q: %w", app, req.Bucket, errs.ErrForbidden)
+	case errors.Is(err, client.ErrExceedsCapacity):
+		return res, errs.Invalid("n", fmt.Sprintf("is more than the capacity of bucket %q (%d): it can never be granted", req.Bucket, res.Limit))
+	case errors.Is(err, ErrKeyedUnavailable):
+		return res, errNotImplemented{err}
+	}
+	return res, err
+}
+
+type errNotImplemented struct{ error }
+
+func (s *Service) writeError(w http.ResponseWriter, err error) string {
+	status := errs.HTTPStatus(err)
+	code := errs.Code(err)
+	msg := err.Error()
+	var ni errNotImplemented
+	switch {
+	case errors.As(err, &ni):
+		status, code = http.StatusNotImplemented, "not_implemented"
+	case status == http.StatusInternalServerError:
+		s.log.Error("decision request failed", "err", err)
+		msg = "internal error"
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+	}
+	var body errorBody
+	body.Error.Code, body.Error.Message = code, msg
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+	return resultOf(err)
+}
+
+func jsonProblem(err error) string {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return fmt.Sprintf("body larger than %d bytes", maxBody)
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if len(msg) > 120 {
+		msg = msg[:120]
+	}
+	return msg
+}
+
+func seconds(d time.Duration) float64 { return float64(d/time.Microsecond) / 1e6 }

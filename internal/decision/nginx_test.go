@@ -1,0 +1,117 @@
+package decision
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// startNginx runs a real nginx with testdata/nginx.conf.tmpl, stopped by
+// PID when t ends, and returns its address.
+func startNginx(t *testing.T, decide, upstream, token string) string {
+	t.Helper()
+	bin := testenv.LookPath(t, "nginx")
+	dir := t.TempDir()
+	listen := freeAddr(t)
+	tmpl, err := template.ParseFiles(filepath.Join("testdata", "nginx.conf.tmpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "nginx.conf")
+	f, err := os.Create(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tmpl.Execute(f, map[string]string{"Dir": dir, "Listen": listen, "Decide": decide, "Upstream": upstream, "Token": token})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
+	out, err := os.Create(filepath.Join(dir, "stderr.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start nginx: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		out.Close()
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", listen, time.Second)
+		if err == nil {
+			c.Close()
+			return listen
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Fatalf("nginx did not listen on %s: %s", listen, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// nginx's auth_request asks the GET form of /v1/acquire before each
+// request: the upstream sees exactly the bucket's capacity, and the client
+// gets 429 with Retry-After from then on.
+func TestNginxAuthRequest(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, ServerConfig{}, gatewayBuckets, gatewayMappings)
+	var served atomic.Int64
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		served.Add(1)
+		_, _ = w.Write([]byte("hello\n"))
+	}))
+	defer upstream.Close()
+	addr := startNginx(t, st.srv.HTTPAddr(), upstream.Listener.Addr().String(), st.edge)
+
+	get := func(path string) (int, http.Header) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+		code, h, _ := send(t, req, "")
+		return code, h
+	}
+	for i := 1; i <= 7; i++ {
+		code, h := get("/checkout")
+		switch {
+		case i <= 5 && code != 200:
+			t.Fatalf("request %d: %d, want 200", i, code)
+		case i <= 5 && h.Get("RateLimit-Remaining") != strconv.Itoa(5-i):
+			t.Fatalf("request %d: RateLimit-Remaining %q, want %d", i, h.Get("RateLimit-Remaining"), 5-i)
+		case i > 5 && code != http.StatusTooManyRequests:
+			t.Fatalf("request %d: %d, want 429", i, code)
+		case i > 5:
+			if ra, err := strconv.Atoi(h.Get("Retry-After")); err != nil || ra < 3600 {
+				t.Fatalf("request %d: Retry-After %q", i, h.Get("Retry-After"))
+			}
+			if h.Get("RateLimit-Limit") != "5" {
+				t.Fatalf("request %d: RateLimit-Limit %q", i, h.Get("RateLimit-Limit"))
+			}
+		}
+	}
+	if n := served.Load(); n != 5 {
+		t.Fatalf("upstream served %d requests, want the capacity, 5", n)
+	}
+	// A wrong credential never lets a request through.
+	if code, _ := get("/wrong-token/x"); code != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d, want 401", code)
+	}
+	if n := served.Load(); n != 5 {
+		t.Fatalf("upstream served %d requests after a wrong token", n)
+	}
+}

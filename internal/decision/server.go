@@ -1,0 +1,208 @@
+package decision
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/apptokens"
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/descriptors"
+)
+
+// ServerConfig is what a running decision service needs.
+type ServerConfig struct {
+	DB    *sqlx.DB
+	Redis redis.UniversalClient
+	// KeyPrefix of the Redis keys; must match the sync worker's.
+	KeyPrefix string
+	// GRPCAddr and HTTPAddr are the listen addresses (":0" picks a port).
+	// The HTTP listener serves /v1/acquire, /healthz, /readyz and /metrics.
+	GRPCAddr, HTTPAddr string
+	Unmatched          Unmatched
+	Headers            Headers
+	// Client options of the Limiters: failure policy, timeout, instances.
+	Client          []client.Option
+	CountUsage      bool
+	RefreshInterval time.Duration
+	// Registry receives every metric; nil makes a private one.
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+}
+
+// Server is a running decision service: both listeners, the refresh loop
+// and the Limiters.
+type Server struct {
+	Service *Service
+	grpc    *grpc.Server
+	health  *health.Server
+	http    *http.Server
+	gln     net.Listener
+	hln     net.Listener
+	pool    *Pool
+	cancel  context.CancelFunc
+	done    chan struct{}
+	errc    chan error
+}
+
+// Start loads the tokens and mappings (retrying until ctx ends: the
+// schema may still be migrating), then listens. It returns once both
+// listeners accept connections.
+func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	metrics, err := NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	pool := NewPool(cfg.Redis, LimiterOptions{
+		Client:     append([]client.Option{client.WithKeyPrefix(cfg.KeyPrefix)}, cfg.Client...),
+		KeyPrefix:  cfg.KeyPrefix,
+		Metrics:    reg,
+		CountUsage: cfg.CountUsage,
+		Logger:     log,
+	})
+	svc := New(Config{
+		Sources: Sources{
+			Mappings: descriptors.NewStore(cfg.DB), Tokens: apptokens.NewStore(cfg.DB), Buckets: buckets.NewStore(cfg.DB),
+		},
+		Acquirers: pool, Unmatched: cfg.Unmatched, Headers: cfg.Headers,
+		RefreshInterval: cfg.RefreshInterval, Metrics: metrics, Logger: log,
+	})
+	for {
+		err := svc.Refresh(ctx, true)
+		if err == nil {
+			break
+		}
+		log.Warn("cannot load decision config yet", "err", err)
+		select {
+		case <-ctx.Done():
+			pool.Close()
+			return nil, fmt.Errorf("load decision config: %w", err)
+		case <-time.After(time.Second):
+		}
+	}
+
+	s := &Server{Service: svc, pool: pool, done: make(chan struct{}), errc: make(chan error, 2)}
+	if s.gln, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("listen on %s: %w", cfg.GRPCAddr, err)
+	}
+	if s.hln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		s.gln.Close()
+		pool.Close()
+		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	s.grpc = grpc.NewServer()
+	RegisterGRPC(s.grpc, svc)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", HTTPHandler(svc))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		st := s.readiness(r.Context(), cfg.Redis)
+		w.Header().Set("Content-Type", "application/json")
+		if !st.Ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(st)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	go func() {
+		defer close(s.done)
+		_ = svc.Run(runCtx)
+	}()
+	go func() { s.errc <- s.grpc.Serve(s.gln) }()
+	go func() { s.errc <- s.http.Serve(s.hln) }()
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	log.Info("decision service listening", "grpc", s.GRPCAddr(), "http", s.HTTPAddr())
+	return s, nil
+}
+
+// GRPCAddr and HTTPAddr are the addresses the listeners got.
+func (s *Server) GRPCAddr() string { return s.gln.Addr().String() }
+
+// HTTPAddr is the address of the HTTP listener.
+func (s *Server) HTTPAddr() string { return s.hln.Addr().String() }
+
+// Err delivers a listener's failure.
+func (s *Server) Err() <-chan error { return s.errc }
+
+// Shutdown stops accepting, lets calls in flight finish (until ctx ends,
+// then cuts them), stops the refresh loop and closes the Limiters, which
+// writes the usage counts left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.health.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+	herr := s.http.Shutdown(ctx)
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-stopped
+	}
+	s.cancel()
+	<-s.done
+	if errors.Is(herr, context.DeadlineExceeded) || errors.Is(herr, context.Canceled) {
+		_ = s.http.Close()
+		herr = nil
+	}
+	return errors.Join(herr, s.pool.Close())
+}
+
+// ReadyState is the body of /readyz.
+type ReadyState struct {
+	Ready bool   `json:"ready"`
+	Redis string `json:"redis"`
+	// Revision is the decision revision loaded; RefreshError the last
+	// failure to read a newer one (decisions go on with the loaded one).
+	Revision     int64  `json:"revision"`
+	RefreshError string `json:"refresh_error,omitempty"`
+}
+
+// readiness: ready when the config is loaded and Redis answers. MySQL
+// does not decide it: decisions need no MySQL once loaded.
+func (s *Server) readiness(ctx context.Context, rdb redis.UniversalClient) ReadyState {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	loaded, rev, lastErr := s.Service.Loaded()
+	st := ReadyState{Ready: loaded, Redis: "ok", Revision: rev, RefreshError: lastErr}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		st.Ready, st.Redis = false, "unreachable"
+	}
+	return st
+}
