@@ -42,7 +42,7 @@ func TestFailurePolicies(t *testing.T) {
 	if _, err := stranger.Acquire(ctx, "p", 1); !errors.Is(err, client.ErrAppNotAllowed) {
 		t.Fatalf("stranger: %v", err)
 	}
-	// The local limiter learns the config and that 6 tokens are left.
+	// The local limiter learns the config (6 tokens left).
 	if res, err := local.Acquire(ctx, "p", 4); err != nil || !res.Allowed || res.Remaining != 6 {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -51,6 +51,7 @@ func TestFailurePolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	killed := time.Now()
 	srv.Kill()
 	for _, l := range []*client.Limiter{open, closed, local, blind, stranger} {
 		waitFallback(t, l, "p")
@@ -75,26 +76,35 @@ func TestFailurePolicies(t *testing.T) {
 		t.Error("Allow under the policies")
 	}
 
-	// Local: this instance's share of what Redis last said was left (6/2 = 3,
-	// minus the one waitFallback took, plus a little refill at 0.5/s), at
-	// capacity 10/2 = 5 and rate 1/2 per second.
-	var got int
-	var last client.Result
-	for range 10 {
-		res, err := local.Acquire(ctx, "p", 1)
-		if err != nil || !res.Fallback || res.Limit != 5 {
-			t.Fatalf("local: %+v %v", res, err)
+	// Local: a bucket of capacity 10/2 = 5 at 1/2 per second that starts
+	// empty and fills only while Redis fails (from when the first failed
+	// call was sent, at most the timeout before it failed): never the
+	// tokens Redis last reported, which are Redis's to grant.
+	localGrants := func(calls int) (int, client.Result) {
+		var got int
+		var last client.Result
+		for range calls {
+			res, err := local.Acquire(ctx, "p", 1)
+			if err != nil || !res.Fallback || res.Limit != 5 {
+				t.Fatalf("local: %+v %v", res, err)
+			}
+			if res.Allowed {
+				got++
+			}
+			last = res
 		}
-		if res.Allowed {
-			got++
-		}
-		last = res
+		return got, last
 	}
-	if got != 2 {
-		t.Errorf("local bucket granted %d of 10, want 2", got)
+	got, last := localGrants(10)
+	if most := int(0.5 * (time.Since(killed) + client.DefaultTimeout).Seconds()); got > most {
+		t.Errorf("local bucket granted %d of 10, at most %d filled since Redis went away", got, most)
 	}
-	if last.Allowed || last.RetryAfter < time.Second || last.RetryAfter > 2*time.Second {
+	if last.Allowed || last.RetryAfter <= 0 || last.RetryAfter > 2*time.Second {
 		t.Errorf("local denial: %+v (want retry within 2 s at 0.5/s)", last)
+	}
+	time.Sleep(2100 * time.Millisecond) // at least one token more
+	if got, _ = localGrants(10); got < 1 || got > int(0.5*(time.Since(killed)+client.DefaultTimeout).Seconds()) {
+		t.Errorf("local bucket granted %d of 10 after 2 s more", got)
 	}
 	if _, err := local.Acquire(ctx, "p", 11); !errors.Is(err, client.ErrExceedsCapacity) {
 		t.Errorf("n over the known capacity: %v", err)

@@ -65,6 +65,16 @@ func TestHelperProcess(t *testing.T) {
 	if os.Getenv("SLUICE_WORKER") != "1" {
 		t.Skip("worker process of the multi-process scenarios")
 	}
+	if os.Getenv("SLUICE_WORKER_MODE") == "outage" {
+		reps, err := runOutageWorker()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		b, _ := json.Marshal(reps)
+		fmt.Printf("REPORT %s\n", b)
+		return
+	}
 	rep, err := runWorker()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
