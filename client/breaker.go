@@ -42,6 +42,7 @@ type breaker struct {
 	mu        sync.Mutex
 	state     breakerState
 	firstFail time.Duration // when the streak's first failure came
+	lastEnd   time.Duration // when the last time in fallback ended
 	total     time.Duration // time in fallback that ended
 	openings  uint64
 }
@@ -89,6 +90,7 @@ func (b *breaker) end(now time.Duration) {
 	b.streak.Store(0)
 	if s := b.since.Swap(0); s != 0 {
 		b.total += max(0, now-time.Duration(s-1))
+		b.lastEnd = now
 	}
 }
 
@@ -104,7 +106,9 @@ func (b *breaker) failure(sent, now time.Duration) bool {
 	n := b.streak.Add(1)
 	if n == 1 {
 		b.firstFail = now
-		b.since.Store(int64(max(sent, 0)) + 1)
+		// Never before the last time in fallback ended: the sum of these
+		// times is at most the time that passed.
+		b.since.Store(int64(max(sent, b.lastEnd, 0)) + 1)
 	}
 	if int(n) >= b.minFailures && now-b.firstFail >= b.span {
 		b.state = breakerSuspect

@@ -65,23 +65,15 @@ func (l *Limiter) Wait(ctx context.Context, bucket string, n int64) error {
 		case err != nil && !errors.Is(err, ErrUnavailable):
 			return err
 		}
-		d := res.RetryAfter
-		if d <= 0 {
-			d = l.opt.probe
+		var left time.Duration
+		dl, hasDeadline := ctx.Deadline()
+		if hasDeadline {
+			left = time.Until(dl)
 		}
-		jitter := d/10 + time.Millisecond
-		if dl, ok := ctx.Deadline(); ok {
-			left := time.Until(dl)
-			if left < d {
-				return fmt.Errorf("sluice: wait for %q would pass the deadline: %w", bucket, context.DeadlineExceeded)
-			}
-			// Wake at the latest halfway between the tokens and the deadline.
-			jitter = min(jitter, (left-d)/2)
+		d, ok := waitStep(res.RetryAfter, l.opt.probe, left, hasDeadline, rand.Int64N)
+		if !ok {
+			return fmt.Errorf("sluice: wait for %q would pass the deadline: %w", bucket, context.DeadlineExceeded)
 		}
-		if jitter > 0 {
-			d += time.Duration(rand.Int64N(int64(jitter) + 1))
-		}
-		d = min(d, maxWaitStep)
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -93,6 +85,30 @@ func (l *Limiter) Wait(ctx context.Context, bucket string, n int64) error {
 		case <-timer.C:
 		}
 	}
+}
+
+// waitStep returns how long Wait sleeps after a denial with retry (the
+// probe interval when Redis gave none), with left until the deadline if
+// there is one, or false when the tokens come too late. The jitter (up to
+// a tenth, so that processes do not wake in lockstep) never takes the
+// wake-up past halfway between the tokens and the deadline: the call
+// after it then still has time to get them.
+func waitStep(retry, probe, left time.Duration, hasDeadline bool, rnd func(int64) int64) (time.Duration, bool) {
+	d := retry
+	if d <= 0 {
+		d = probe
+	}
+	jitter := d/10 + time.Millisecond
+	if hasDeadline {
+		if left < d {
+			return 0, false
+		}
+		jitter = min(jitter, (left-d)/2)
+	}
+	if jitter > 0 {
+		d += time.Duration(rnd(int64(jitter) + 1))
+	}
+	return min(d, maxWaitStep), true
 }
 
 // waitQueue orders the waiters of one bucket: the first one has its turn.
