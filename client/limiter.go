@@ -63,9 +63,11 @@ type Result struct {
 //     never more than rate x T. Nothing else: no share of the capacity.
 //   - FailOpen: unbounded (every call during F is granted).
 //
-// A Redis that lost its data (restarted without persistence) starts every
-// bucket full again once the sync worker restores it: that adds up to one
-// capacity per loss, whatever the policy.
+// F runs from when the first failed call of a streak was sent to Redis's
+// next answer (Stats.Fallback), plus the time a bucket's state was lost
+// (Stats.StateLost). A Redis that lost its data (restarted without
+// persistence) starts every bucket full again once the sync worker
+// restores it: that adds up to one capacity per loss, whatever the policy.
 type FailurePolicy int
 
 // Failure policies. The zero value is FailLocal.
@@ -73,9 +75,9 @@ const (
 	// FailLocal answers from an in-process token bucket per bucket name,
 	// run with the last config Redis reported for it at capacity/instances
 	// (at least 1) and rate/instances (see WithInstances). The local bucket
-	// starts empty, fills only while it is the one answering (the breaker
-	// is open or Redis lost the bucket's state), and keeps its level from
-	// one outage to the next. It never takes tokens Redis reported: those
+	// starts empty, fills only while the policy answers (from the first
+	// failed call to Redis's next answer, or while Redis has lost the
+	// bucket's state), and keeps its level from one outage to the next. It never takes tokens Redis reported: those
 	// are Redis's to grant once it answers again, and granting them here as
 	// well would admit them twice at every outage. A bucket whose config
 	// this process never saw is refused with ErrUnavailable.
