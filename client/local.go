@@ -101,10 +101,22 @@ func (l *Limiter) stateLost(ctx context.Context, b *bucket, name string) bool {
 	}
 	// A deleted bucket leaves a tombstone; a lost one (FLUSHALL, a restart
 	// without persistence) does not. If Redis cannot say, assume a loss.
-	tctx, cancel := context.WithTimeout(ctx, l.opt.timeout)
-	n, err := l.rdb.Exists(tctx, l.ks.Tombstone(name)).Result()
-	cancel()
-	if err == nil && n > 0 {
+	// go-redis bounds a read by its ReadTimeout, not by a context: the
+	// caller waits for the answer at most the call timeout.
+	tomb := make(chan bool, 1)
+	go func() {
+		n, err := l.rdb.Exists(context.WithoutCancel(ctx), l.ks.Tombstone(name)).Result()
+		tomb <- err == nil && n > 0
+	}()
+	t := time.NewTimer(l.opt.timeout)
+	deleted := false
+	select {
+	case deleted = <-tomb:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	if deleted {
 		b.lostAt.Store(0)
 		return false
 	}
