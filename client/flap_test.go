@@ -66,9 +66,17 @@ func runOutageWorker() (map[string]*policyReport, error) {
 			return nil, err
 		}
 		defer l.Close()
-		// Learn the config (FailLocal needs it) and warm the connections.
-		if _, err := l.Acquire(context.Background(), name, 1); err != nil {
-			return nil, err
+		// Learn the config (FailLocal needs it) and warm the connections;
+		// on a saturated machine a call may miss its timeout.
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			res, err := l.Acquire(context.Background(), name, 1)
+			if err == nil && !res.Fallback {
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("warm-up of %s: %+v %v", name, res, err)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 		lims[name] = l
 	}

@@ -55,7 +55,7 @@ type Result struct {
 // Each policy has an allowance: the most it can admit beyond what Redis
 // alone would (capacity + rate x T over any span T), during and across
 // any number of outages. With F the time a Limiter answered a bucket by
-// its policy (its breaker open, or the bucket's state lost):
+// its policy (Redis failing to answer, or the bucket's state lost):
 //
 //   - FailClosed: 0.
 //   - FailLocal: rate/instances x F per Limiter, so at most rate x F when
@@ -77,10 +77,11 @@ const (
 	// (at least 1) and rate/instances (see WithInstances). The local bucket
 	// starts empty, fills only while the policy answers (from the first
 	// failed call to Redis's next answer, or while Redis has lost the
-	// bucket's state), and keeps its level from one outage to the next. It never takes tokens Redis reported: those
-	// are Redis's to grant once it answers again, and granting them here as
-	// well would admit them twice at every outage. A bucket whose config
-	// this process never saw is refused with ErrUnavailable.
+	// bucket's state), and keeps its level from one outage to the next. It
+	// never takes tokens Redis reported: those are Redis's to grant once it
+	// answers again, and granting them here as well would admit them twice
+	// at every outage. A bucket whose config this process never saw is
+	// refused with ErrUnavailable.
 	FailLocal FailurePolicy = iota
 	// FailOpen grants every call.
 	FailOpen
@@ -463,8 +464,9 @@ func (l *Limiter) failed() {
 
 // Stats are a Limiter's counters since New.
 type Stats struct {
-	// BreakerOpenings counts how often calls went to the failure policy
-	// because Redis stopped answering.
+	// BreakerOpenings counts how often the circuit breaker opened: Redis
+	// stopped answering, and calls went to the failure policy without
+	// touching the network.
 	BreakerOpenings uint64
 	// Fallback is the time calls were answered by the failure policy
 	// because Redis did not answer: from when the first failed call of a
@@ -519,18 +521,13 @@ func (l *Limiter) prober() {
 		if pending == nil {
 			pending = start()
 		}
-		timer := time.NewTimer(confirmTimeout(l.opt.timeout))
-		var err error
-		select {
-		case <-l.ctx.Done():
-			timer.Stop()
+		err := l.confirm(pending)
+		if err == ErrClosed {
 			return
-		case err = <-pending:
-			pending = nil
-		case <-timer.C:
-			err = errTimeout
 		}
-		timer.Stop()
+		if err != errTimeout {
+			pending = nil
+		}
 		if !l.brk.confirm(err == nil, l.now()) {
 			continue
 		}
@@ -560,6 +557,34 @@ func (l *Limiter) prober() {
 		l.brk.recover(l.now())
 		l.open.Store(false)
 		l.opt.log.Info("sluice: redis answers again", "app", l.app)
+	}
+}
+
+// confirmSteps is how many timer steps the confirming probe waits. A
+// process starved of CPU fires each step late, so its wait grows with the
+// starvation, and the probe's goroutine gets as many chances to run as the
+// timer's: a slow client does not mistake its own slowness for Redis's.
+const confirmSteps = 8
+
+// confirm waits for the confirming probe pending: its error, errTimeout
+// when it did not answer within confirmTimeout (counted in timer steps),
+// or ErrClosed when the Limiter was closed first.
+func (l *Limiter) confirm(pending chan error) error {
+	step := confirmTimeout(l.opt.timeout) / confirmSteps
+	timer := time.NewTimer(step)
+	defer timer.Stop()
+	for i := 0; ; {
+		select {
+		case <-l.ctx.Done():
+			return ErrClosed
+		case err := <-pending:
+			return err
+		case <-timer.C:
+			if i++; i == confirmSteps {
+				return errTimeout
+			}
+			timer.Reset(step)
+		}
 	}
 }
 
