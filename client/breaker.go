@@ -19,8 +19,9 @@ import (
 //     it runs again, a streak with no length in time, which does not
 //     count; a server that stopped answering keeps failing calls.
 //  3. Suspect: calls still go to Redis while one confirming probe, with a
-//     timeout of its own (confirmTimeout, several call timeouts), asks
-//     Redis directly. An answer to it, or to any call, closes the breaker
+//     timeout of its own (confirmTimeout, several call timeouts, counted
+//     in timer steps so that it stretches with the process's starvation),
+//     asks Redis directly. An answer to it, or to any call, closes the breaker
 //     again; its failure opens it.
 //  4. Open: calls are answered by the failure policy without touching the
 //     network. A probe every probe interval (half-open: one trial at a
