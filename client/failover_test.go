@@ -36,7 +36,8 @@ func TestFailurePolicies(t *testing.T) {
 	ctx := context.Background()
 	open := e.limiter(t, "svc", client.WithFailurePolicy(client.FailOpen), quiet())
 	closed := e.limiter(t, "svc", client.WithFailurePolicy(client.FailClosed), quiet())
-	local := e.limiter(t, "svc", client.WithFailurePolicy(client.FailLocal), client.WithInstances(2), quiet())
+	local := e.limiter(t, "svc", client.WithFailurePolicy(client.FailLocal), client.WithInstances(2), quiet(),
+		client.WithTimeout(client.DefaultTimeout))
 	blind := e.limiter(t, "svc", client.WithFailurePolicy(client.FailLocal), quiet()) // never sees "p"
 	stranger := e.limiter(t, "other", client.WithFailurePolicy(client.FailLocal), quiet())
 	if _, err := stranger.Acquire(ctx, "p", 1); !errors.Is(err, client.ErrAppNotAllowed) {
@@ -182,7 +183,7 @@ func TestPausedRedis(t *testing.T) {
 	defer heavy.RUnlock()
 	e, srv := privateRedis(t)
 	e.define(t, "q4", 1_000_000_000, 1_000_000_000*1_000_000, 1, "svc")
-	l := e.limiter(t, "svc", quiet()) // defaults: FailLocal, 50 ms timeout, 100 ms probe
+	l := e.limiter(t, "svc", quiet(), client.WithTimeout(client.DefaultTimeout)) // defaults: FailLocal, 50 ms, 100 ms probe
 	if res, err := l.Acquire(context.Background(), "q4", 1); err != nil || !res.Allowed {
 		t.Fatal(res, err)
 	}
@@ -241,7 +242,7 @@ func TestRestartedRedis(t *testing.T) {
 	e, srv := privateRedis(t)
 	e.define(t, "q5", 1_000_000_000, 1_000_000_000*1_000_000, 1, "svc")
 	var logs syncBuffer
-	l := e.limiter(t, "svc", client.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	l := e.limiter(t, "svc", client.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), client.WithTimeout(client.DefaultTimeout))
 	if res, err := l.Acquire(context.Background(), "q5", 1); err != nil || !res.Allowed {
 		t.Fatal(res, err)
 	}
@@ -312,7 +313,7 @@ func TestCloseWithPausedRedis(t *testing.T) {
 	t.Parallel()
 	e, srv := privateRedis(t)
 	e.define(t, "c", 10, 1_000_000, 1, "svc")
-	l := e.limiter(t, "svc", quiet())
+	l := e.limiter(t, "svc", quiet(), client.WithTimeout(client.DefaultTimeout))
 	ctx := context.Background()
 	if _, err := l.Acquire(ctx, "c", 1); err != nil {
 		t.Fatal(err)
