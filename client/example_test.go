@@ -19,6 +19,10 @@ import (
 // exampleRedis stands in for a deployment: an in-process Redis (the one
 // of -dev mode) holding bucket "orders-api" (2 tokens, refilling 1 per
 // minute, for app "checkout"), as the sync worker would have written it.
+// exampleTimeout keeps the examples' output the same on a machine so busy
+// that a call misses the default 50 ms, which suits production.
+var exampleTimeout = client.WithTimeout(time.Second)
+
 func exampleRedis() (*redis.Client, func()) {
 	m, err := miniredis.Run()
 	if err != nil {
@@ -38,7 +42,7 @@ func Example() {
 	defer stop()
 
 	// One Limiter per app and process, shared by all goroutines.
-	limiter, err := client.New(rdb, "checkout")
+	limiter, err := client.New(rdb, "checkout", exampleTimeout)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -61,7 +65,7 @@ func Example() {
 func ExampleLimiter_Acquire_errors() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	limiter, _ := client.New(rdb, "checkout")
+	limiter, _ := client.New(rdb, "checkout", exampleTimeout)
 	defer limiter.Close()
 
 	ctx := context.Background()
@@ -70,7 +74,7 @@ func ExampleLimiter_Acquire_errors() {
 	_, err = limiter.Acquire(ctx, "orders-api", 3) // more than the capacity of 2: never possible
 	fmt.Println(errors.Is(err, client.ErrExceedsCapacity))
 
-	other, _ := client.New(rdb, "billing")
+	other, _ := client.New(rdb, "billing", exampleTimeout)
 	defer other.Close()
 	_, err = other.Acquire(ctx, "orders-api", 1)
 	fmt.Println(errors.Is(err, client.ErrAppNotAllowed))
@@ -83,7 +87,7 @@ func ExampleLimiter_Acquire_errors() {
 func ExampleLimiter_Allow() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	limiter, _ := client.New(rdb, "checkout")
+	limiter, _ := client.New(rdb, "checkout", exampleTimeout)
 	defer limiter.Close()
 
 	for i := range 3 {
@@ -102,7 +106,7 @@ func ExampleLimiter_Allow() {
 func ExampleLimiter_Wait() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	limiter, _ := client.New(rdb, "checkout")
+	limiter, _ := client.New(rdb, "checkout", exampleTimeout)
 	defer limiter.Close()
 
 	// Queue for tokens, but give up after a second: the next one refills
@@ -122,7 +126,7 @@ func ExampleLimiter_Wait() {
 func ExampleMiddleware() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	limiter, _ := client.New(rdb, "checkout")
+	limiter, _ := client.New(rdb, "checkout", exampleTimeout)
 	defer limiter.Close()
 
 	mux := http.NewServeMux()
