@@ -373,6 +373,7 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		b.forget() // the bucket is gone: FailLocal must refuse it
 		l.misconfigured(&b.logged, name, ErrUnknownBucket)
 	case redisscript.AppNotAllowed:
+		b.restored(l, name)
 		b.forget() // not ours: FailLocal must refuse it
 		l.misconfigured(&b.logged, name, ErrAppNotAllowed)
 	}

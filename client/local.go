@@ -47,8 +47,13 @@ func (b *bucket) learn(l *Limiter, name string, a redisscript.Answer) {
 	if now-b.seen.Load() > int64(time.Millisecond) {
 		b.seen.Store(now)
 	}
+	b.restored(l, name)
+}
+
+// restored ends a loss of the bucket's state: Redis knows it again.
+func (b *bucket) restored(l *Limiter, name string) {
 	if at := b.lostAt.Load(); at != 0 && b.lostAt.CompareAndSwap(at, 0) {
-		b.lostTotal.Add(now - (at - 1))
+		b.lostTotal.Add(int64(l.now()) - (at - 1))
 		l.opt.log.Info("sluice: bucket restored in redis", "bucket", name, "app", l.app)
 	}
 }
