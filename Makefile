@@ -1,4 +1,4 @@
-.PHONY: test test-short lint build run
+.PHONY: test test-short soak lint build run
 
 # Installs and starts real MariaDB and Redis servers, then runs every test.
 test:
@@ -6,6 +6,12 @@ test:
 
 test-short:
 	./scripts/test.sh -short
+
+# The same suite with the long real-time scenarios (SLUICE_SOAK=1): the 60 s
+# slow-rate run, the 10 s multi-process and outage runs, and the brief's
+# wall-clock figures. Run it on a machine left to it.
+soak:
+	SLUICE_SOAK=1 ./scripts/test.sh -timeout 45m
 
 lint:
 	./scripts/lint.sh

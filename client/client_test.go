@@ -372,9 +372,11 @@ func TestErrorReplyKeepsBreakerClosed(t *testing.T) {
 }
 
 // TestQueuedCallsDroppedAfterTimeout stalls Redis while calls queue behind
-// the two stuck senders. Those calls time out and get the policy's answer;
-// when Redis comes back they must not be sent (nobody waits for their
-// tokens). Only the two calls already written are run.
+// the two stuck round trips. The queued calls' callers give up (their
+// contexts end); when a sender is free again those calls must not be sent
+// (nobody waits for their tokens). Only the two calls already written are
+// run. (The breaker stays closed here: it opens only when Redis keeps
+// failing calls for a while.)
 func TestQueuedCallsDroppedAfterTimeout(t *testing.T) {
 	t.Parallel()
 	e, srv := privateRedis(t)
@@ -409,6 +411,17 @@ func TestQueuedCallsDroppedAfterTimeout(t *testing.T) {
 			})
 		}
 	}
+	giveUp := func(n int) {
+		for range n {
+			wg.Go(func() {
+				short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+				defer cancel()
+				if res, err := l.Acquire(short, "stall", 1); !errors.Is(err, context.DeadlineExceeded) || res.Allowed {
+					t.Errorf("queued call: %+v %v", res, err)
+				}
+			})
+		}
+	}
 	waitSeen := func(n int) {
 		eventually(10*time.Second, func() bool { return proxy.seen() >= n })
 		if proxy.seen() != n {
@@ -419,7 +432,7 @@ func TestQueuedCallsDroppedAfterTimeout(t *testing.T) {
 	waitSeen(2) // the first acquire above, and this one
 	fire(1)
 	waitSeen(3)
-	fire(98) // both senders are stuck: these queue
+	giveUp(98) // both round trips are stuck: these queue, and their callers give up
 	wg.Wait()
 	proxy.release()
 	// Wait for the two calls that were written to run, then give queued

@@ -27,24 +27,44 @@
 // script's source. Calls still queued when their caller gave up are
 // dropped unsent.
 //
-// The first such failure opens a circuit breaker: from then on calls do
-// not touch the network and are answered by the FailurePolicy in well
-// under a microsecond. A background probe loads the script every probe
-// interval (100 ms by default; at most one probe is in flight) and closes
-// the breaker at the first success, so calls return to Redis within the
-// probe interval after it recovers, with the script already loaded after a
-// restart. An error reply about one call alone (a key of the wrong type)
-// gets the policy's answer without opening the breaker.
+// Such a failure gets the FailurePolicy's answer. Failures that keep
+// coming open a circuit breaker: 3 calls in a row (no answer between them)
+// over at least 100 ms (WithBreaker), confirmed by a probe with a timeout
+// of its own that gets no answer either. A process stalled by a loaded
+// machine sees all its calls in flight time out at one instant, a streak
+// with no length in time, and its probe finds Redis healthy: it does not
+// open the breaker. Once open, calls do not touch the network and are
+// answered by the policy in well under a microsecond. A background probe
+// loads the script every probe interval (100 ms by default; one probe at
+// a time; the half-open trial) and closes the breaker at the first
+// success, so calls return to Redis within the probe interval after it
+// recovers, with the script already loaded after a restart. An error
+// reply about one call alone (a key of the wrong type) gets the policy's
+// answer and counts as an answer of Redis. Limiter.Stats counts the
+// breaker's openings and the time in fallback.
 //
-// The policies: FailOpen grants everything, FailClosed refuses with
-// ErrUnavailable, and FailLocal (the default) runs an in-process token
-// bucket per bucket name from the last config Redis reported for it, at
-// capacity/instances and rate/instances (WithInstances). At the start of
-// each outage a local bucket holds this instance's share of the tokens
-// Redis last reported left, plus what refilled since, rather than a full
-// bucket: the whole fleet then stays near the global limit instead of
-// letting a burst through at every outage. A bucket this process never got
-// an answer for is refused (ErrUnavailable): there is no safe rate to guess.
+// The policies, and the most each admits beyond capacity + rate x T over
+// any span T, across any number of outages (its allowance; F is the time
+// the policy answered: from the first failed call to Redis's next answer):
+// FailClosed refuses with ErrUnavailable (0); FailOpen grants everything
+// (unbounded); FailLocal (the default) runs an in-process token bucket per
+// bucket name from the last config Redis reported for it, at
+// capacity/instances and rate/instances (WithInstances), which starts
+// empty, fills only during F and keeps its level from one outage to the
+// next (rate/instances x F per instance). It never grants the tokens Redis
+// last reported: Redis grants those once it answers again. A bucket this
+// process never got an answer for is refused (ErrUnavailable): there is no
+// safe rate to guess.
+//
+// A Redis restarted without persistence answers "unknown bucket" until
+// the sync worker restores the buckets. For a bucket this Limiter saw
+// within the last minute and that left no tombstone (it was not deleted),
+// that is a loss of state: the policy answers, for at most a minute
+// (WithStateLossGrace), and the middleware never answers 500 for it.
+//
+// A bucket that does not exist, or that the app may not use, refuses every
+// call: a deployment mistake. It is logged at error level once a minute
+// per bucket, and counted by the observer (see package clientmetrics).
 //
 // go-redis's own timeouts still govern its connections. Give the client a
 // ReadTimeout and WriteTimeout of a few hundred milliseconds, so that

@@ -36,13 +36,14 @@ func TestFailurePolicies(t *testing.T) {
 	ctx := context.Background()
 	open := e.limiter(t, "svc", client.WithFailurePolicy(client.FailOpen), quiet())
 	closed := e.limiter(t, "svc", client.WithFailurePolicy(client.FailClosed), quiet())
-	local := e.limiter(t, "svc", client.WithFailurePolicy(client.FailLocal), client.WithInstances(2), quiet())
+	local := e.limiter(t, "svc", client.WithFailurePolicy(client.FailLocal), client.WithInstances(2), quiet(),
+		client.WithTimeout(client.DefaultTimeout))
 	blind := e.limiter(t, "svc", client.WithFailurePolicy(client.FailLocal), quiet()) // never sees "p"
 	stranger := e.limiter(t, "other", client.WithFailurePolicy(client.FailLocal), quiet())
 	if _, err := stranger.Acquire(ctx, "p", 1); !errors.Is(err, client.ErrAppNotAllowed) {
 		t.Fatalf("stranger: %v", err)
 	}
-	// The local limiter learns the config and that 6 tokens are left.
+	// The local limiter learns the config (6 tokens left).
 	if res, err := local.Acquire(ctx, "p", 4); err != nil || !res.Allowed || res.Remaining != 6 {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -51,6 +52,7 @@ func TestFailurePolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	killed := time.Now()
 	srv.Kill()
 	for _, l := range []*client.Limiter{open, closed, local, blind, stranger} {
 		waitFallback(t, l, "p")
@@ -75,26 +77,35 @@ func TestFailurePolicies(t *testing.T) {
 		t.Error("Allow under the policies")
 	}
 
-	// Local: this instance's share of what Redis last said was left (6/2 = 3,
-	// minus the one waitFallback took, plus a little refill at 0.5/s), at
-	// capacity 10/2 = 5 and rate 1/2 per second.
-	var got int
-	var last client.Result
-	for range 10 {
-		res, err := local.Acquire(ctx, "p", 1)
-		if err != nil || !res.Fallback || res.Limit != 5 {
-			t.Fatalf("local: %+v %v", res, err)
+	// Local: a bucket of capacity 10/2 = 5 at 1/2 per second that starts
+	// empty and fills only while Redis fails (from when the first failed
+	// call was sent, at most the timeout before it failed): never the
+	// tokens Redis last reported, which are Redis's to grant.
+	localGrants := func(calls int) (int, client.Result) {
+		var got int
+		var last client.Result
+		for range calls {
+			res, err := local.Acquire(ctx, "p", 1)
+			if err != nil || !res.Fallback || res.Limit != 5 {
+				t.Fatalf("local: %+v %v", res, err)
+			}
+			if res.Allowed {
+				got++
+			}
+			last = res
 		}
-		if res.Allowed {
-			got++
-		}
-		last = res
+		return got, last
 	}
-	if got != 2 {
-		t.Errorf("local bucket granted %d of 10, want 2", got)
+	got, last := localGrants(10)
+	if most := int(0.5 * (time.Since(killed) + client.DefaultTimeout).Seconds()); got > most {
+		t.Errorf("local bucket granted %d of 10, at most %d filled since Redis went away", got, most)
 	}
-	if last.Allowed || last.RetryAfter < time.Second || last.RetryAfter > 2*time.Second {
+	if last.Allowed || last.RetryAfter <= 0 || last.RetryAfter > 2*time.Second {
 		t.Errorf("local denial: %+v (want retry within 2 s at 0.5/s)", last)
+	}
+	time.Sleep(2100 * time.Millisecond) // at least one token more
+	if got, _ = localGrants(10); got < 1 || got > int(0.5*(time.Since(killed)+client.DefaultTimeout).Seconds()) {
+		t.Errorf("local bucket granted %d of 10 after 2 s more", got)
 	}
 	if _, err := local.Acquire(ctx, "p", 11); !errors.Is(err, client.ErrExceedsCapacity) {
 		t.Errorf("n over the known capacity: %v", err)
@@ -161,13 +172,18 @@ func percentile(d []time.Duration, p float64) time.Duration {
 // TestPausedRedis is BRIEF Q4: Redis stopped with SIGSTOP for 3 s under
 // load. No call waits more than 100 ms, calls in fallback cost
 // microseconds, and the limiter is back on Redis within 1 s of SIGCONT.
+// Those wall-clock figures are asserted in the soak suite (SLUICE_SOAK=1),
+// on a machine left to it; make test, which may run on a saturated one,
+// asserts bounds ten times as wide, which only a broken timeout or probe
+// misses (a call waiting go-redis's 3 s read timeout, a probe that never
+// closes the breaker).
 func TestPausedRedis(t *testing.T) {
 	t.Parallel()
 	heavy.RLock()
 	defer heavy.RUnlock()
 	e, srv := privateRedis(t)
 	e.define(t, "q4", 1_000_000_000, 1_000_000_000*1_000_000, 1, "svc")
-	l := e.limiter(t, "svc", quiet()) // defaults: FailLocal, 50 ms timeout, 100 ms probe
+	l := e.limiter(t, "svc", quiet(), client.WithTimeout(client.DefaultTimeout)) // defaults: FailLocal, 50 ms, 100 ms probe
 	if res, err := l.Acquire(context.Background(), "q4", 1); err != nil || !res.Allowed {
 		t.Fatal(res, err)
 	}
@@ -200,8 +216,8 @@ func TestPausedRedis(t *testing.T) {
 	p50, p99 := percentile(fallback, 0.5), percentile(fallback, 0.99)
 	t.Logf("%d calls; worst %v; %d fallback calls during the pause: p50 %v, p99 %v; back on redis %v after SIGCONT",
 		len(calls), worst, len(fallback), p50, p99, back.Sub(resumed))
-	if worst > 100*time.Millisecond {
-		t.Errorf("worst acquire took %v, want <= 100ms", worst)
+	if most := strict(100 * time.Millisecond); worst > most {
+		t.Errorf("worst acquire took %v, want <= %v", worst, most)
 	}
 	if len(fallback) < 100 {
 		t.Errorf("only %d fallback calls during the pause", len(fallback))
@@ -210,14 +226,15 @@ func TestPausedRedis(t *testing.T) {
 	if p50 > 200*time.Microsecond {
 		t.Errorf("fallback p50 %v, want microseconds", p50)
 	}
-	if back.IsZero() || back.Sub(resumed) > time.Second {
-		t.Errorf("back on redis %v after SIGCONT, want <= 1s", back.Sub(resumed))
+	if most := strict(time.Second); back.IsZero() || back.Sub(resumed) > most {
+		t.Errorf("back on redis %v after SIGCONT, want <= %v", back.Sub(resumed), most)
 	}
 }
 
 // TestRestartedRedis is BRIEF Q5: Redis killed and restarted empty. The
-// policy answers within 200 ms; after the restart the script is loaded
-// again and no acquire fails because of NOSCRIPT.
+// policy answers within 200 ms (asserted as in TestPausedRedis); after the restart the script is loaded
+// again and no acquire fails because of NOSCRIPT, nor with "unknown
+// bucket" before the bucket is defined again.
 func TestRestartedRedis(t *testing.T) {
 	t.Parallel()
 	heavy.RLock()
@@ -225,7 +242,7 @@ func TestRestartedRedis(t *testing.T) {
 	e, srv := privateRedis(t)
 	e.define(t, "q5", 1_000_000_000, 1_000_000_000*1_000_000, 1, "svc")
 	var logs syncBuffer
-	l := e.limiter(t, "svc", client.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	l := e.limiter(t, "svc", client.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), client.WithTimeout(client.DefaultTimeout))
 	if res, err := l.Acquire(context.Background(), "q5", 1); err != nil || !res.Allowed {
 		t.Fatal(res, err)
 	}
@@ -248,18 +265,19 @@ func TestRestartedRedis(t *testing.T) {
 		if back.IsZero() && !c.res.Fallback && c.err == nil && c.start.After(defined) {
 			back = c.start
 		}
-		// Between the restart and the reconcile the bucket does not exist yet.
-		if c.err != nil && !(errors.Is(c.err, client.ErrUnknownBucket) && c.start.After(killed) && c.start.Before(defined)) {
+		// Between the restart and the reconcile Redis calls the bucket
+		// unknown: a loss of state, answered by the policy, not an error.
+		if c.err != nil {
 			t.Errorf("call at %v after kill: %+v %v", c.start.Sub(killed), c.res, c.err)
 		}
 	}
 	t.Logf("%d calls; fallback %v after kill; back on redis %v after the bucket was restored",
 		len(calls), firstFallback.Sub(killed), back.Sub(defined))
-	if firstFallback.IsZero() || firstFallback.Sub(killed) > 200*time.Millisecond {
-		t.Errorf("fallback %v after kill, want <= 200ms", firstFallback.Sub(killed))
+	if most := strict(200 * time.Millisecond); firstFallback.IsZero() || firstFallback.Sub(killed) > most {
+		t.Errorf("fallback %v after kill, want <= %v", firstFallback.Sub(killed), most)
 	}
-	if back.IsZero() || back.Sub(defined) > time.Second {
-		t.Errorf("back on redis %v after restart", back.Sub(defined))
+	if most := strict(time.Second); back.IsZero() || back.Sub(defined) > most {
+		t.Errorf("back on redis %v after restart, want <= %v", back.Sub(defined), most)
 	}
 	if ok, err := e.rdb.ScriptExists(context.Background(), redisscript.AcquireSHA()).Result(); err != nil || !ok[0] {
 		t.Errorf("acquire script not loaded after the restart: %v %v", ok, err)
@@ -295,7 +313,7 @@ func TestCloseWithPausedRedis(t *testing.T) {
 	t.Parallel()
 	e, srv := privateRedis(t)
 	e.define(t, "c", 10, 1_000_000, 1, "svc")
-	l := e.limiter(t, "svc", quiet())
+	l := e.limiter(t, "svc", quiet(), client.WithTimeout(client.DefaultTimeout))
 	ctx := context.Background()
 	if _, err := l.Acquire(ctx, "c", 1); err != nil {
 		t.Fatal(err)
@@ -313,4 +331,14 @@ func TestCloseWithPausedRedis(t *testing.T) {
 	if _, err := l.Acquire(ctx, "c", 1); !errors.Is(err, client.ErrClosed) {
 		t.Errorf("after Close: %v", err)
 	}
+}
+
+// strict returns d in the soak suite and 10 d otherwise: wall-clock
+// figures of the brief hold on a machine left to the test, not on one
+// that stalls goroutines for tens of milliseconds.
+func strict(d time.Duration) time.Duration {
+	if soak() {
+		return d
+	}
+	return 10 * d
 }

@@ -30,7 +30,10 @@ func ceilSeconds(d time.Duration) int64 {
 // outcome: 0 to let the request through, 429 when denied, 503 when Redis
 // is unavailable and the policy refuses, 500 when the bucket cannot serve
 // this app at all (unknown bucket, app not allowed: a deployment mistake
-// that should be loud).
+// that should be loud; the Limiter logs it once a minute per bucket). A
+// bucket that Redis lost (it restarted empty) is not unknown: the failure
+// policy answers it until the sync worker restores it (WithStateLossGrace),
+// so it gets 200, 429 or 503, never 500.
 func Status(r Result, err error) int {
 	switch {
 	case err == nil && r.Allowed:
@@ -48,7 +51,7 @@ func Status(r Result, err error) int {
 // bucket bucketFor names (per route, say); an empty name lets the request
 // through unlimited. Every limited response carries the RateLimit headers;
 // a denial is answered 429 with Retry-After, a refusal by the failure
-// policy 503, and a bucket that cannot serve the app 500. A request whose
+// policy 503, and a bucket that cannot serve the app 500 (see Status). A request whose
 // client went away is dropped. The app is l's: to take tokens as another
 // app on some routes, wrap those routes with a Limiter of that app.
 func Middleware(l *Limiter, bucketFor func(*http.Request) string) func(http.Handler) http.Handler {
@@ -68,9 +71,6 @@ func Middleware(l *Limiter, bucketFor func(*http.Request) string) func(http.Hand
 			if status == 0 {
 				next.ServeHTTP(w, r)
 				return
-			}
-			if status == http.StatusInternalServerError {
-				l.opt.log.Error("sluice: request not limited as configured", "bucket", name, "app", l.app, "err", err)
 			}
 			http.Error(w, http.StatusText(status), status)
 		})

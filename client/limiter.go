@@ -49,15 +49,39 @@ type Result struct {
 	Fallback bool
 }
 
-// FailurePolicy says how a Limiter answers while Redis is unreachable or slow.
+// FailurePolicy says how a Limiter answers while Redis is unreachable or
+// slow, or lost a bucket's state (see WithStateLossGrace).
+//
+// Each policy has an allowance: the most it can admit beyond what Redis
+// alone would (capacity + rate x T over any span T), during and across
+// any number of outages. With F the time a Limiter answered a bucket by
+// its policy (Redis failing to answer, or the bucket's state lost):
+//
+//   - FailClosed: 0.
+//   - FailLocal: rate/instances x F per Limiter, so at most rate x F when
+//     the instances of WithInstances are all in fallback together, and
+//     never more than rate x T. Nothing else: no share of the capacity.
+//   - FailOpen: unbounded (every call during F is granted).
+//
+// F runs from when the first failed call of a streak was sent to Redis's
+// next answer (Stats.Fallback), plus the time a bucket's state was lost
+// (Stats.StateLost). A Redis that lost its data (restarted without
+// persistence) starts every bucket full again once the sync worker
+// restores it: that adds up to one capacity per loss, whatever the policy.
 type FailurePolicy int
 
 // Failure policies. The zero value is FailLocal.
 const (
 	// FailLocal answers from an in-process token bucket per bucket name,
-	// built from the last config Redis reported for it, at capacity/instances
-	// and rate/instances (see WithInstances). A bucket whose config this
-	// process never saw is refused with ErrUnavailable.
+	// run with the last config Redis reported for it at capacity/instances
+	// (at least 1) and rate/instances (see WithInstances). The local bucket
+	// starts empty, fills only while the policy answers (from the first
+	// failed call to Redis's next answer, or while Redis has lost the
+	// bucket's state), and keeps its level from one outage to the next. It
+	// never takes tokens Redis reported: those are Redis's to grant once it
+	// answers again, and granting them here as well would admit them twice
+	// at every outage. A bucket whose config this process never saw is
+	// refused with ErrUnavailable.
 	FailLocal FailurePolicy = iota
 	// FailOpen grants every call.
 	FailOpen
@@ -96,6 +120,10 @@ const (
 	DefaultTimeout = 50 * time.Millisecond
 	// DefaultProbeInterval is how often an open breaker checks Redis.
 	DefaultProbeInterval = 100 * time.Millisecond
+	// DefaultStateLossGrace is how long a bucket that Redis lost is
+	// answered by the failure policy (see WithStateLossGrace): two reconcile
+	// periods of the sync worker at its default.
+	DefaultStateLossGrace = time.Minute
 )
 
 // Option configures a Limiter.
@@ -109,6 +137,9 @@ type options struct {
 	prefix    string
 	log       *slog.Logger
 	observe   func(Decision)
+	failures  int
+	span      time.Duration
+	grace     time.Duration
 }
 
 // WithFailurePolicy sets what happens while Redis is unreachable (default FailLocal).
@@ -127,6 +158,24 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // WithProbeInterval sets how often a Limiter whose breaker is open checks
 // whether Redis answers again (default DefaultProbeInterval).
 func WithProbeInterval(d time.Duration) Option { return func(o *options) { o.probe = d } }
+
+// WithBreaker sets when the circuit breaker opens: after failures calls
+// in a row failed (no answer from Redis between them) over at least span,
+// and a confirming probe found Redis silent too (default
+// DefaultBreakerFailures over DefaultBreakerSpan). A stalled client
+// process, which sees all its calls in flight fail at one instant, does
+// not open it.
+func WithBreaker(failures int, span time.Duration) Option {
+	return func(o *options) { o.failures, o.span = failures, span }
+}
+
+// WithStateLossGrace sets how long a bucket this Limiter saw in Redis
+// within that time, and that Redis now calls unknown (it restarted empty
+// or was flushed) but without a tombstone (it was not deleted), is
+// answered by the failure policy while the sync worker restores it
+// (default DefaultStateLossGrace). After that, or for a bucket deleted in
+// the console, calls fail with ErrUnknownBucket. Zero turns this off.
+func WithStateLossGrace(d time.Duration) Option { return func(o *options) { o.grace = d } }
 
 // WithKeyPrefix sets the key prefix of bucket hashes (default "sluice:");
 // it must match the sync worker's.
@@ -156,9 +205,13 @@ type Limiter struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closed  atomic.Bool
-	open    atomic.Bool   // breaker: true while calls go straight to the policy
-	outages atomic.Uint64 // counts breaker openings; local buckets restart per outage
+	brk     breaker
+	open    atomic.Bool   // mirrors brk: true while calls go straight to the policy
+	outages atomic.Uint64 // counts breaker openings
 	probeCh chan struct{}
+	// invalidLogged is when a call with an invalid bucket name was last
+	// logged, in ns since start: such names have no bucket state.
+	invalidLogged atomic.Int64
 
 	mu      sync.Mutex // guards writes of buckets
 	buckets atomic.Pointer[map[string]*bucket]
@@ -187,7 +240,8 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 	if !redisscript.ValidName(app) {
 		return nil, fmt.Errorf("sluice: invalid app name %q", app)
 	}
-	o := options{instances: 1, timeout: DefaultTimeout, probe: DefaultProbeInterval, log: slog.Default()}
+	o := options{instances: 1, timeout: DefaultTimeout, probe: DefaultProbeInterval, log: slog.Default(),
+		failures: DefaultBreakerFailures, span: DefaultBreakerSpan, grace: DefaultStateLossGrace}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -200,6 +254,12 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 		return nil, errors.New("sluice: timeout must be positive")
 	case o.probe <= 0:
 		return nil, errors.New("sluice: probe interval must be positive")
+	case o.failures < 1:
+		return nil, fmt.Errorf("sluice: breaker failures must be at least 1, not %d", o.failures)
+	case o.span < 0:
+		return nil, errors.New("sluice: breaker span must not be negative")
+	case o.grace < 0:
+		return nil, errors.New("sluice: state loss grace must not be negative")
 	}
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
@@ -210,6 +270,7 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 		shaArg: redisscript.AcquireSHA(), srcArg: redisscript.AcquireSource(),
 		ks: redisscript.Keyspace{Prefix: o.prefix}, opt: o, start: time.Now(),
 		ctx: ctx, cancel: cancel, probeCh: make(chan struct{}, 1),
+		brk: breaker{minFailures: o.failures, span: o.span},
 	}
 	empty := map[string]*bucket{}
 	l.buckets.Store(&empty)
@@ -249,7 +310,10 @@ func (l *Limiter) Acquire(ctx context.Context, bucket string, n int64) (Result, 
 }
 
 // Allow takes one token from bucket and reports whether it was granted.
-// Errors count as not granted; use Acquire to tell them apart.
+// Errors count as not granted; use Acquire to tell them apart. A bucket
+// that cannot serve the app (ErrUnknownBucket, ErrAppNotAllowed), a
+// deployment mistake that denies every call, is logged at error level
+// once a minute per bucket, and counted by the observer (clientmetrics).
 func (l *Limiter) Allow(ctx context.Context, bucket string) bool {
 	res, err := l.Acquire(ctx, bucket, 1)
 	return err == nil && res.Allowed
@@ -260,7 +324,9 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		return Result{}, ErrInvalidN
 	}
 	if !redisscript.ValidName(name) {
-		return Result{}, ErrUnknownBucket // no such name can exist
+		// No such name can exist.
+		l.misconfigured(&l.invalidLogged, name, ErrUnknownBucket)
+		return Result{}, ErrUnknownBucket
 	}
 	if l.closed.Load() {
 		return Result{}, ErrClosed
@@ -284,22 +350,32 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 	case !unavailable(err):
 		// Redis answered, with an error of this call alone (a key of the
 		// wrong type, say): the policy answers it, the breaker stays closed.
+		l.answered()
 		l.opt.log.Debug("sluice: acquire failed", "bucket", name, "err", err)
 		return l.fallback(b, n)
 	default:
-		l.trip(err)
+		l.failed()
 		return l.fallback(b, n)
 	}
 	a, err := redisscript.AnswerOf(reply)
 	if err != nil {
-		l.trip(err)
+		l.failed()
 		return l.fallback(b, n)
 	}
+	l.answered()
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied, redisscript.ExceedsCapacity:
-		b.learn(l, a) // the app may use the bucket: remember it for FailLocal
-	default:
-		b.forget() // the bucket is gone or not ours: FailLocal must refuse it
+		b.learn(l, name, a) // the app may use the bucket: remember it for FailLocal
+	case redisscript.UnknownBucket:
+		if l.stateLost(ctx, b, name) {
+			return l.fallback(b, n)
+		}
+		b.forget() // the bucket is gone: FailLocal must refuse it
+		l.misconfigured(&b.logged, name, ErrUnknownBucket)
+	case redisscript.AppNotAllowed:
+		b.restored(l, name)
+		b.forget() // not ours: FailLocal must refuse it
+		l.misconfigured(&b.logged, name, ErrAppNotAllowed)
 	}
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied:
@@ -363,65 +439,158 @@ func unavailable(err error) bool {
 	return false
 }
 
-// trip opens the breaker: calls go to the policy until a probe succeeds.
-func (l *Limiter) trip(cause error) {
-	if l.closed.Load() || !l.open.CompareAndSwap(false, true) {
+// trip is the queue's report that a round trip failed. The breaker counts
+// failures once per call, in acquire, so the report adds nothing.
+func (l *Limiter) trip(error) {}
+
+// now is the Limiter's monotonic clock.
+func (l *Limiter) now() time.Duration { return time.Since(l.start) }
+
+// answered records an answer from Redis.
+func (l *Limiter) answered() { l.brk.success(l.now) }
+
+// failed records a call that Redis did not answer; a breaker that became
+// suspect gets its confirming probe.
+func (l *Limiter) failed() {
+	now := l.now()
+	// The call was sent at most the timeout ago.
+	if l.closed.Load() || !l.brk.failure(now-l.opt.timeout, now) {
 		return
 	}
-	l.outages.Add(1)
-	l.opt.log.Warn("sluice: redis unavailable, answering by failure policy",
-		"app", l.app, "policy", l.opt.policy.String(), "err", cause)
 	select {
 	case l.probeCh <- struct{}{}:
 	default:
 	}
 }
 
-// prober waits for the breaker to open, then checks Redis every probe
-// interval (loading the script, which a restarted Redis lost) and closes
-// the breaker at the first success. At most one probe is in flight, so a
-// paused Redis sees one pending command, answered as soon as it resumes.
+// Stats are a Limiter's counters since New.
+type Stats struct {
+	// BreakerOpenings counts how often the circuit breaker opened: Redis
+	// stopped answering, and calls went to the failure policy without
+	// touching the network.
+	BreakerOpenings uint64
+	// Fallback is the time calls were answered by the failure policy
+	// because Redis did not answer: from when the first failed call of a
+	// streak was sent to the next answer of Redis (or the probe that
+	// closed the breaker).
+	Fallback time.Duration
+	// StateLost is the time buckets were answered by the policy because
+	// Redis had lost them, summed over buckets.
+	StateLost time.Duration
+}
+
+// Stats returns the Limiter's counters.
+func (l *Limiter) Stats() Stats {
+	now := l.now()
+	var s Stats
+	s.BreakerOpenings, s.Fallback = l.brk.stats(now)
+	for _, b := range *l.buckets.Load() {
+		s.StateLost += b.lostTime(now)
+	}
+	return s
+}
+
+// prober waits for the breaker to become suspect, confirms with a probe
+// that Redis does not answer (or closes it again), and while the breaker
+// is open, probes every probe interval (loading the script, which a
+// restarted Redis lost) and closes it at the first success. One probe at a
+// time: a paused Redis sees one pending command, answered as soon as it
+// resumes.
 func (l *Limiter) prober() {
 	defer l.wg.Done()
-	done := make(chan error, 1)
-	inflight := false
 	tick := time.NewTicker(l.opt.probe)
 	defer tick.Stop()
+	// pending is the probe in flight, if any. go-redis bounds a read by the
+	// client's ReadTimeout, not by a context, so the confirming probe's
+	// timeout is a timer here; a probe that outlived it stays the one in
+	// flight, answered as soon as Redis is back.
+	var pending chan error
+	start := func() chan error {
+		done := make(chan error, 1)
+		go func() { done <- l.probe(l.ctx) }()
+		return done
+	}
 	for {
-		if !l.open.Load() && !inflight {
-			select {
-			case <-l.ctx.Done():
-				return
-			case <-l.probeCh:
-			}
-		}
-		if !inflight && l.open.Load() {
-			inflight = true
-			go func() { done <- l.probe() }()
-		}
 		select {
 		case <-l.ctx.Done():
 			return
-		case err := <-done:
-			inflight = false
-			if err == nil && l.open.CompareAndSwap(true, false) {
-				l.opt.log.Info("sluice: redis answers again", "app", l.app)
-				continue
+		case <-l.probeCh:
+		}
+		if !l.brk.suspect() {
+			continue
+		}
+		if pending == nil {
+			pending = start()
+		}
+		err := l.confirm(pending)
+		if err == ErrClosed {
+			return
+		}
+		if err != errTimeout {
+			pending = nil
+		}
+		if !l.brk.confirm(err == nil, l.now()) {
+			continue
+		}
+		l.outages.Add(1)
+		l.open.Store(true)
+		l.opt.log.Warn("sluice: redis unavailable, answering by failure policy",
+			"app", l.app, "policy", l.opt.policy.String(), "err", err)
+		for {
+			if pending == nil {
+				select {
+				case <-l.ctx.Done():
+					return
+				case <-tick.C:
+				}
+				pending = start()
 			}
-			// Failed: try again at the next tick.
 			select {
 			case <-l.ctx.Done():
 				return
-			case <-tick.C:
+			case err = <-pending:
+				pending = nil
 			}
-		case <-tick.C:
-		case <-l.probeCh:
+			if err == nil {
+				break
+			}
+		}
+		l.brk.recover(l.now())
+		l.open.Store(false)
+		l.opt.log.Info("sluice: redis answers again", "app", l.app)
+	}
+}
+
+// confirmSteps is how many timer steps the confirming probe waits. A
+// process starved of CPU fires each step late, so its wait grows with the
+// starvation, and the probe's goroutine gets as many chances to run as the
+// timer's: a slow client does not mistake its own slowness for Redis's.
+const confirmSteps = 8
+
+// confirm waits for the confirming probe pending: its error, errTimeout
+// when it did not answer within confirmTimeout (counted in timer steps),
+// or ErrClosed when the Limiter was closed first.
+func (l *Limiter) confirm(pending chan error) error {
+	step := confirmTimeout(l.opt.timeout) / confirmSteps
+	timer := time.NewTimer(step)
+	defer timer.Stop()
+	for i := 0; ; {
+		select {
+		case <-l.ctx.Done():
+			return ErrClosed
+		case err := <-pending:
+			return err
+		case <-timer.C:
+			if i++; i == confirmSteps {
+				return errTimeout
+			}
+			timer.Reset(step)
 		}
 	}
 }
 
-func (l *Limiter) probe() error {
-	sha, err := l.rdb.ScriptLoad(l.ctx, redisscript.AcquireSource()).Result()
+func (l *Limiter) probe(ctx context.Context) error {
+	sha, err := l.rdb.ScriptLoad(ctx, redisscript.AcquireSource()).Result()
 	if err != nil {
 		return err
 	}

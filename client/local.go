@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -15,29 +16,45 @@ type learned struct {
 }
 
 // bucket is what a Limiter keeps per bucket name: the key, the last config
-// and remaining count Redis reported, and the local bucket of FailLocal.
+// Redis reported, the local bucket of FailLocal, and the queue of Wait.
 type bucket struct {
 	keyArg any // the hash key, boxed once for the command arguments
 
-	cfg       atomic.Pointer[learned]
-	remaining atomic.Int64 // whole tokens left at the last Redis answer
-	seen      atomic.Int64 // when that was, in ns since the Limiter started
+	cfg  atomic.Pointer[learned]
+	seen atomic.Int64 // when Redis last reported the config, ns since the Limiter started
+	// lostAt is 1 + when Redis was found to have lost the bucket (ns since
+	// the Limiter started), 0 while it has not.
+	lostAt    atomic.Int64
+	lostTotal atomic.Int64 // ns of losses that ended
+	logged    atomic.Int64 // when a misconfiguration was last logged, 1 + ns since start
 
 	mu     sync.Mutex
-	epoch  uint64  // the outage the local bucket belongs to
 	tokens float64 // local tokens
-	last   int64   // ns since the Limiter started
+	last   int64   // ns since the Limiter started up to which tokens are filled
+
+	waiters waitQueue
 }
 
-// learn records the config and remaining count of a Redis answer.
-func (b *bucket) learn(l *Limiter, a redisscript.Answer) {
+// learn records the config of a Redis answer; an answer with tokens ends
+// a loss of the bucket's state.
+func (b *bucket) learn(l *Limiter, name string, a redisscript.Answer) {
 	if c := b.cfg.Load(); c == nil || c.capacity != a.Capacity || c.permitsMicro != a.PermitsMicro ||
 		c.period != a.PeriodSeconds {
 		b.cfg.Store(&learned{capacity: a.Capacity, permitsMicro: a.PermitsMicro, period: a.PeriodSeconds})
 	}
-	if l.opt.policy == FailLocal && (a.Code == redisscript.Allowed || a.Code == redisscript.Denied) {
-		b.remaining.Store(a.Remaining)
-		b.seen.Store(int64(time.Since(l.start)))
+	now := int64(l.now())
+	// One store per millisecond at most: the field is shared by every caller.
+	if now-b.seen.Load() > int64(time.Millisecond) {
+		b.seen.Store(now)
+	}
+	b.restored(l, name)
+}
+
+// restored ends a loss of the bucket's state: Redis knows it again.
+func (b *bucket) restored(l *Limiter, name string) {
+	if at := b.lostAt.Load(); at != 0 && b.lostAt.CompareAndSwap(at, 0) {
+		b.lostTotal.Add(int64(l.now()) - (at - 1))
+		l.opt.log.Info("sluice: bucket restored in redis", "bucket", name, "app", l.app)
 	}
 }
 
@@ -46,6 +63,87 @@ func (b *bucket) forget() {
 	if b.cfg.Load() != nil {
 		b.cfg.Store(nil)
 	}
+}
+
+// lostTime is how long the bucket's state was lost, up to now.
+func (b *bucket) lostTime(now time.Duration) time.Duration {
+	d := time.Duration(b.lostTotal.Load())
+	if at := b.lostAt.Load(); at != 0 {
+		d += now - time.Duration(at-1)
+	}
+	return d
+}
+
+// stateLost decides whether an "unknown bucket" answer for b means that
+// Redis lost the bucket's state (it restarted empty, or was flushed),
+// rather than a bucket that does not exist: the bucket answered within the
+// grace before, and no tombstone says it was deleted. Such a bucket is
+// answered by the failure policy for at most the grace, counted from the
+// first such answer, while the sync worker restores it.
+func (l *Limiter) stateLost(ctx context.Context, b *bucket, name string) bool {
+	grace := int64(l.opt.grace)
+	if grace == 0 || b.cfg.Load() == nil {
+		return false
+	}
+	now := int64(l.now())
+	if at := b.lostAt.Load(); at != 0 {
+		if now-(at-1) <= grace {
+			return true
+		}
+		// Not restored in time: a config problem after all.
+		if b.lostAt.CompareAndSwap(at, 0) {
+			b.lostTotal.Add(now - (at - 1))
+			l.opt.log.Error("sluice: bucket still unknown to redis after the grace; is the sync worker running?",
+				"bucket", name, "app", l.app, "grace", l.opt.grace)
+		}
+		return false
+	}
+	if now-b.seen.Load() > grace {
+		return false
+	}
+	if !b.lostAt.CompareAndSwap(0, now+1) {
+		return true // another caller found it first
+	}
+	// A deleted bucket leaves a tombstone; a lost one (FLUSHALL, a restart
+	// without persistence) does not. If Redis cannot say, assume a loss.
+	// go-redis bounds a read by its ReadTimeout, not by a context: the
+	// caller waits for the answer at most the call timeout.
+	tomb := make(chan bool, 1)
+	go func() {
+		n, err := l.rdb.Exists(context.WithoutCancel(ctx), l.ks.Tombstone(name)).Result()
+		tomb <- err == nil && n > 0
+	}()
+	t := time.NewTimer(l.opt.timeout)
+	deleted := false
+	select {
+	case deleted = <-tomb:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	if deleted {
+		b.lostAt.Store(0)
+		return false
+	}
+	l.opt.log.Warn("sluice: redis lost the bucket; answering by failure policy until it is restored",
+		"bucket", name, "app", l.app, "policy", l.opt.policy.String(), "grace", l.opt.grace)
+	return true
+}
+
+// misconfigured logs, at most once a minute per bucket (per *last), that
+// a bucket cannot serve this app: every call on it is refused, which
+// deserves a loud log line but not one per call.
+func (l *Limiter) misconfigured(last *atomic.Int64, name string, err error) {
+	now := int64(l.now()) + 1
+	prev := last.Load()
+	if prev != 0 && now-prev < int64(time.Minute) {
+		return
+	}
+	if !last.CompareAndSwap(prev, now) {
+		return
+	}
+	l.opt.log.Error("sluice: bucket cannot serve this app; its calls are refused (logged once a minute)",
+		"bucket", name, "app", l.app, "err", err)
 }
 
 // fallback answers by the failure policy.
@@ -60,12 +158,17 @@ func (l *Limiter) fallback(b *bucket, n int64) (Result, error) {
 }
 
 // local takes n tokens from the in-process bucket, which holds
-// capacity/instances (at least 1) and refills at rate/instances, so that
-// all instances together stay near the global limit. At the start of an
-// outage it holds this instance's share of what Redis last said was left,
-// plus what refilled since: never a fresh full bucket, which would let a
-// burst through at every outage. A bucket whose config this process never
-// saw is refused: there is no safe rate to guess.
+// capacity/instances (at least 1) and fills at rate/instances only while
+// the policy is the one answering this bucket: while Redis fails to answer
+// (from the first failed call to the next answer, see breaker) or has
+// lost the bucket. It starts empty and keeps its level across
+// outages. So over any span its grants are at most rate/instances times
+// the time it answered, which is the policy's whole allowance: tokens it
+// granted are never granted again by a later outage, and tokens Redis
+// holds are left to Redis. (A bucket restarted from Redis's last reported
+// count at each outage would grant that count once more at every outage.)
+// A bucket whose config this process never saw is refused: there is no
+// safe rate to guess.
 func (b *bucket) local(l *Limiter, n int64) (Result, error) {
 	cfg := b.cfg.Load()
 	if cfg == nil {
@@ -78,24 +181,25 @@ func (b *bucket) local(l *Limiter, n int64) (Result, error) {
 	capacity := math.Max(1, math.Floor(float64(cfg.capacity)/inst))
 	// tokens per nanosecond
 	rate := float64(cfg.permitsMicro) / (float64(cfg.period) * 1e15) / inst
-	now := int64(time.Since(l.start))
+	now := int64(l.now())
+	// The start of the span the local bucket answers in, if it does now.
+	from := int64(-1)
+	if since, ok := l.brk.fallbackSince(); ok {
+		from = int64(since)
+	}
+	if at := b.lostAt.Load(); at != 0 && (from < 0 || at-1 < from) {
+		from = at - 1
+	}
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if e := l.outages.Load(); b.epoch != e {
-		b.epoch = e
-		b.tokens = float64(b.remaining.Load()) / inst
-		b.last = b.seen.Load()
-		if b.remaining.Load() == 0 && b.seen.Load() == 0 {
-			// Config known but never a count (only config answers): start empty.
-			b.last = now
+	if from >= 0 {
+		if from = max(from, b.last); now > from {
+			b.tokens = math.Min(b.tokens+float64(now-from)*rate, capacity)
 		}
+		b.last = max(b.last, now)
 	}
-	if now > b.last {
-		b.tokens += float64(now-b.last) * rate
-		b.last = now
-	}
-	b.tokens = math.Min(b.tokens, capacity)
+	b.tokens = math.Min(b.tokens, capacity) // the capacity may have shrunk
 	res := Result{Limit: int64(capacity), Fallback: true}
 	if float64(n) > capacity {
 		// Grantable in Redis but not by this instance's share.

@@ -15,6 +15,17 @@
 //   - sluice_client_fallback{app}: 1 while the Limiter answers by its
 //     failure policy (the last decision was a fallback), else 0.
 //
+// Watch adds the Limiter's own counters (client.Stats), read at scrape:
+//
+//   - sluice_client_breaker_openings_total{app}: how often the circuit
+//     breaker opened (Redis stopped answering; a healthy Redis on a loaded
+//     machine should leave it at 0);
+//   - sluice_client_fallback_seconds_total{app}: time calls were answered
+//     by the failure policy because Redis did not answer (the F of the
+//     policy's allowance);
+//   - sluice_client_state_lost_seconds_total{app}: time buckets were
+//     answered by the policy because Redis had lost them, summed.
+//
 // To count usage for the console as well, call both observers:
 //
 //	client.WithObserver(func(d client.Decision) { m.Observe(d); rec.Observe(d) })
@@ -110,6 +121,7 @@ var DefaultLatencyBuckets = []float64{
 // Metrics turns one Limiter's decisions into Prometheus metrics. It is
 // safe for concurrent use.
 type Metrics struct {
+	reg       prometheus.Registerer
 	app       string
 	decisions *prometheus.CounterVec
 	fromRedis prometheus.Observer
@@ -170,7 +182,7 @@ func New(reg prometheus.Registerer, app string, opts ...Option) (*Metrics, error
 		return nil, err
 	}
 	m := &Metrics{
-		app: app, decisions: decisions, max: o.maxBuckets,
+		reg: reg, app: app, decisions: decisions, max: o.maxBuckets,
 		fromRedis: duration.WithLabelValues(app, "redis"),
 		fromPol:   duration.WithLabelValues(app, "policy"),
 		fallback:  fallback.WithLabelValues(app),
@@ -307,4 +319,44 @@ func (m *Metrics) bucketCounters(bucket string) *bucketCounters {
 	next[key] = bc
 	m.buckets.Store(&next)
 	return bc
+}
+
+// Watch registers the counters of l (see client.Stats) on the registerer
+// of m, labelled with m's app; l should be the Limiter m observes. One
+// Limiter per app and registerer: a second one of the same app is refused.
+func (m *Metrics) Watch(l *client.Limiter) error {
+	if l == nil {
+		return errors.New("clientmetrics: nil limiter")
+	}
+	c := &statsCollector{l: l}
+	labels := prometheus.Labels{"app": m.app}
+	c.openings = prometheus.NewDesc("sluice_client_breaker_openings_total",
+		"Times the circuit breaker opened because Redis stopped answering.", nil, labels)
+	c.fallback = prometheus.NewDesc("sluice_client_fallback_seconds_total",
+		"Time calls were answered by the failure policy because Redis did not answer.", nil, labels)
+	c.lost = prometheus.NewDesc("sluice_client_state_lost_seconds_total",
+		"Time buckets were answered by the failure policy because Redis had lost them, summed over buckets.", nil, labels)
+	if err := m.reg.Register(c); err != nil {
+		return fmt.Errorf("clientmetrics: watch limiter of %s: %w", m.app, err)
+	}
+	return nil
+}
+
+// statsCollector reads a Limiter's counters at scrape.
+type statsCollector struct {
+	l                        *client.Limiter
+	openings, fallback, lost *prometheus.Desc
+}
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.openings
+	ch <- c.fallback
+	ch <- c.lost
+}
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.l.Stats()
+	ch <- prometheus.MustNewConstMetric(c.openings, prometheus.CounterValue, float64(s.BreakerOpenings))
+	ch <- prometheus.MustNewConstMetric(c.fallback, prometheus.CounterValue, s.Fallback.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.lost, prometheus.CounterValue, s.StateLost.Seconds())
 }

@@ -218,3 +218,69 @@ func BenchmarkObserve(b *testing.B) {
 		}
 	})
 }
+
+// TestWatch exports the Limiter's breaker openings and time in fallback:
+// 0 on a healthy Redis, one opening once Redis is gone for good.
+func TestWatch(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	cfg := redisscript.Config{Name: "w", ID: 1, Version: 1, Capacity: 10, PermitsMicro: 1_000_000, PeriodSeconds: 1,
+		Apps: []string{"web"}}
+	if _, err := redisscript.Apply(ctx, rdb, redisscript.Keyspace{}, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m, err := clientmetrics.New(reg, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := client.New(rdb, "web", client.WithObserver(m.Observe), client.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := m.Watch(l); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Watch(l); err == nil {
+		t.Error("a second Limiter of the same app was watched")
+	}
+	if _, err := l.Acquire(ctx, "w", 1); err != nil {
+		t.Fatal(err)
+	}
+	expect := func(openings float64) {
+		t.Helper()
+		want := fmt.Sprintf(`
+# HELP sluice_client_breaker_openings_total Times the circuit breaker opened because Redis stopped answering.
+# TYPE sluice_client_breaker_openings_total counter
+sluice_client_breaker_openings_total{app="web"} %v
+`, openings)
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sluice_client_breaker_openings_total"); err != nil {
+			t.Error(err)
+		}
+	}
+	expect(0)
+	srv.Kill()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.Stats().BreakerOpenings == 0 && time.Now().Before(deadline) {
+		l.Acquire(ctx, "w", 1)
+		time.Sleep(time.Millisecond)
+	}
+	expect(1)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fallback float64
+	for _, mf := range mfs {
+		if mf.GetName() == "sluice_client_fallback_seconds_total" {
+			fallback = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if fallback <= 0 {
+		t.Errorf("fallback seconds %v after Redis went away", fallback)
+	}
+}
