@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	mathrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -19,16 +20,36 @@ import (
 	"github.com/sluicehq/sluice/internal/database"
 )
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// FreePort returns a loopback TCP port that was free a moment ago and that
+// this process has not handed out before. It picks from 20000-32767, below
+// the kernel's ephemeral range, so a client connection of a busy test cannot
+// take the port between this call and the server's bind, and a random pick
+// keeps concurrent test binaries apart.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find free port: %v", err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		p := 20000 + mathrand.IntN(12768)
+		if portsGiven[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		portsGiven[p] = true
+		return p
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("find free port: none free in 20000-32767")
+	return 0
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // Process is a server process a test started and owns. It can be paused,
 // killed and started again on the same port and data directory.
