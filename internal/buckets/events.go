@@ -39,14 +39,14 @@ const (
 // a new BucketID and starts again at version 1, so guards compare
 // (BucketID, Version), not Version alone.
 type Event struct {
-	ID          int64     `json:"id"`
-	BucketID    int64     `json:"bucket_id"`
-	Name        string    `json:"name"`
-	Op          Op        `json:"op"`
-	Version     int64     `json:"version"`
-	MaxPermits  int64     `json:"max_permits"`
-	Rate        Rate      `json:"rate"`
-	AllowedApps []string  `json:"allowed_apps"`
+	ID          int64    `json:"id"`
+	BucketID    int64    `json:"bucket_id"`
+	Name        string   `json:"name"`
+	Op          Op       `json:"op"`
+	Version     int64    `json:"version"`
+	MaxPermits  int64    `json:"max_permits"`
+	Rate        Rate     `json:"rate"`
+	AllowedApps []string `json:"allowed_apps"`
 	// Keyed is set for every event of a keyed bucket.
 	Keyed bool `json:"keyed"`
 	// Override events name the override (ID, match and key); Version is
