@@ -1,0 +1,606 @@
+package redisscript
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Keyed buckets keep one config per key group and one small state string
+// per active key. A bucket's keys are spread over KeyGroups groups, each
+// with its own hash tag "{<name>:<group>}", so that on Redis Cluster one
+// keyed bucket uses every master while every acquire still touches keys of
+// one slot: the group's config hash (bucket config and prefix overrides),
+// the group's exact-override hash, and the key's state. The sync worker
+// writes the config and the prefix overrides into every group, and each
+// exact override into its key's group only.
+//
+// Keys are never put into Redis key names: a key's group and state name
+// come from its SHA-1, so any bytes are safe and no key can reach another
+// group or another key's state (the acquire script checks it).
+
+// KeyGroups is the number of key groups of every keyed bucket.
+const KeyGroups = 64
+
+// MaxKeyLength is the longest key, in bytes.
+const MaxKeyLength = 256
+
+// Answer code of the keyed acquire script for a key that is empty, longer
+// than MaxKeyLength, or passed with keys it does not hash to.
+const InvalidKey Code = -5
+
+// Fields of a group config hash besides the bucket config fields.
+const (
+	// FieldLens lists the distinct lengths of the live prefix overrides,
+	// longest first: "12,8," ("" for none).
+	FieldLens = "lens"
+	// prefixField is put before a prefix to name its override field.
+	prefixField = "p:"
+	// countField is put before a length to name the count of live prefix
+	// overrides of that length.
+	countField = "#"
+)
+
+var (
+	//go:embed keyed_acquire.lua
+	keyedAcquireSrc string
+	//go:embed keyed_apply.lua
+	keyedApplySrc string
+	//go:embed keyed_delete.lua
+	keyedDeleteSrc string
+	//go:embed override.lua
+	overrideSrc string
+
+	keyedAcquireScript = redis.NewScript(keyedAcquireSrc)
+	keyedApplyScript   = redis.NewScript(keyedApplySrc)
+	keyedDeleteScript  = redis.NewScript(keyedDeleteSrc)
+	overrideScript     = redis.NewScript(overrideSrc)
+)
+
+// KeyedAcquireSource returns the Lua source of the keyed acquire script.
+func KeyedAcquireSource() string { return keyedAcquireSrc }
+
+// KeyedAcquireSHA returns the SHA1 of the keyed acquire script, for EVALSHA.
+func KeyedAcquireSHA() string { return keyedAcquireScript.Hash() }
+
+// ValidKey reports whether key can be passed to a keyed acquire: 1 to
+// MaxKeyLength bytes, any content.
+func ValidKey(key string) bool { return len(key) >= 1 && len(key) <= MaxKeyLength }
+
+// KeyHash returns the state id of key (the first 16 hex digits of its
+// SHA-1) and its group (the next 4 hex digits modulo KeyGroups).
+func KeyHash(key string) (state string, group int) {
+	sum := sha1.Sum([]byte(key))
+	var buf [20]byte
+	hex.Encode(buf[:], sum[:10])
+	g := (int(sum[8])<<8 | int(sum[9])) % KeyGroups
+	return string(buf[:16]), g
+}
+
+// group returns the hash tag of group g of bucket name: "{<name>:<g>}".
+func (ks Keyspace) group(name string, g int) string {
+	p := ks.prefix()
+	b := make([]byte, 0, len(p)+len(name)+8)
+	b = append(b, p...)
+	b = append(b, "k{"...)
+	b = append(b, name...)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(g), 10)
+	b = append(b, '}')
+	return string(b)
+}
+
+// KeyGroup returns the config hash of group g of keyed bucket name:
+// "<prefix>k{<name>:<g>}".
+func (ks Keyspace) KeyGroup(name string, g int) string { return ks.group(name, g) }
+
+// KeyExact returns the exact-override hash of group g: "<prefix>k{<name>:<g>}:e".
+func (ks Keyspace) KeyExact(name string, g int) string { return ks.group(name, g) + ":e" }
+
+// KeyTombstone returns the tombstone of group g: "<prefix>k{<name>:<g>}:deleted".
+func (ks Keyspace) KeyTombstone(name string, g int) string { return ks.group(name, g) + ":deleted" }
+
+// KeyedKeys are the Redis keys one keyed acquire touches, in KEYS order.
+type KeyedKeys struct {
+	Group  int
+	Config string // the group's config hash
+	Exact  string // the group's exact-override hash
+	State  string // the key's state: "<prefix>k{<name>:<g>}<16 hex digits>"
+}
+
+// Keyed returns the Redis keys of key in keyed bucket name.
+func (ks Keyspace) Keyed(name, key string) KeyedKeys {
+	state, g := KeyHash(key)
+	cfg := ks.group(name, g)
+	return KeyedKeys{Group: g, Config: cfg, Exact: cfg + ":e", State: cfg + state}
+}
+
+// KeyedRegistry returns the set of keyed bucket names the sync worker has
+// written, so that its reconcile finds groups to remove without scanning
+// the key states: "<prefix>keyed". Only the worker reads it.
+func (ks Keyspace) KeyedRegistry() string { return ks.prefix() + "keyed" }
+
+// AcquireKey runs the keyed acquire script once (EVALSHA, EVAL after
+// NOSCRIPT) for app taking n tokens for key from keyed bucket name. Like
+// Acquire it is the plain, unbatched form for tests and tools.
+func AcquireKey(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, key, app string, n int64) (Answer, error) {
+	k := ks.Keyed(name, key)
+	return AcquireKeyRaw(ctx, rdb, []string{k.Config, k.Exact, k.State}, app, strconv.FormatInt(n, 10), key)
+}
+
+// AcquireKeyRaw runs the keyed acquire script with the keys and arguments
+// as given, so that tests can send what a careless client might.
+func AcquireKeyRaw(ctx context.Context, rdb redis.Scripter, keys []string, app, n, key string) (Answer, error) {
+	v, err := keyedAcquireScript.Run(ctx, rdb, keys, app, n, key).Int64Slice()
+	if err != nil {
+		return Answer{}, fmt.Errorf("keyed acquire: %w", err)
+	}
+	return KeyedAnswerOf(v)
+}
+
+// KeyedAnswerOf interprets the keyed acquire script's reply: the seven
+// integers of an acquire, with the extra code InvalidKey.
+func KeyedAnswerOf(v []int64) (Answer, error) {
+	if len(v) == 7 && v[0] == int64(InvalidKey) {
+		return Answer{Code: InvalidKey}, nil
+	}
+	return AnswerOf(v)
+}
+
+// groupCall is one script call on one group.
+type groupCall struct {
+	keys []string
+	args []any
+}
+
+// runGroups runs script once per call, pipelined (a Cluster client splits
+// the pipeline per node), with EVALSHA and then EVAL for the calls that
+// got NOSCRIPT. It returns the integer replies in order.
+func runGroups(ctx context.Context, rdb redis.Cmdable, script *redis.Script, src string, calls []groupCall) ([]int64, error) {
+	out := make([]int64, len(calls))
+	cmds := make([]*redis.Cmd, len(calls))
+	pipe := rdb.Pipeline()
+	for i, c := range calls {
+		cmds[i] = pipe.EvalSha(ctx, script.Hash(), c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	var again []int
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		pipe = rdb.Pipeline()
+		for _, i := range again {
+			cmds[i] = pipe.Eval(ctx, src, calls[i].keys, calls[i].args...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	var errs []error
+	for i, cmd := range cmds {
+		n, err := cmd.Int64()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out[i] = n
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("%d of %d calls failed: %w", len(errs), len(calls), errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// ApplyKeyed writes cfg, the config of a keyed bucket, into every key
+// group, with the guards of Apply: a group tombstone with an id >= cfg.ID
+// wins (Tombstoned), a larger (id, version) wins unless force (Stale).
+// A missing group or one of an older incarnation is Created (the old
+// incarnation's overrides are removed); otherwise the config is written
+// (Updated) or already there (Unchanged). Key states are not touched:
+// each key follows the new config at its next acquire. The outcome is
+// the strongest over the groups (Created, then Updated, then Unchanged);
+// Stale or Tombstoned only when no group was written.
+func ApplyKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, cfg Config, force bool) (ApplyOutcome, error) {
+	name := cfg.Name
+	if err := cfg.Validate(); err != nil {
+		return 0, fmt.Errorf("apply keyed bucket %q: %w", name, err)
+	}
+	f := "0"
+	if force {
+		f = "1"
+	}
+	args := []any{strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
+		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f}
+	calls := make([]groupCall, KeyGroups)
+	for g := range calls {
+		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyExact(name, g), ks.KeyTombstone(name, g)}, args: args}
+	}
+	// The registry first: a group written before a crash is still found.
+	if err := rdb.SAdd(ctx, ks.KeyedRegistry(), name).Err(); err != nil {
+		return 0, fmt.Errorf("apply keyed bucket %q: register: %w", name, err)
+	}
+	res, err := runGroups(ctx, rdb, keyedApplyScript, keyedApplySrc, calls)
+	if err != nil {
+		return 0, fmt.Errorf("apply keyed bucket %q: %w", name, err)
+	}
+	return strongest(res), nil
+}
+
+func strongest(res []int64) ApplyOutcome {
+	seen := map[ApplyOutcome]bool{}
+	for _, r := range res {
+		seen[ApplyOutcome(r)] = true
+	}
+	for _, o := range []ApplyOutcome{Created, Updated, Unchanged, Tombstoned, Stale} {
+		if seen[o] {
+			return o
+		}
+	}
+	return Unchanged
+}
+
+// DeleteKeyed removes every key group of keyed bucket name unless it holds
+// an id larger than id, and records id in each group's tombstone for
+// TombstoneTTLSeconds. Key states expire by themselves; they carry the id,
+// so a recreated bucket ignores them. It reports whether any group was
+// deleted.
+func DeleteKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string, id, version int64) (bool, error) {
+	if !ValidName(name) {
+		return false, fmt.Errorf("delete keyed bucket %q: %w: name", name, ErrInvalidConfig)
+	}
+	args := []any{strconv.FormatInt(id, 10), strconv.FormatInt(version, 10), TombstoneTTLSeconds}
+	calls := make([]groupCall, KeyGroups)
+	for g := range calls {
+		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyExact(name, g), ks.KeyTombstone(name, g)}, args: args}
+	}
+	res, err := runGroups(ctx, rdb, keyedDeleteScript, keyedDeleteSrc, calls)
+	if err != nil {
+		return false, fmt.Errorf("delete keyed bucket %q: %w", name, err)
+	}
+	// Unregister only when no group of a newer incarnation is left.
+	var left int64
+	for g := range KeyGroups {
+		n, err := rdb.Exists(ctx, ks.KeyGroup(name, g)).Result()
+		if err != nil {
+			return false, fmt.Errorf("delete keyed bucket %q: %w", name, err)
+		}
+		left += n
+	}
+	if left == 0 {
+		if err := rdb.SRem(ctx, ks.KeyedRegistry(), name).Err(); err != nil {
+			return false, fmt.Errorf("delete keyed bucket %q: unregister: %w", name, err)
+		}
+	}
+	deleted := false
+	for _, r := range res {
+		deleted = deleted || r == 1
+	}
+	return deleted, nil
+}
+
+// Match kinds of an Override as the scripts spell them.
+const (
+	MatchExact  = "e"
+	MatchPrefix = "p"
+)
+
+// Override is one override of a keyed bucket as the sync worker writes it.
+type Override struct {
+	// Bucket and BucketID name the keyed bucket (its incarnation).
+	Bucket   string
+	BucketID int64
+	// ID and Version guard the writes, like a bucket's.
+	ID      int64
+	Version int64
+	// Match is MatchExact or MatchPrefix; Key the key or the prefix.
+	Match string
+	Key   string
+	// The limit of the matching keys.
+	Capacity      int64
+	PermitsMicro  int64
+	PeriodSeconds int64
+}
+
+// Validate reports whether o can be written to Redis.
+func (o Override) Validate() error {
+	c := Config{Name: o.Bucket, ID: o.BucketID, Version: o.Version, Capacity: o.Capacity, PermitsMicro: o.PermitsMicro,
+		PeriodSeconds: o.PeriodSeconds, Apps: []string{"x"}}
+	switch {
+	case o.ID < 1:
+		return fmt.Errorf("%w: override id %d must be positive", ErrInvalidConfig, o.ID)
+	case o.Match != MatchExact && o.Match != MatchPrefix:
+		return fmt.Errorf("%w: override match %q", ErrInvalidConfig, o.Match)
+	case !ValidKey(o.Key):
+		return fmt.Errorf("%w: override key of %d bytes", ErrInvalidConfig, len(o.Key))
+	}
+	return c.Validate()
+}
+
+// OverrideOutcome says what ApplyOverride or DeleteOverride did.
+type OverrideOutcome int
+
+// Outcomes of the override script.
+const (
+	OverrideAbsent     OverrideOutcome = 0 // delete: there was no live override
+	OverrideWritten    OverrideOutcome = 1 // set: created; delete: deleted
+	OverrideUpdated    OverrideOutcome = 2
+	OverrideUnchanged  OverrideOutcome = 3
+	OverrideStale      OverrideOutcome = 4
+	OverrideTombstoned OverrideOutcome = 5 // the bucket was deleted
+	OverrideNoBucket   OverrideOutcome = 6 // the bucket's config is not there (yet)
+)
+
+// String names the outcome for logs and metrics.
+func (o OverrideOutcome) String() string {
+	switch o {
+	case OverrideAbsent:
+		return "absent"
+	case OverrideWritten:
+		return "written"
+	case OverrideUpdated:
+		return "updated"
+	case OverrideUnchanged:
+		return "unchanged"
+	case OverrideStale:
+		return "stale"
+	case OverrideTombstoned:
+		return "tombstoned"
+	case OverrideNoBucket:
+		return "no_bucket"
+	}
+	return "OverrideOutcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+func (o Override) groups() []int {
+	if o.Match == MatchExact {
+		_, g := KeyHash(o.Key)
+		return []int{g}
+	}
+	all := make([]int, KeyGroups)
+	for g := range all {
+		all[g] = g
+	}
+	return all
+}
+
+func runOverride(ctx context.Context, rdb redis.Cmdable, ks Keyspace, o Override, op string, force bool, extra ...any) (OverrideOutcome, error) {
+	if err := o.Validate(); err != nil {
+		return 0, err
+	}
+	f := "0"
+	if force {
+		f = "1"
+	}
+	args := append([]any{strconv.FormatInt(o.BucketID, 10), op, o.Match, o.Key, strconv.FormatInt(o.ID, 10),
+		strconv.FormatInt(o.Version, 10), strconv.FormatInt(o.Capacity, 10), FormatPermits(o.PermitsMicro),
+		strconv.FormatInt(o.PeriodSeconds, 10), f}, extra...)
+	gs := o.groups()
+	calls := make([]groupCall, len(gs))
+	for i, g := range gs {
+		calls[i] = groupCall{keys: []string{ks.KeyGroup(o.Bucket, g), ks.KeyExact(o.Bucket, g), ks.KeyTombstone(o.Bucket, g)}, args: args}
+	}
+	res, err := runGroups(ctx, rdb, overrideScript, overrideSrc, calls)
+	if err != nil {
+		return 0, err
+	}
+	// Strongest over the groups: a write anywhere, else the first reason.
+	best := OverrideOutcome(res[0])
+	for _, r := range res {
+		switch o := OverrideOutcome(r); {
+		case o == OverrideWritten:
+			return o, nil
+		case o == OverrideUpdated:
+			best = o
+		}
+	}
+	return best, nil
+}
+
+// ApplyOverride writes override o: into its key's group when exact, into
+// every group when a prefix. A newer (id, version) of the same key and
+// match wins unless force (OverrideStale), a deleted bucket wins always
+// (OverrideTombstoned), and a group without the bucket's config refuses it
+// (OverrideNoBucket: the reconcile writes it once the config is there).
+func ApplyOverride(ctx context.Context, rdb redis.Cmdable, ks Keyspace, o Override, force bool) (OverrideOutcome, error) {
+	out, err := runOverride(ctx, rdb, ks, o, "set", force)
+	if err != nil {
+		return 0, fmt.Errorf("apply override %d of %q: %w", o.ID, o.Bucket, err)
+	}
+	return out, nil
+}
+
+// DeleteOverride replaces override o (o.Version is the deletion's) with a
+// tombstone, unless a newer (id, version) is there: a late write of the
+// deleted override is then refused. Tombstones are removed by
+// PurgeOverrideTombstone after TombstoneTTLSeconds. The limit fields of o
+// are not used.
+func DeleteOverride(ctx context.Context, rdb redis.Cmdable, ks Keyspace, o Override) (OverrideOutcome, error) {
+	o.Capacity, o.PermitsMicro, o.PeriodSeconds = max(o.Capacity, 1), max(o.PermitsMicro, 1), max(o.PeriodSeconds, 1)
+	out, err := runOverride(ctx, rdb, ks, o, "del", false)
+	if err != nil {
+		return 0, fmt.Errorf("delete override %d of %q: %w", o.ID, o.Bucket, err)
+	}
+	return out, nil
+}
+
+// GroupState is what Redis holds in one key group of a keyed bucket.
+type GroupState struct {
+	// Exists is false when the group has no valid config.
+	Exists bool
+	Config Config
+	// Lens is the lens field as stored.
+	Lens string
+	// Prefixes holds the prefix override fields by prefix, raw values
+	// (live or tombstones).
+	Prefixes map[string]string
+}
+
+// ReadGroup returns the config and prefix overrides of group g of keyed
+// bucket name (one HGETALL: the hash holds at most a config, the prefix
+// overrides and their tombstones).
+func ReadGroup(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string, g int) (GroupState, error) {
+	h, err := rdb.HGetAll(ctx, ks.KeyGroup(name, g)).Result()
+	if err != nil {
+		return GroupState{}, fmt.Errorf("read keyed bucket %q group %d: %w", name, g, err)
+	}
+	st := GroupState{Prefixes: map[string]string{}}
+	for f, v := range h {
+		if p, ok := strings.CutPrefix(f, prefixField); ok {
+			st.Prefixes[p] = v
+		}
+	}
+	st.Lens = h[FieldLens]
+	if cfg, ok := parseConfig(h); ok {
+		cfg.Name = name
+		st.Exists, st.Config = true, cfg
+	}
+	return st, nil
+}
+
+// StoredOverride is an override value as Redis holds it.
+type StoredOverride struct {
+	// Deleted is set for a tombstone; DeletedAt says when it was written.
+	Deleted   bool
+	DeletedAt time.Time
+	ID        int64
+	Version   int64
+	// The limit of a live override.
+	Capacity      int64
+	PermitsMicro  int64
+	PeriodSeconds int64
+}
+
+// ParseStoredOverride parses an override field value; ok is false for
+// anything else.
+func ParseStoredOverride(v string) (so StoredOverride, ok bool) {
+	f := strings.Fields(v)
+	var err [5]error
+	switch {
+	case len(f) == 4 && f[0] == "d":
+		var ts int64
+		so.Deleted = true
+		so.ID, err[0] = strconv.ParseInt(f[1], 10, 64)
+		so.Version, err[1] = strconv.ParseInt(f[2], 10, 64)
+		ts, err[2] = strconv.ParseInt(f[3], 10, 64)
+		so.DeletedAt = time.Unix(ts, 0)
+	case len(f) == 5:
+		so.ID, err[0] = strconv.ParseInt(f[0], 10, 64)
+		so.Version, err[1] = strconv.ParseInt(f[1], 10, 64)
+		so.Capacity, err[2] = strconv.ParseInt(f[2], 10, 64)
+		so.PermitsMicro, err[3] = ParsePermits(f[3])
+		so.PeriodSeconds, err[4] = strconv.ParseInt(f[4], 10, 64)
+	default:
+		return StoredOverride{}, false
+	}
+	if errors.Join(err[:]...) != nil {
+		return StoredOverride{}, false
+	}
+	return so, true
+}
+
+// Same reports whether so is the live form of o.
+func (so StoredOverride) Same(o Override) bool {
+	return !so.Deleted && so.ID == o.ID && so.Version == o.Version && so.Capacity == o.Capacity &&
+		so.PermitsMicro == o.PermitsMicro && so.PeriodSeconds == o.PeriodSeconds
+}
+
+// ScanExact calls fn with batches of the exact-override fields of group g
+// (key -> raw value), using HSCAN so that a large hash never blocks Redis.
+func ScanExact(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string, g int, fn func(map[string]string) error) error {
+	key := ks.KeyExact(name, g)
+	var cursor uint64
+	for {
+		kv, next, err := rdb.HScan(ctx, key, cursor, "", 1000).Result()
+		if err != nil {
+			return fmt.Errorf("scan overrides of %q group %d: %w", name, g, err)
+		}
+		batch := make(map[string]string, len(kv)/2)
+		for i := 0; i+1 < len(kv); i += 2 {
+			batch[kv[i]] = kv[i+1]
+		}
+		if len(batch) > 0 {
+			if err := fn(batch); err != nil {
+				return err
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// PurgeOverrideTombstone removes the tombstone of o's key and match in
+// group g when it was written before cutoff. It reports whether it did.
+func PurgeOverrideTombstone(ctx context.Context, rdb redis.Cmdable, ks Keyspace, o Override, g int, cutoff time.Time) (bool, error) {
+	o.ID, o.Version = max(o.ID, 1), max(o.Version, 0)
+	o.Capacity, o.PermitsMicro, o.PeriodSeconds = 1, 1, 1
+	if err := o.Validate(); err != nil {
+		return false, err
+	}
+	n, err := overrideScript.Run(ctx, rdb, []string{ks.KeyGroup(o.Bucket, g), ks.KeyExact(o.Bucket, g), ks.KeyTombstone(o.Bucket, g)},
+		strconv.FormatInt(o.BucketID, 10), "purge", o.Match, o.Key, "1", "0", "1", "1", "1", "0",
+		strconv.FormatInt(cutoff.Unix(), 10)).Int64()
+	if err != nil {
+		return false, fmt.Errorf("purge override tombstone of %q: %w", o.Bucket, err)
+	}
+	return n == 1, nil
+}
+
+// RepairLens rewrites the lens and count fields of group g from the live
+// prefix overrides it holds, for the reconcile (they are kept right by
+// every override write; this heals a hash edited by hand).
+func RepairLens(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string, g int, st GroupState) error {
+	counts := map[int]int{}
+	for p, v := range st.Prefixes {
+		if so, ok := ParseStoredOverride(v); ok && !so.Deleted {
+			counts[len(p)]++
+		}
+	}
+	want := lensOf(counts)
+	key := ks.KeyGroup(name, g)
+	pipe := rdb.TxPipeline()
+	for l := 1; l <= MaxKeyLength; l++ {
+		if counts[l] > 0 {
+			pipe.HSet(ctx, key, countField+strconv.Itoa(l), counts[l])
+		} else {
+			pipe.HDel(ctx, key, countField+strconv.Itoa(l))
+		}
+	}
+	pipe.HSet(ctx, key, FieldLens, want)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("repair prefix lengths of %q group %d: %w", name, g, err)
+	}
+	return nil
+}
+
+// WantLens returns the lens field that the live prefix overrides of st call for.
+func (st GroupState) WantLens() string {
+	counts := map[int]int{}
+	for p, v := range st.Prefixes {
+		if so, ok := ParseStoredOverride(v); ok && !so.Deleted {
+			counts[len(p)]++
+		}
+	}
+	return lensOf(counts)
+}
+
+func lensOf(counts map[int]int) string {
+	var b strings.Builder
+	for l := MaxKeyLength; l >= 1; l-- {
+		if counts[l] > 0 {
+			b.WriteString(strconv.Itoa(l))
+			b.WriteByte(',')
+		}
+	}
+	return b.String()
+}

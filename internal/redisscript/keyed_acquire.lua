@@ -1,0 +1,134 @@
+-- Sluice keyed acquire: take ARGV[2] tokens for app ARGV[1] from the state of
+-- key ARGV[3] in a keyed bucket. KEYS[1] is the bucket's config hash of the
+-- key's group, KEYS[2] the group's exact-override hash, KEYS[3] the key's
+-- state; all three share the group's hash tag. One atomic call; the only
+-- clock is Redis TIME. The answer is the plain acquire's seven integers
+-- {code, remaining, retry_us, reset_us, capacity, permits_micro, period},
+-- plus code -5 for an invalid key (docs/protocol.md).
+--
+-- A key's state is one string "<id> <full_at>": the bucket id (a recreated
+-- bucket ignores the state of the old one) and the time in microseconds at
+-- which the key's bucket is full again. The key expires then, so an idle
+-- key costs nothing and a missing key is a full bucket.
+local MAX_N = 1000000000
+local MAX_US = 1000000000000000 -- durations are capped at 1e15 us (about 31 years)
+local GROUPS = 64
+local MAX_KEY = 256
+
+local nstr = ARGV[2]
+if type(nstr) ~= 'string' or #nstr > 10 or not string.find(nstr, '^[1-9][0-9]*$') then
+  return {-4, 0, 0, 0, 0, 0, 0}
+end
+local n = tonumber(nstr)
+if n > MAX_N then
+  return {-4, 0, 0, 0, 0, 0, 0}
+end
+
+-- The keys must be the ones this key hashes to: no key, whatever its
+-- bytes, can reach another group's or another key's state.
+local key = ARGV[3]
+if type(key) ~= 'string' or #key < 1 or #key > MAX_KEY then
+  return {-5, 0, 0, 0, 0, 0, 0}
+end
+local h = redis.sha1hex(key)
+local tail = ':' .. string.format('%d', tonumber(string.sub(h, 17, 20), 16) % GROUPS) .. '}'
+local base = KEYS[1]
+if #base <= #tail or string.sub(base, -#tail) ~= tail or KEYS[2] ~= base .. ':e'
+    or KEYS[3] ~= base .. string.sub(h, 1, 16) then
+  return {-5, 0, 0, 0, 0, 0, 0}
+end
+
+local f = redis.call('HMGET', base, 'capacity', 'permits', 'period', 'apps', 'id', 'lens')
+local capacity = tonumber(f[1])
+local permits = tonumber(f[2])
+local period = tonumber(f[3])
+local id = f[5]
+if not capacity or not permits or not period or not id or capacity < 1 or permits <= 0 or period < 1 then
+  return {-1, 0, 0, 0, 0, 0, 0}
+end
+
+local app = ARGV[1]
+local apps = f[4]
+if type(app) ~= 'string' or app == '' or string.find(app, ',', 1, true)
+    or not apps or not string.find(apps, ',' .. app .. ',', 1, true) then
+  return {-2, 0, 0, 0, capacity, math.floor(permits * 1000000 + 0.5), period}
+end
+
+-- The most specific override wins: the exact key, else the longest
+-- matching prefix (lens lists the prefix lengths present, longest first).
+-- An override is "<id> <version> <capacity> <permits> <period>"; a deleted
+-- one is a tombstone starting with "d", which matches nothing.
+local function limit(v)
+  if not v then return nil end
+  local c, p, d = string.match(v, '^%d+ %d+ (%d+) ([%d.]+) (%d+)$')
+  if not c then return nil end
+  return tonumber(c), tonumber(p), tonumber(d)
+end
+local oc, op, od = limit(redis.call('HGET', KEYS[2], key))
+if not oc and f[6] and f[6] ~= '' then
+  local fields = {}
+  for l in string.gmatch(f[6], '%d+') do
+    local len = tonumber(l)
+    if len <= #key then
+      fields[#fields + 1] = 'p:' .. string.sub(key, 1, len)
+    end
+  end
+  if #fields > 0 then
+    local vals = redis.call('HMGET', base, unpack(fields))
+    for i = 1, #fields do
+      oc, op, od = limit(vals[i])
+      if oc then break end
+    end
+  end
+end
+if oc and oc >= 1 and op > 0 and od >= 1 then
+  capacity, permits, period = oc, op, od
+end
+-- permits has at most 6 decimals, so this is the exact count of millionths.
+local pm = math.floor(permits * 1000000 + 0.5)
+if n > capacity then
+  return {-3, 0, 0, 0, capacity, pm, period}
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- Microseconds per token, and from empty to full.
+local per = period * 1000000000000 / pm
+local full = capacity * per
+
+-- full_at in the past (or no state, or another incarnation's): full.
+local full_at = now
+local s = redis.call('GET', KEYS[3])
+if s then
+  local sid, sfa = string.match(s, '^(%d+) ([0-9.e+]+)$')
+  if sid == id and tonumber(sfa) then
+    full_at = tonumber(sfa)
+  end
+end
+-- A bucket can owe no more than it holds: after a config change to a
+-- smaller limit the key holds 0 tokens, not less.
+if full_at > now + full then full_at = now + full end
+if full_at < now then full_at = now end
+local tokens = capacity - (full_at - now) / per
+if tokens < 0 then tokens = 0 end
+
+local function us(x)
+  if x <= 0 then return 0 end
+  x = math.ceil(x)
+  if x > MAX_US then return MAX_US end
+  return x
+end
+
+-- Tolerance for the rounding of full_at (a double of microseconds): a
+-- billionth of a token.
+if tokens + 0.000000001 >= n then
+  full_at = full_at + n * per
+  tokens = tokens - n
+  if tokens < 0 then tokens = 0 end
+  local ttl = math.ceil((full_at - now) / 1000)
+  if ttl < 1 then ttl = 1 end
+  redis.call('SET', KEYS[3], id .. ' ' .. string.format('%.17g', full_at), 'PX', string.format('%d', ttl))
+  return {1, math.floor(tokens), 0, us(full_at - now), capacity, pm, period}
+end
+-- Denied: nothing is written; the stored full_at still holds.
+return {0, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period}
