@@ -372,9 +372,9 @@ func (o Override) groups() []int {
 	return all
 }
 
-func runOverride(ctx context.Context, rdb redis.Cmdable, ks Keyspace, o Override, op string, force bool, extra ...any) (OverrideOutcome, error) {
+func overrideCalls(ks Keyspace, o Override, op string, force bool, extra ...any) ([]groupCall, error) {
 	if err := o.Validate(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	f := "0"
 	if force {
@@ -388,21 +388,78 @@ func runOverride(ctx context.Context, rdb redis.Cmdable, ks Keyspace, o Override
 	for i, g := range gs {
 		calls[i] = groupCall{keys: []string{ks.KeyGroup(o.Bucket, g), ks.KeyExact(o.Bucket, g), ks.KeyTombstone(o.Bucket, g)}, args: args}
 	}
+	return calls, nil
+}
+
+// strongestOverride sums up the outcomes of one override over its groups:
+// a write anywhere, else an update, else the first group's.
+func strongestOverride(res []int64) OverrideOutcome {
+	best := OverrideOutcome(res[0])
+	for _, r := range res {
+		switch o := OverrideOutcome(r); o {
+		case OverrideWritten:
+			return o
+		case OverrideUpdated:
+			best = o
+		}
+	}
+	return best
+}
+
+func runOverride(ctx context.Context, rdb redis.Cmdable, ks Keyspace, o Override, op string, force bool) (OverrideOutcome, error) {
+	calls, err := overrideCalls(ks, o, op, force)
+	if err != nil {
+		return 0, err
+	}
 	res, err := runGroups(ctx, rdb, overrideScript, overrideSrc, calls)
 	if err != nil {
 		return 0, err
 	}
-	// Strongest over the groups: a write anywhere, else the first reason.
-	best := OverrideOutcome(res[0])
-	for _, r := range res {
-		switch o := OverrideOutcome(r); {
-		case o == OverrideWritten:
-			return o, nil
-		case o == OverrideUpdated:
-			best = o
-		}
+	return strongestOverride(res), nil
+}
+
+// overrideBatch is how many script calls ApplyOverrides pipelines at once.
+const overrideBatch = 1000
+
+// ApplyOverrides is ApplyOverride (op "set") or DeleteOverride (del) for
+// many overrides, pipelined in batches, for the reconcile. It returns one
+// outcome per override.
+func ApplyOverrides(ctx context.Context, rdb redis.Cmdable, ks Keyspace, os []Override, del, force bool) ([]OverrideOutcome, error) {
+	op := "set"
+	if del {
+		op = "del"
+		force = false
 	}
-	return best, nil
+	out := make([]OverrideOutcome, len(os))
+	for start := 0; start < len(os); {
+		var calls []groupCall
+		var ends []int // calls[ends[i-1]:ends[i]] are those of os[start+i]
+		end := start
+		for end < len(os) && len(calls) < overrideBatch {
+			o := os[end]
+			if del {
+				o.Capacity, o.PermitsMicro, o.PeriodSeconds = max(o.Capacity, 1), max(o.PermitsMicro, 1), max(o.PeriodSeconds, 1)
+			}
+			cs, err := overrideCalls(ks, o, op, force)
+			if err != nil {
+				return nil, fmt.Errorf("apply override %d of %q: %w", o.ID, o.Bucket, err)
+			}
+			calls = append(calls, cs...)
+			ends = append(ends, len(calls))
+			end++
+		}
+		res, err := runGroups(ctx, rdb, overrideScript, overrideSrc, calls)
+		if err != nil {
+			return nil, fmt.Errorf("apply overrides: %w", err)
+		}
+		from := 0
+		for i, to := range ends {
+			out[start+i] = strongestOverride(res[from:to])
+			from = to
+		}
+		start = end
+	}
+	return out, nil
 }
 
 // ApplyOverride writes override o: into its key's group when exact, into
