@@ -128,31 +128,55 @@ func (ks Keyspace) Keyed(name, key string) KeyedKeys {
 // the key states: "<prefix>keyed". Only the worker reads it.
 func (ks Keyspace) KeyedRegistry() string { return ks.prefix() + "keyed" }
 
+// Source says which limit a keyed acquire applied.
+type Source int8
+
+// Sources of a keyed acquire's limit.
+const (
+	// FromBucket: the keyed bucket's own limit.
+	FromBucket Source = 0
+	// FromExact: an exact override of the key.
+	FromExact Source = 1
+	// FromPrefix: the longest prefix override matching the key.
+	FromPrefix Source = 2
+)
+
+// KeyedAnswer is a parsed keyed acquire answer: an Answer (whose Code may
+// also be InvalidKey) and the source of the limit it applied.
+type KeyedAnswer struct {
+	Answer
+	Source Source
+}
+
 // AcquireKey runs the keyed acquire script once (EVALSHA, EVAL after
 // NOSCRIPT) for app taking n tokens for key from keyed bucket name. Like
 // Acquire it is the plain, unbatched form for tests and tools.
-func AcquireKey(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, key, app string, n int64) (Answer, error) {
+func AcquireKey(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, key, app string, n int64) (KeyedAnswer, error) {
 	k := ks.Keyed(name, key)
 	return AcquireKeyRaw(ctx, rdb, []string{k.Config, k.Exact, k.State}, app, strconv.FormatInt(n, 10), key)
 }
 
 // AcquireKeyRaw runs the keyed acquire script with the keys and arguments
 // as given, so that tests can send what a careless client might.
-func AcquireKeyRaw(ctx context.Context, rdb redis.Scripter, keys []string, app, n, key string) (Answer, error) {
+func AcquireKeyRaw(ctx context.Context, rdb redis.Scripter, keys []string, app, n, key string) (KeyedAnswer, error) {
 	v, err := keyedAcquireScript.Run(ctx, rdb, keys, app, n, key).Int64Slice()
 	if err != nil {
-		return Answer{}, fmt.Errorf("keyed acquire: %w", err)
+		return KeyedAnswer{}, fmt.Errorf("keyed acquire: %w", err)
 	}
 	return KeyedAnswerOf(v)
 }
 
 // KeyedAnswerOf interprets the keyed acquire script's reply: the seven
-// integers of an acquire, with the extra code InvalidKey.
-func KeyedAnswerOf(v []int64) (Answer, error) {
-	if len(v) == 7 && v[0] == int64(InvalidKey) {
-		return Answer{Code: InvalidKey}, nil
+// integers of an acquire (with the extra code InvalidKey) and the source.
+func KeyedAnswerOf(v []int64) (KeyedAnswer, error) {
+	if len(v) != 8 || v[7] < int64(FromBucket) || v[7] > int64(FromPrefix) {
+		return KeyedAnswer{}, fmt.Errorf("%w: %v", ErrBadAnswer, v)
 	}
-	return AnswerOf(v)
+	if v[0] == int64(InvalidKey) {
+		return KeyedAnswer{Answer: Answer{Code: InvalidKey}}, nil
+	}
+	a, err := AnswerOf(v[:7])
+	return KeyedAnswer{Answer: a, Source: Source(v[7])}, err
 }
 
 // groupCall is one script call on one group.

@@ -3,8 +3,10 @@
 -- key's group, KEYS[2] the group's exact-override hash, KEYS[3] the key's
 -- state; all three share the group's hash tag. One atomic call; the only
 -- clock is Redis TIME. The answer is the plain acquire's seven integers
--- {code, remaining, retry_us, reset_us, capacity, permits_micro, period},
--- plus code -5 for an invalid key (docs/protocol.md).
+-- {code, remaining, retry_us, reset_us, capacity, permits_micro, period}
+-- and an eighth, the source of the limit (0 the bucket's, 1 an exact
+-- override, 2 a prefix override); code -5 is an invalid key
+-- (docs/protocol.md).
 --
 -- A key's state is one string "<id> <full_at>": the bucket id (a recreated
 -- bucket ignores the state of the old one) and the time in microseconds at
@@ -17,25 +19,25 @@ local MAX_KEY = 256
 
 local nstr = ARGV[2]
 if type(nstr) ~= 'string' or #nstr > 10 or not string.find(nstr, '^[1-9][0-9]*$') then
-  return {-4, 0, 0, 0, 0, 0, 0}
+  return {-4, 0, 0, 0, 0, 0, 0, 0}
 end
 local n = tonumber(nstr)
 if n > MAX_N then
-  return {-4, 0, 0, 0, 0, 0, 0}
+  return {-4, 0, 0, 0, 0, 0, 0, 0}
 end
 
 -- The keys must be the ones this key hashes to: no key, whatever its
 -- bytes, can reach another group's or another key's state.
 local key = ARGV[3]
 if type(key) ~= 'string' or #key < 1 or #key > MAX_KEY then
-  return {-5, 0, 0, 0, 0, 0, 0}
+  return {-5, 0, 0, 0, 0, 0, 0, 0}
 end
 local h = redis.sha1hex(key)
 local tail = ':' .. string.format('%d', tonumber(string.sub(h, 17, 20), 16) % GROUPS) .. '}'
 local base = KEYS[1]
 if #base <= #tail or string.sub(base, -#tail) ~= tail or KEYS[2] ~= base .. ':e'
     or KEYS[3] ~= base .. string.sub(h, 1, 16) then
-  return {-5, 0, 0, 0, 0, 0, 0}
+  return {-5, 0, 0, 0, 0, 0, 0, 0}
 end
 
 local f = redis.call('HMGET', base, 'capacity', 'permits', 'period', 'apps', 'id', 'lens')
@@ -44,14 +46,14 @@ local permits = tonumber(f[2])
 local period = tonumber(f[3])
 local id = f[5]
 if not capacity or not permits or not period or not id or capacity < 1 or permits <= 0 or period < 1 then
-  return {-1, 0, 0, 0, 0, 0, 0}
+  return {-1, 0, 0, 0, 0, 0, 0, 0}
 end
 
 local app = ARGV[1]
 local apps = f[4]
 if type(app) ~= 'string' or app == '' or string.find(app, ',', 1, true)
     or not apps or not string.find(apps, ',' .. app .. ',', 1, true) then
-  return {-2, 0, 0, 0, capacity, math.floor(permits * 1000000 + 0.5), period}
+  return {-2, 0, 0, 0, capacity, math.floor(permits * 1000000 + 0.5), period, 0}
 end
 
 -- The most specific override wins: the exact key, else the longest
@@ -64,8 +66,11 @@ local function limit(v)
   if not c then return nil end
   return tonumber(c), tonumber(p), tonumber(d)
 end
+local src = 0 -- 0 the bucket's own limit, 1 an exact override, 2 a prefix override
 local oc, op, od = limit(redis.call('HGET', KEYS[2], key))
-if not oc and f[6] and f[6] ~= '' then
+if oc then
+  src = 1
+elseif f[6] and f[6] ~= '' then
   local fields = {}
   for l in string.gmatch(f[6], '%d+') do
     local len = tonumber(l)
@@ -77,17 +82,22 @@ if not oc and f[6] and f[6] ~= '' then
     local vals = redis.call('HMGET', base, unpack(fields))
     for i = 1, #fields do
       oc, op, od = limit(vals[i])
-      if oc then break end
+      if oc then
+        src = 2
+        break
+      end
     end
   end
 end
 if oc and oc >= 1 and op > 0 and od >= 1 then
   capacity, permits, period = oc, op, od
+else
+  src = 0
 end
 -- permits has at most 6 decimals, so this is the exact count of millionths.
 local pm = math.floor(permits * 1000000 + 0.5)
 if n > capacity then
-  return {-3, 0, 0, 0, capacity, pm, period}
+  return {-3, 0, 0, 0, capacity, pm, period, src}
 end
 
 local t = redis.call('TIME')
@@ -128,7 +138,7 @@ if tokens + 0.000000001 >= n then
   local ttl = math.ceil((full_at - now) / 1000)
   if ttl < 1 then ttl = 1 end
   redis.call('SET', KEYS[3], id .. ' ' .. string.format('%.17g', full_at), 'PX', string.format('%d', ttl))
-  return {1, math.floor(tokens), 0, us(full_at - now), capacity, pm, period}
+  return {1, math.floor(tokens), 0, us(full_at - now), capacity, pm, period, src}
 end
 -- Denied: nothing is written; the stored full_at still holds.
-return {0, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period}
+return {0, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period, src}

@@ -22,7 +22,7 @@ func (s server) applyKeyed(t *testing.T, c redisscript.Config, force bool) redis
 	return out
 }
 
-func (s server) acquireKey(t *testing.T, name, key, app string, n int64) redisscript.Answer {
+func (s server) acquireKey(t *testing.T, name, key, app string, n int64) redisscript.KeyedAnswer {
 	t.Helper()
 	a, err := redisscript.AcquireKey(context.Background(), s.rdb, s.ks, name, key, app, n)
 	if err != nil {
@@ -153,6 +153,10 @@ func TestKeyedOverrides(t *testing.T) {
 			t.Helper()
 			return s.acquireKey(t, "api", key, "a", 1).Capacity
 		}
+		source := func(key string) redisscript.Source {
+			t.Helper()
+			return s.acquireKey(t, "api", key, "a", 1).Source
+		}
 		// Default 1; prefix "t" 10; prefix "tenant:" 20; exact "tenant:acme" 30.
 		for _, o := range []redisscript.Override{
 			ov(1, 1, redisscript.MatchPrefix, "t", 10),
@@ -169,6 +173,12 @@ func TestKeyedOverrides(t *testing.T) {
 			}
 			if got := limit(key); got != want {
 				t.Errorf("limit of %q = %d; want %d", key, got, want)
+			}
+		}
+		for key, want := range map[string]redisscript.Source{"tenant:acme": redisscript.FromExact,
+			"tenant:b": redisscript.FromPrefix, "x": redisscript.FromBucket} {
+			if got := source(key); got != want {
+				t.Errorf("source of %q = %d; want %d", key, got, want)
 			}
 		}
 		// Same again: unchanged; an older version: stale.
