@@ -20,6 +20,11 @@ const maxWaitStep = time.Second
 // ErrUnavailable end the wait; under FailClosed (or FailLocal without a
 // known config) it keeps waiting for Redis to come back.
 func (l *Limiter) Wait(ctx context.Context, bucket string, n int64) error {
+	return l.wait(ctx, bucket, func(ctx context.Context) (Result, error) { return l.Acquire(ctx, bucket, n) })
+}
+
+// wait runs acquire until it grants or fails for good (see Wait).
+func (l *Limiter) wait(ctx context.Context, bucket string, acquire func(context.Context) (Result, error)) error {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -27,7 +32,7 @@ func (l *Limiter) Wait(ctx context.Context, bucket string, n int64) error {
 		}
 	}()
 	for {
-		res, err := l.Acquire(ctx, bucket, n)
+		res, err := acquire(ctx)
 		switch {
 		case err == nil && res.Allowed:
 			return nil
