@@ -207,7 +207,7 @@ func TestClientIP(t *testing.T) {
 	}{
 		{"203.0.113.5:4000", "", trusting, "203.0.113.5"},
 		{"203.0.113.5:4000", "1.2.3.4", trusting, "203.0.113.5"}, // untrusted peer: header ignored
-		{"10.0.0.2:80", "1.2.3.4", direct, "10.0.0.2"},            // no trusted proxies
+		{"10.0.0.2:80", "1.2.3.4", direct, "10.0.0.2"},           // no trusted proxies
 		{"10.0.0.2:80", "1.2.3.4", trusting, "1.2.3.4"},
 		{"10.0.0.2:80", "6.6.6.6, 1.2.3.4, 10.0.0.9", trusting, "1.2.3.4"}, // spoofed left part skipped
 		{"10.0.0.2:80", "garbage, 10.0.0.9", trusting, "10.0.0.9"},
@@ -225,5 +225,3 @@ func TestClientIP(t *testing.T) {
 		}
 	}
 }
-
-
