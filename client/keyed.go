@@ -13,7 +13,7 @@ import (
 
 // Keyed buckets: one definition whose tokens exist per key (a user, an API
 // key, a client address). A keyed acquire is one run of the keyed acquire
-// script (docs/protocol.md) on the three keys of the key's group, sent
+// script (docs/protocol.md) on the two keys of the key's group, sent
 // through the same queue, breaker and failure policy as a plain acquire.
 
 // maxRecentKeys bounds the per-key state FailLocal keeps, over all keyed
@@ -45,8 +45,8 @@ type keyedBucket struct {
 }
 
 type keyedGroup struct {
-	config           string
-	configArg, exact any
+	config    string
+	configArg any
 }
 
 // keyedBucket returns the cached keys of keyed bucket name.
@@ -68,7 +68,7 @@ func (l *Limiter) keyedBucket(name string) *keyedBucket {
 	kb := &keyedBucket{}
 	for g := range kb.groups {
 		cfg := l.ks.KeyGroup(name, g)
-		kb.groups[g] = keyedGroup{config: cfg, configArg: cfg, exact: l.ks.KeyExact(name, g)}
+		kb.groups[g] = keyedGroup{config: cfg, configArg: cfg}
 	}
 	if len(m) >= maxCachedBuckets {
 		return kb
@@ -134,9 +134,9 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 	}
 	grp := &kb.groups[g]
 	c := getCall()
-	c.args[1], c.args[2], c.args[3], c.args[4], c.args[5] = keyedSHAArg, "3", grp.configArg, grp.exact, grp.config+state
-	c.args[6], c.args[7], c.args[8] = l.appArg, n, key
-	c.nargs, c.src = 9, keyedSrcArg
+	c.args[1], c.args[2], c.args[3], c.args[4] = keyedSHAArg, "2", grp.configArg, grp.config+state
+	c.args[5], c.args[6], c.args[7] = l.appArg, n, key
+	c.nargs, c.src = 8, keyedSrcArg
 	reply, err := l.q.do(ctx, c, l.opt.timeout)
 	switch {
 	case err == nil:

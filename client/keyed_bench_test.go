@@ -24,7 +24,7 @@ func BenchmarkAcquireKey(b *testing.B) {
 	for _, g := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
 			e := sharedRedis(b)
-			e.defineKeyed(b, "bench", 1_000_000_000, 1_000_000_000*1_000_000, 1, "svc")
+			e.defineKeyed(b, "bench", 1_000_000_000, 1_000_000, 1, "svc")
 			l := e.limiter(b, "svc", client.WithFailurePolicy(client.FailClosed), client.WithTimeout(5*time.Second))
 			ctx := context.Background()
 			if _, err := l.AcquireKey(ctx, "bench", keys[0], 1); err != nil {

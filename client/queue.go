@@ -58,7 +58,7 @@ const (
 type call struct {
 	// args are the command: "evalsha" sha numkeys keys... argv...; the
 	// caller fills args[1:nargs] and src, the queue args[0].
-	args  [9]any
+	args  [8]any
 	nargs int
 	src   any // the script's source, sent with "eval" after NOSCRIPT
 	cmd   *redis.IntSliceCmd

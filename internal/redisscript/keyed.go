@@ -18,10 +18,10 @@ import (
 // per active key. A bucket's keys are spread over KeyGroups groups, each
 // with its own hash tag "{<name>:<group>}", so that on Redis Cluster one
 // keyed bucket uses every master while every acquire still touches keys of
-// one slot: the group's config hash (bucket config and prefix overrides),
-// the group's exact-override hash, and the key's state. The sync worker
-// writes the config and the prefix overrides into every group, and each
-// exact override into its key's group only.
+// one slot: the group's hash (the bucket config, the prefix overrides and
+// the exact overrides of the group's keys) and the key's state. The sync
+// worker writes the config and the prefix overrides into every group, and
+// each exact override into its key's group only.
 //
 // Keys are never put into Redis key names: a key's group and state name
 // come from its SHA-1, so any bytes are safe and no key can reach another
@@ -44,6 +44,8 @@ const (
 	FieldLens = "lens"
 	// prefixField is put before a prefix to name its override field.
 	prefixField = "p:"
+	// exactField is put before a key to name its exact override field.
+	exactField = "e:"
 	// countField is put before a length to name the count of live prefix
 	// overrides of that length.
 	countField = "#"
@@ -98,12 +100,9 @@ func (ks Keyspace) group(name string, g int) string {
 	return string(b)
 }
 
-// KeyGroup returns the config hash of group g of keyed bucket name:
+// KeyGroup returns the hash of group g of keyed bucket name:
 // "<prefix>k{<name>:<g>}".
 func (ks Keyspace) KeyGroup(name string, g int) string { return ks.group(name, g) }
-
-// KeyExact returns the exact-override hash of group g: "<prefix>k{<name>:<g>}:e".
-func (ks Keyspace) KeyExact(name string, g int) string { return ks.group(name, g) + ":e" }
 
 // KeyTombstone returns the tombstone of group g: "<prefix>k{<name>:<g>}:deleted".
 func (ks Keyspace) KeyTombstone(name string, g int) string { return ks.group(name, g) + ":deleted" }
@@ -111,8 +110,7 @@ func (ks Keyspace) KeyTombstone(name string, g int) string { return ks.group(nam
 // KeyedKeys are the Redis keys one keyed acquire touches, in KEYS order.
 type KeyedKeys struct {
 	Group  int
-	Config string // the group's config hash
-	Exact  string // the group's exact-override hash
+	Config string // the group's hash
 	State  string // the key's state: "<prefix>k{<name>:<g>}<16 hex digits>"
 }
 
@@ -120,7 +118,7 @@ type KeyedKeys struct {
 func (ks Keyspace) Keyed(name, key string) KeyedKeys {
 	state, g := KeyHash(key)
 	cfg := ks.group(name, g)
-	return KeyedKeys{Group: g, Config: cfg, Exact: cfg + ":e", State: cfg + state}
+	return KeyedKeys{Group: g, Config: cfg, State: cfg + state}
 }
 
 // KeyedRegistry returns the set of keyed bucket names the sync worker has
@@ -153,7 +151,7 @@ type KeyedAnswer struct {
 // Acquire it is the plain, unbatched form for tests and tools.
 func AcquireKey(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, key, app string, n int64) (KeyedAnswer, error) {
 	k := ks.Keyed(name, key)
-	return AcquireKeyRaw(ctx, rdb, []string{k.Config, k.Exact, k.State}, app, strconv.FormatInt(n, 10), key)
+	return AcquireKeyRaw(ctx, rdb, []string{k.Config, k.State}, app, strconv.FormatInt(n, 10), key)
 }
 
 // AcquireKeyRaw runs the keyed acquire script with the keys and arguments
@@ -246,7 +244,7 @@ func ApplyKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, cfg Config,
 		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f}
 	calls := make([]groupCall, KeyGroups)
 	for g := range calls {
-		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyExact(name, g), ks.KeyTombstone(name, g)}, args: args}
+		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyTombstone(name, g)}, args: args}
 	}
 	// The registry first: a group written before a crash is still found.
 	if err := rdb.SAdd(ctx, ks.KeyedRegistry(), name).Err(); err != nil {
@@ -284,7 +282,7 @@ func DeleteKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name strin
 	args := []any{strconv.FormatInt(id, 10), strconv.FormatInt(version, 10), TombstoneTTLSeconds}
 	calls := make([]groupCall, KeyGroups)
 	for g := range calls {
-		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyExact(name, g), ks.KeyTombstone(name, g)}, args: args}
+		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyTombstone(name, g)}, args: args}
 	}
 	res, err := runGroups(ctx, rdb, keyedDeleteScript, keyedDeleteSrc, calls)
 	if err != nil {
@@ -410,7 +408,7 @@ func overrideCalls(ks Keyspace, o Override, op string, force bool, extra ...any)
 	gs := o.groups()
 	calls := make([]groupCall, len(gs))
 	for i, g := range gs {
-		calls[i] = groupCall{keys: []string{ks.KeyGroup(o.Bucket, g), ks.KeyExact(o.Bucket, g), ks.KeyTombstone(o.Bucket, g)}, args: args}
+		calls[i] = groupCall{keys: []string{ks.KeyGroup(o.Bucket, g), ks.KeyTombstone(o.Bucket, g)}, args: args}
 	}
 	return calls, nil
 }
@@ -526,25 +524,65 @@ type GroupState struct {
 }
 
 // ReadGroup returns the config and prefix overrides of group g of keyed
-// bucket name (one HGETALL: the hash holds at most a config, the prefix
-// overrides and their tombstones).
+// bucket name: the config fields in one HMGET, the prefix overrides with
+// HSCAN (the hash also holds the group's exact overrides, which may be
+// many).
 func ReadGroup(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string, g int) (GroupState, error) {
-	h, err := rdb.HGetAll(ctx, ks.KeyGroup(name, g)).Result()
+	key := ks.KeyGroup(name, g)
+	fields := []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldLens}
+	vals, err := rdb.HMGet(ctx, key, fields...).Result()
 	if err != nil {
 		return GroupState{}, fmt.Errorf("read keyed bucket %q group %d: %w", name, g, err)
 	}
-	st := GroupState{Prefixes: map[string]string{}}
-	for f, v := range h {
-		if p, ok := strings.CutPrefix(f, prefixField); ok {
-			st.Prefixes[p] = v
+	h := make(map[string]string, len(fields))
+	for i, v := range vals {
+		if s, ok := v.(string); ok {
+			h[fields[i]] = s
 		}
 	}
-	st.Lens = h[FieldLens]
+	st := GroupState{Prefixes: map[string]string{}, Lens: h[FieldLens]}
 	if cfg, ok := parseConfig(h); ok {
 		cfg.Name = name
 		st.Exists, st.Config = true, cfg
 	}
+	err = scanFields(ctx, rdb, key, prefixField, func(batch map[string]string) error {
+		for p, v := range batch {
+			st.Prefixes[p] = v
+		}
+		return nil
+	})
+	if err != nil {
+		return GroupState{}, fmt.Errorf("read prefix overrides of %q group %d: %w", name, g, err)
+	}
 	return st, nil
+}
+
+// scanFields calls fn with batches of the fields of hash key that start
+// with kind ("e:" or "p:"), without it (key or prefix -> raw value), using
+// HSCAN so that a large hash never blocks Redis.
+func scanFields(ctx context.Context, rdb redis.Cmdable, key, kind string, fn func(map[string]string) error) error {
+	var cursor uint64
+	for {
+		kv, next, err := rdb.HScan(ctx, key, cursor, kind+"*", 1000).Result()
+		if err != nil {
+			return err
+		}
+		batch := make(map[string]string, len(kv)/2)
+		for i := 0; i+1 < len(kv); i += 2 {
+			if f, ok := strings.CutPrefix(kv[i], kind); ok {
+				batch[f] = kv[i+1]
+			}
+		}
+		if len(batch) > 0 {
+			if err := fn(batch); err != nil {
+				return err
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
 }
 
 // StoredOverride is an override value as Redis holds it.
@@ -594,30 +632,13 @@ func (so StoredOverride) Same(o Override) bool {
 		so.PermitsMicro == o.PermitsMicro && so.PeriodSeconds == o.PeriodSeconds
 }
 
-// ScanExact calls fn with batches of the exact-override fields of group g
-// (key -> raw value), using HSCAN so that a large hash never blocks Redis.
+// ScanExact calls fn with batches of the exact overrides of group g (key
+// -> raw value), using HSCAN so that a large group never blocks Redis.
 func ScanExact(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string, g int, fn func(map[string]string) error) error {
-	key := ks.KeyExact(name, g)
-	var cursor uint64
-	for {
-		kv, next, err := rdb.HScan(ctx, key, cursor, "", 1000).Result()
-		if err != nil {
-			return fmt.Errorf("scan overrides of %q group %d: %w", name, g, err)
-		}
-		batch := make(map[string]string, len(kv)/2)
-		for i := 0; i+1 < len(kv); i += 2 {
-			batch[kv[i]] = kv[i+1]
-		}
-		if len(batch) > 0 {
-			if err := fn(batch); err != nil {
-				return err
-			}
-		}
-		if next == 0 {
-			return nil
-		}
-		cursor = next
+	if err := scanFields(ctx, rdb, ks.KeyGroup(name, g), exactField, fn); err != nil {
+		return fmt.Errorf("scan overrides of %q group %d: %w", name, g, err)
 	}
+	return nil
 }
 
 // PurgeOverrideTombstone removes the tombstone of o's key and match in
@@ -628,7 +649,7 @@ func PurgeOverrideTombstone(ctx context.Context, rdb redis.Cmdable, ks Keyspace,
 	if err := o.Validate(); err != nil {
 		return false, err
 	}
-	n, err := overrideScript.Run(ctx, rdb, []string{ks.KeyGroup(o.Bucket, g), ks.KeyExact(o.Bucket, g), ks.KeyTombstone(o.Bucket, g)},
+	n, err := overrideScript.Run(ctx, rdb, []string{ks.KeyGroup(o.Bucket, g), ks.KeyTombstone(o.Bucket, g)},
 		strconv.FormatInt(o.BucketID, 10), "purge", o.Match, o.Key, "1", "0", "1", "1", "1", "0",
 		strconv.FormatInt(cutoff.Unix(), 10)).Int64()
 	if err != nil {

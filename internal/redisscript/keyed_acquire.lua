@@ -1,7 +1,7 @@
 -- Sluice keyed acquire: take ARGV[2] tokens for app ARGV[1] from the state of
--- key ARGV[3] in a keyed bucket. KEYS[1] is the bucket's config hash of the
--- key's group, KEYS[2] the group's exact-override hash, KEYS[3] the key's
--- state; all three share the group's hash tag. One atomic call; the only
+-- key ARGV[3] in a keyed bucket. KEYS[1] is the hash of the key's group
+-- (the bucket's config and its overrides), KEYS[2] the key's state; both
+-- share the group's hash tag. One atomic call; the only
 -- clock is Redis TIME. The answer is the plain acquire's seven integers
 -- {code, remaining, retry_us, reset_us, capacity, permits_micro, period}
 -- and an eighth, the source of the limit (0 the bucket's, 1 an exact
@@ -35,12 +35,11 @@ end
 local h = redis.sha1hex(key)
 local tail = ':' .. string.format('%d', tonumber(string.sub(h, 17, 20), 16) % GROUPS) .. '}'
 local base = KEYS[1]
-if #base <= #tail or string.sub(base, -#tail) ~= tail or KEYS[2] ~= base .. ':e'
-    or KEYS[3] ~= base .. string.sub(h, 1, 16) then
+if #base <= #tail or string.sub(base, -#tail) ~= tail or KEYS[2] ~= base .. string.sub(h, 1, 16) then
   return {-5, 0, 0, 0, 0, 0, 0, 0}
 end
 
-local f = redis.call('HMGET', base, 'capacity', 'permits', 'period', 'apps', 'id', 'lens')
+local f = redis.call('HMGET', base, 'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'e:' .. key)
 local capacity = tonumber(f[1])
 local permits = tonumber(f[2])
 local period = tonumber(f[3])
@@ -67,7 +66,7 @@ local function limit(v)
   return tonumber(c), tonumber(p), tonumber(d)
 end
 local src = 0 -- 0 the bucket's own limit, 1 an exact override, 2 a prefix override
-local oc, op, od = limit(redis.call('HGET', KEYS[2], key))
+local oc, op, od = limit(f[7])
 if oc then
   src = 1
 elseif f[6] and f[6] ~= '' then
@@ -108,7 +107,7 @@ local full = capacity * per
 
 -- full_at in the past (or no state, or another incarnation's): full.
 local full_at = now
-local s = redis.call('GET', KEYS[3])
+local s = redis.call('GET', KEYS[2])
 if s then
   local sid, sfa = string.match(s, '^(%d+) ([0-9.e+]+)$')
   if sid == id and tonumber(sfa) then
@@ -137,7 +136,7 @@ if tokens + 0.000000001 >= n then
   if tokens < 0 then tokens = 0 end
   local ttl = math.ceil((full_at - now) / 1000)
   if ttl < 1 then ttl = 1 end
-  redis.call('SET', KEYS[3], id .. ' ' .. string.format('%.17g', full_at), 'PX', string.format('%d', ttl))
+  redis.call('SET', KEYS[2], id .. ' ' .. string.format('%.17g', full_at), 'PX', string.format('%d', ttl))
   return {1, math.floor(tokens), 0, us(full_at - now), capacity, pm, period, src}
 end
 -- Denied: nothing is written; the stored full_at still holds.

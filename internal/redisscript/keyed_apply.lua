@@ -1,7 +1,6 @@
 -- Sluice keyed apply: write a keyed bucket's config into one of its key
 -- groups, guarded by (id, version) like apply.lua.
--- KEYS[1] group config hash, KEYS[2] group exact-override hash, KEYS[3] group
--- tombstone. ARGV: id, version, capacity, permits, period, apps, force.
+-- KEYS[1] group hash, KEYS[2] group tombstone. ARGV: id, version, capacity, permits, period, apps, force.
 -- Returns 1 created, 2 updated, 3 unchanged, 4 stale, 5 tombstoned.
 local id = tonumber(ARGV[1])
 local version = tonumber(ARGV[2])
@@ -14,7 +13,7 @@ if not id or not version or not capacity or not permits or not period or capacit
 end
 local force = ARGV[7] == '1'
 
-local tomb = tonumber(redis.call('GET', KEYS[3]))
+local tomb = tonumber(redis.call('GET', KEYS[2]))
 if tomb and tomb >= id then
   return 5
 end
@@ -26,7 +25,7 @@ if not cid or cid < id then
   -- A new keyed bucket, or a new incarnation: the old one's overrides go.
   -- Key states carry the id, so the old incarnation's are ignored.
   if cid then
-    redis.call('DEL', KEYS[1], KEYS[2])
+    redis.call('DEL', KEYS[1])
   end
   created = true
 else
@@ -41,7 +40,7 @@ else
   if cid ~= id then
     -- Forced over a newer incarnation (MySQL restored): its overrides go,
     -- the reconcile writes this one's.
-    redis.call('DEL', KEYS[1], KEYS[2])
+    redis.call('DEL', KEYS[1])
   end
 end
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'version', ARGV[2], 'capacity', ARGV[3], 'permits', ARGV[4],

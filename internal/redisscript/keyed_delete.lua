@@ -1,7 +1,6 @@
--- Sluice keyed delete: remove one key group of a keyed bucket (its config,
--- prefix overrides and exact overrides) unless it holds a newer
--- incarnation, and remember the deleted id in the group's tombstone.
--- KEYS[1] group config hash, KEYS[2] exact-override hash, KEYS[3] tombstone.
+-- Sluice keyed delete: remove one key group of a keyed bucket (its config
+-- and overrides) unless it holds a newer incarnation, and remember the
+-- deleted id in the group's tombstone. KEYS[1] group hash, KEYS[2] tombstone.
 -- ARGV: id, version, ttl. Returns 1 when the group was deleted, else 0.
 -- Key states are left to expire: they carry the id, so a recreated bucket
 -- ignores them.
@@ -14,12 +13,10 @@ local deleted = 0
 local cid = tonumber(redis.call('HGET', KEYS[1], 'id'))
 if not cid or cid <= id then
   deleted = redis.call('DEL', KEYS[1])
-  redis.call('DEL', KEYS[2])
-  if deleted > 0 then deleted = 1 end
 end
-local tomb = tonumber(redis.call('GET', KEYS[3]))
+local tomb = tonumber(redis.call('GET', KEYS[2]))
 if tomb and tomb > id then
   id = tomb
 end
-redis.call('SET', KEYS[3], string.format('%d', id), 'EX', ttl)
+redis.call('SET', KEYS[2], string.format('%d', id), 'EX', ttl)
 return deleted

@@ -124,9 +124,9 @@ func TestKeyedKeysAreChecked(t *testing.T) {
 		other := s.ks.Keyed("api", "mallory")
 		otherGroup := (good.Group + 1) % redisscript.KeyGroups
 		for name, keys := range map[string][]string{
-			"state of another key": {good.Config, good.Exact, other.State},
-			"another group":        {s.ks.KeyGroup("api", otherGroup), s.ks.KeyExact("api", otherGroup), s.ks.KeyGroup("api", otherGroup) + good.State[len(good.Config):]},
-			"exact hash elsewhere": {good.Config, other.Exact, good.State},
+			"state of another key":   {good.Config, other.State},
+			"another group":          {s.ks.KeyGroup("api", otherGroup), s.ks.KeyGroup("api", otherGroup) + good.State[len(good.Config):]},
+			"state in another group": {good.Config, other.Config + good.State[len(good.Config):]},
 		} {
 			a, err := redisscript.AcquireKeyRaw(ctx, s.rdb, keys, "a", "1", "alice")
 			if err != nil || a.Code != redisscript.InvalidKey {

@@ -1,8 +1,7 @@
 -- Sluice override: write, delete or purge one override of a keyed bucket in
 -- one of its key groups, guarded by the override's (id, version).
--- KEYS[1] group config hash (holds prefix overrides as fields "p:<prefix>"),
--- KEYS[2] group exact-override hash (fields are the keys), KEYS[3] group
--- tombstone.
+-- KEYS[1] group hash (holds exact overrides as fields "e:<key>" and prefix
+-- overrides as "p:<prefix>"), KEYS[2] group tombstone.
 -- ARGV: bucket id, op ("set", "del" or "purge"), match ("e" or "p"), key,
 -- override id, version, capacity, permits, period, force ("1" or "0"),
 -- purge cutoff (unix seconds; "purge" only).
@@ -29,7 +28,7 @@ if op == 'set' and (not tonumber(ARGV[7]) or tonumber(ARGV[7]) < 1 or not tonumb
 end
 local force = ARGV[10] == '1'
 
-local tomb = tonumber(redis.call('GET', KEYS[3]))
+local tomb = tonumber(redis.call('GET', KEYS[2]))
 if tomb and tomb >= bid then
   return 5
 end
@@ -41,10 +40,7 @@ if gid > bid then
   return 4
 end
 
-local hash, field = KEYS[2], key
-if match == 'p' then
-  hash, field = KEYS[1], 'p:' .. key
-end
+local hash, field = KEYS[1], match .. ':' .. key
 local cur = redis.call('HGET', hash, field)
 local live, cid, cver = false, nil, nil
 if cur then

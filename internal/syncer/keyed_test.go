@@ -121,7 +121,7 @@ func TestKeyedEventsApplied(t *testing.T) {
 	if got := e.limit(t, "api", "tenant:acme"); got != int64(redisscript.UnknownBucket) {
 		t.Fatalf("after delete and stale replays: %d", got)
 	}
-	if n, _ := e.rdb.Exists(context.Background(), e.ks.KeyGroup("api", 0), e.ks.KeyExact("api", 0)).Result(); n != 0 {
+	if n, _ := e.rdb.Exists(context.Background(), e.ks.KeyGroup("api", 0), e.ks.KeyGroup("api", 1)).Result(); n != 0 {
 		t.Fatalf("%d group keys left", n)
 	}
 }
@@ -157,12 +157,12 @@ func TestKeyedReconcileRepairs(t *testing.T) {
 	// an override MySQL does not have, and drop the bucket "old" from
 	// MySQL behind the worker's back (no event).
 	for g := 0; g < redisscript.KeyGroups; g += 2 {
-		if err := e.rdb.Del(ctx, e.ks.KeyGroup("api", g), e.ks.KeyExact("api", g)).Err(); err != nil {
+		if err := e.rdb.Del(ctx, e.ks.KeyGroup("api", g)).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	k := e.ks.Keyed("api", "tenant:acme")
-	if err := e.rdb.HDel(ctx, k.Exact, "tenant:acme").Err(); err != nil {
+	if err := e.rdb.HDel(ctx, k.Config, "e:tenant:acme").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.rdb.HSet(ctx, e.ks.KeyGroup("api", 1), redisscript.FieldCapacity, "999").Err(); err != nil {
