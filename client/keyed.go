@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,13 +129,20 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 		return Result{}, err
 	}
 	kb := l.keyedBucket(name)
-	state, g := redisscript.KeyHash(key)
+	digits, g := redisscript.KeyDigits(key)
+	grp := &kb.groups[g]
+	// The state key is the group's key and the digits: one allocation.
+	var sb strings.Builder
+	sb.Grow(len(grp.config) + len(digits))
+	sb.WriteString(grp.config)
+	sb.Write(digits[:])
+	stateKey := sb.String()
+	state := stateKey[len(grp.config):]
 	if l.open.Load() {
 		return l.keyFallback(kb, name, key, state, n)
 	}
-	grp := &kb.groups[g]
 	c := getCall()
-	c.args[1], c.args[2], c.args[3], c.args[4] = keyedSHAArg, "2", grp.configArg, grp.config+state
+	c.args[1], c.args[2], c.args[3], c.args[4] = keyedSHAArg, "2", grp.configArg, stateKey
 	c.args[5], c.args[6], c.args[7] = l.appArg, n, key
 	c.nargs, c.src = 8, keyedSrcArg
 	reply, err := l.q.do(ctx, c, l.opt.timeout)

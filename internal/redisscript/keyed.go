@@ -80,11 +80,16 @@ func ValidKey(key string) bool { return len(key) >= 1 && len(key) <= MaxKeyLengt
 // KeyHash returns the state id of key (the first 16 hex digits of its
 // SHA-1) and its group (the next 4 hex digits modulo KeyGroups).
 func KeyHash(key string) (state string, group int) {
+	digits, g := KeyDigits(key)
+	return string(digits[:]), g
+}
+
+// KeyDigits is KeyHash with the state id as an array, for callers that
+// build the state key without allocating twice.
+func KeyDigits(key string) (state [16]byte, group int) {
 	sum := sha1.Sum([]byte(key))
-	var buf [20]byte
-	hex.Encode(buf[:], sum[:10])
-	g := (int(sum[8])<<8 | int(sum[9])) % KeyGroups
-	return string(buf[:16]), g
+	hex.Encode(state[:], sum[:8])
+	return state, (int(sum[8])<<8 | int(sum[9])) % KeyGroups
 }
 
 // group returns the hash tag of group g of bucket name: "{<name>:<g>}".
