@@ -3,6 +3,7 @@ package redisscript_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -307,6 +308,18 @@ func TestKeyedRefill(t *testing.T) {
 	})
 }
 
+// The example of docs/protocol.md.
+func TestKeyHashExample(t *testing.T) {
+	state, g := redisscript.KeyHash("user-1")
+	if state != "9dfffe450852c20c" || g != 54 {
+		t.Fatalf("KeyHash(user-1) = %s, %d", state, g)
+	}
+	k := redisscript.Keyspace{}.Keyed("api", "user-1")
+	if k.Config != "sluice:k{api:54}" || k.State != "sluice:k{api:54}9dfffe450852c20c" {
+		t.Fatalf("keys = %+v", k)
+	}
+}
+
 func TestKeyGroupsSpread(t *testing.T) {
 	seen := make([]int, redisscript.KeyGroups)
 	for i := range 10_000 {
@@ -330,13 +343,14 @@ func TestKeyedBytesPerKey(t *testing.T) {
 	ctx := context.Background()
 	s := server{rdb: rdb}
 	for _, name := range []string{"api", "login-attempts1"} {
-		s.applyKeyed(t, cfg(name, 100, 100_000_000, 60, "a"), false)
+		s.applyKeyed(t, cfg(name, 100, 100_000_000, 3600, "a"), false) // a key lives 36 s after one call
 		before, err := rdb.DBSize(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		const keys = 1000
+		const keys = 20000
 		var total int64
+		memBefore := usedMemory(t, rdb)
 		for i := range keys {
 			key := fmt.Sprintf("user-%d@example.com", i)
 			s.acquireKey(t, name, key, "a", 1)
@@ -351,9 +365,26 @@ func TestKeyedBytesPerKey(t *testing.T) {
 			t.Fatalf("%d keys made %d Redis keys", keys, after-before)
 		}
 		per := float64(total) / keys
-		t.Logf("bucket %q: %.1f bytes per active key (MEMORY USAGE)", name, per)
+		t.Logf("bucket %q: %.1f bytes per active key (MEMORY USAGE); used_memory grew %.0f bytes per key", name, per,
+			float64(usedMemory(t, rdb)-memBefore)/keys)
 		if per > 120 {
 			t.Errorf("bucket %q: %.1f bytes per key; want at most 120", name, per)
 		}
 	}
+}
+
+func usedMemory(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	t.Fatal("no used_memory in INFO")
+	return 0
 }
