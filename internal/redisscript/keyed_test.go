@@ -115,26 +115,30 @@ func TestKeyedAcquireAnswers(t *testing.T) {
 	})
 }
 
-// A caller cannot point a key at state other than its own: the script
-// checks the keys against the key's hash.
+// A caller cannot point a key at state outside the group it names, and
+// hostile key bytes never reach key names.
 func TestKeyedKeysAreChecked(t *testing.T) {
 	each(t, func(t *testing.T, s server) {
 		ctx := context.Background()
 		s.applyKeyed(t, cfg("api", 3, 1_000_000, 3600, "a"), false)
 		good := s.ks.Keyed("api", "alice")
-		other := s.ks.Keyed("api", "mallory")
-		otherGroup := (good.Group + 1) % redisscript.KeyGroups
+		var other redisscript.KeyedKeys
+		for i := 0; other.Group == good.Group; i++ {
+			other = s.ks.Keyed("api", fmt.Sprintf("mallory%d", i))
+		}
 		for name, keys := range map[string][]string{
-			"state of another key":   {good.Config, other.State},
-			"another group":          {s.ks.KeyGroup("api", otherGroup), s.ks.KeyGroup("api", otherGroup) + good.State[len(good.Config):]},
-			"state in another group": {good.Config, other.Config + good.State[len(good.Config):]},
+			"state of another group":  {good.Config, other.State},
+			"state of another bucket": {good.Config, s.ks.Keyed("other", "alice").State},
+			"no digits":               {good.Config, good.Config},
+			"not hex digits":          {good.Config, good.Config + "0123456789abcdeX"},
+			"too many digits":         {good.Config, good.State + "0"},
+			"not a group":             {"x", "x0123456789abcdef"},
 		} {
 			a, err := redisscript.AcquireKeyRaw(ctx, s.rdb, keys, "a", "1", "alice")
 			if err != nil || a.Code != redisscript.InvalidKey {
 				t.Errorf("%s: %+v, %v; want invalid key", name, a, err)
 			}
 		}
-		// Hostile key bytes never show in key names.
 		for _, key := range []string{"}", "{api:1}", "a\x00b", "*", "\r\n", "k" + strings.Repeat("}", 255)} {
 			k := s.ks.Keyed("api", key)
 			if strings.Contains(k.State[len(k.Config):], "}") || len(k.State) != len(k.Config)+16 {
