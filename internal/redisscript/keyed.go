@@ -339,17 +339,25 @@ type Override struct {
 
 // Validate reports whether o can be written to Redis.
 func (o Override) Validate() error {
-	c := Config{Name: o.Bucket, ID: o.BucketID, Version: o.Version, Capacity: o.Capacity, PermitsMicro: o.PermitsMicro,
-		PeriodSeconds: o.PeriodSeconds, Apps: []string{"x"}}
 	switch {
-	case o.ID < 1:
-		return fmt.Errorf("%w: override id %d must be positive", ErrInvalidConfig, o.ID)
+	case !ValidName(o.Bucket):
+		return fmt.Errorf("%w: bucket name %q", ErrInvalidConfig, o.Bucket)
+	case o.BucketID < 1 || o.ID < 1:
+		return fmt.Errorf("%w: bucket id %d and override id %d must be positive", ErrInvalidConfig, o.BucketID, o.ID)
+	case o.Version < 0:
+		return fmt.Errorf("%w: version %d must not be negative", ErrInvalidConfig, o.Version)
 	case o.Match != MatchExact && o.Match != MatchPrefix:
 		return fmt.Errorf("%w: override match %q", ErrInvalidConfig, o.Match)
 	case !ValidKey(o.Key):
 		return fmt.Errorf("%w: override key of %d bytes", ErrInvalidConfig, len(o.Key))
+	case o.Capacity < 1 || o.Capacity > MaxCapacity:
+		return fmt.Errorf("%w: capacity %d must be between 1 and %d", ErrInvalidConfig, o.Capacity, MaxCapacity)
+	case o.PermitsMicro < 1 || o.PermitsMicro > MaxPermitsMicro:
+		return fmt.Errorf("%w: permits must be between 0.000001 and 1000000000", ErrInvalidConfig)
+	case o.PeriodSeconds < 1 || o.PeriodSeconds > MaxPeriodSeconds:
+		return fmt.Errorf("%w: period %d s must be between 1 and %d", ErrInvalidConfig, o.PeriodSeconds, MaxPeriodSeconds)
 	}
-	return c.Validate()
+	return nil
 }
 
 // OverrideOutcome says what ApplyOverride or DeleteOverride did.
