@@ -392,3 +392,39 @@ func usedMemory(t *testing.T, rdb *redis.Client) int64 {
 	t.Fatal("no used_memory in INFO")
 	return 0
 }
+
+// A key's state expires by itself once its bucket is full again, and the
+// key then starts full: no state is kept for idle keys.
+func TestKeyedStateExpires(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := server{rdb: rdb, ks: redisscript.Keyspace{Prefix: prefix}}
+	ctx := context.Background()
+	s.applyKeyed(t, cfg("api", 2, 20_000_000, 1, "a"), false) // 2 per key, 20/s: full 100 ms after emptying
+	for range 2 {
+		if a := s.acquireKey(t, "api", "k", "a", 1); a.Code != redisscript.Allowed {
+			t.Fatalf("take: %+v", a)
+		}
+	}
+	state := s.ks.Keyed("api", "k").State
+	ttl, err := rdb.PTTL(ctx, state).Result()
+	if err != nil || ttl <= 0 || ttl > 100*time.Millisecond {
+		t.Fatalf("PTTL = %v, %v; want at most the 100 ms to refill", ttl, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := rdb.Exists(ctx, state).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the state of an idle key never expired")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a := s.acquireKey(t, "api", "k", "a", 2); a.Code != redisscript.Allowed {
+		t.Fatalf("after expiry the key must be full: %+v", a)
+	}
+}
