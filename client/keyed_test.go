@@ -40,8 +40,10 @@ func TestAcquireKey(t *testing.T) {
 	e.defineKeyed(t, "api", 3, 1_000_000, 3600, "svc") // 3 per key, 1 per hour
 	e.define(t, "plain", 3, 1_000_000, 3600, "svc")
 	e.override(t, "api", 1, redisscript.MatchPrefix, "vip:", 10)
-	l := e.limiter(t, "svc")
-	other := e.limiter(t, "other")
+	// A generous timeout: this test is about answers, and a loaded machine
+	// must not turn them into the failure policy's.
+	l := e.limiter(t, "svc", client.WithTimeout(5*time.Second))
+	other := e.limiter(t, "other", client.WithTimeout(5*time.Second))
 	ctx := context.Background()
 
 	for i := int64(2); i >= 0; i-- {
@@ -93,7 +95,7 @@ func TestWaitKey(t *testing.T) {
 	t.Parallel()
 	e := sharedRedis(t)
 	e.defineKeyed(t, "api", 1, 20_000_000, 1, "svc") // 1 per key, 20/s
-	l := e.limiter(t, "svc")
+	l := e.limiter(t, "svc", client.WithTimeout(5*time.Second))
 	ctx := context.Background()
 	if err := l.WaitKey(ctx, "api", "k", 1); err != nil {
 		t.Fatal(err)
@@ -119,7 +121,7 @@ func TestAcquireKeyFailLocal(t *testing.T) {
 	e, srv := privateRedis(t)
 	e.defineKeyed(t, "api", 4, 1_000_000, 3600, "svc") // 4 per key, 1 per hour
 	e.override(t, "api", 1, redisscript.MatchExact, "big", 100)
-	l := e.limiter(t, "svc", client.WithLogger(slog.New(slog.DiscardHandler)))
+	l := e.limiter(t, "svc", client.WithLogger(slog.New(slog.DiscardHandler)), client.WithTimeout(2*time.Second))
 	ctx := context.Background()
 	for _, key := range []string{"seen", "seen", "seen", "big", "default"} {
 		if _, err := l.AcquireKey(ctx, "api", key, 1); err != nil {
@@ -161,7 +163,7 @@ func TestKeyMiddleware(t *testing.T) {
 	t.Parallel()
 	e := sharedRedis(t)
 	e.defineKeyed(t, "api", 1, 1_000_000, 3600, "svc")
-	l := e.limiter(t, "svc")
+	l := e.limiter(t, "svc", client.WithTimeout(5*time.Second))
 	h := client.KeyMiddleware(l, "api", client.HeaderKey("X-API-Key"))(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
