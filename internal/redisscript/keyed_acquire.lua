@@ -134,8 +134,11 @@ if tokens + 0.000000001 >= n then
   full_at = full_at + n * per
   tokens = tokens - n
   if tokens < 0 then tokens = 0 end
+  -- In milliseconds, capped like every duration (a slow rate and a large
+  -- capacity can be centuries away; '%d' of a larger double is undefined).
   local ttl = math.ceil((full_at - now) / 1000)
   if ttl < 1 then ttl = 1 end
+  if ttl > MAX_US / 1000 then ttl = MAX_US / 1000 end
   redis.call('SET', KEYS[2], id .. ' ' .. string.format('%.17g', full_at), 'PX', string.format('%d', ttl))
   return {1, math.floor(tokens), 0, us(full_at - now), capacity, pm, period, src}
 end

@@ -292,6 +292,27 @@ func TestKeyedConfigChanges(t *testing.T) {
 	})
 }
 
+// Extreme limits: the slowest rate and the largest capacity give state
+// and expiry times far beyond any clock, which must still be written and
+// read back.
+func TestKeyedExtremeLimits(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		s.applyKeyed(t, cfg("api", redisscript.MaxCapacity, 1, redisscript.MaxPeriodSeconds, "a"), false)
+		for _, n := range []int64{redisscript.MaxCapacity - 1, 1} {
+			if a := s.acquireKey(t, "api", "k", "a", n); a.Code != redisscript.Allowed || a.ResetAfterMicros != 1e15 {
+				t.Fatalf("take %d: %+v", n, a)
+			}
+		}
+		if a := s.acquireKey(t, "api", "k", "a", 1); a.Code != redisscript.Denied || a.RetryAfterMicros != 1e15 {
+			t.Fatalf("empty: %+v", a)
+		}
+		ttl, err := s.rdb.PTTL(context.Background(), s.ks.Keyed("api", "k").State).Result()
+		if err != nil || ttl < 365*24*time.Hour {
+			t.Fatalf("PTTL = %v, %v; want the capped years", ttl, err)
+		}
+	})
+}
+
 // Tokens come back at the configured rate: over a stretch measured by
 // Redis's clock, no more than capacity + rate x T are admitted.
 func TestKeyedRefill(t *testing.T) {
