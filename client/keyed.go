@@ -43,6 +43,9 @@ type keyedBuckets struct {
 type keyedBucket struct {
 	groups [redisscript.KeyGroups]keyedGroup
 	def    atomic.Pointer[learned]
+	// gone is set while Redis says the bucket does not exist or does not
+	// serve this app: FailLocal must then refuse every key of it.
+	gone atomic.Bool
 }
 
 type keyedGroup struct {
@@ -166,6 +169,9 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 	}
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied, redisscript.ExceedsCapacity:
+		if kb.gone.Load() {
+			kb.gone.Store(false)
+		}
 		if a.Source == redisscript.FromBucket {
 			kb.learn(a.Answer)
 		}
@@ -173,7 +179,8 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 			l.keyed.shard(state).learn(l, name, key, a.Answer)
 		}
 	case redisscript.UnknownBucket, redisscript.AppNotAllowed:
-		kb.def.Store(nil) // FailLocal must refuse it
+		kb.def.Store(nil)
+		kb.gone.Store(true) // FailLocal must refuse it, even for keys it knows
 	}
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied:
@@ -213,6 +220,9 @@ func (kb *keyedBucket) learn(a redisscript.Answer) {
 func (l *Limiter) keyFallback(kb *keyedBucket, name, key, state string, n int64) (Result, error) {
 	if l.opt.policy != FailLocal {
 		return l.fallback(nil, n)
+	}
+	if kb.gone.Load() {
+		return Result{RetryAfter: l.opt.probe, Fallback: true}, ErrUnavailable
 	}
 	def := kb.def.Load()
 	b := l.keyed.shard(state).get(l, name, key, def)

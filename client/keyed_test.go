@@ -123,10 +123,23 @@ func TestAcquireKeyFailLocal(t *testing.T) {
 	e.override(t, "api", 1, redisscript.MatchExact, "big", 100)
 	l := e.limiter(t, "svc", client.WithLogger(slog.New(slog.DiscardHandler)), client.WithTimeout(2*time.Second))
 	ctx := context.Background()
+	e.defineKeyed(t, "revoked", 4, 1_000_000, 3600, "svc")
 	for _, key := range []string{"seen", "seen", "seen", "big", "default"} {
 		if _, err := l.AcquireKey(ctx, "api", key, 1); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A bucket this app lost: FailLocal must refuse even the keys it saw.
+	if _, err := l.AcquireKey(ctx, "revoked", "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	cfg := redisscript.Config{Name: "revoked", ID: 1, Version: 2, Capacity: 4, PermitsMicro: 1_000_000,
+		PeriodSeconds: 3600, Apps: []string{"someone-else"}}
+	if _, err := redisscript.ApplyKeyed(ctx, e.rdb, e.ks(), cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AcquireKey(ctx, "revoked", "k", 1); !errors.Is(err, client.ErrAppNotAllowed) {
+		t.Fatalf("after the app lost the bucket: %v", err)
 	}
 	srv.Kill()
 	var res client.Result
@@ -156,6 +169,9 @@ func TestAcquireKeyFailLocal(t *testing.T) {
 	}
 	if _, err := l.AcquireKey(ctx, "never-seen-bucket", "k", 1); !errors.Is(err, client.ErrUnavailable) {
 		t.Errorf("unknown bucket in an outage: %v; want ErrUnavailable", err)
+	}
+	if _, err := l.AcquireKey(ctx, "revoked", "k", 1); !errors.Is(err, client.ErrUnavailable) {
+		t.Errorf("a bucket the app lost, in an outage: %v; want ErrUnavailable", err)
 	}
 }
 
