@@ -74,7 +74,8 @@ func (s *sluice) close() error {
 	return s.rdb.Close()
 }
 
-// newLimiters returns the three implementations. Sluice gets timeout, so
+// newLimiters returns the implementations: Sluice plain and keyed, and
+// the two others. Sluice gets timeout, so
 // that a scheduling hiccup of this busy machine shows in its latency as it
 // does in the others', instead of tripping its breaker into the fallback.
 func newLimiters(ctx context.Context, opts *redis.Options, w workload, timeout time.Duration) ([]limiter, error) {
@@ -82,7 +83,11 @@ func newLimiters(ctx context.Context, opts *redis.Options, w workload, timeout t
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %w", err)
 	}
-	return []limiter{s, newRedisRate(opts, w), newClassic(opts, w)}, nil
+	k, err := newSluiceKeyed(ctx, opts, w, client.WithTimeout(timeout))
+	if err != nil {
+		return nil, fmt.Errorf("sluice keyed: %w", err)
+	}
+	return []limiter{s, k, newRedisRate(opts, w), newClassic(opts, w)}, nil
 }
 
 type fallbackResult struct {

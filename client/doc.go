@@ -8,6 +8,18 @@
 // until granted (queueing); Middleware and package ginlimit put a bucket in
 // front of HTTP routes.
 //
+// # Keyed buckets
+//
+// A keyed bucket keeps its tokens per key: AcquireKey, AllowKey and
+// WaitKey take the key (a user id, an API key, a client address; 1 to 256
+// bytes of anything) besides the bucket, and KeyMiddleware (and
+// ginlimit.KeyMiddleware) take a function from request to key, such as
+// ClientIP, which honours X-Forwarded-For only from trusted proxies, or
+// HeaderKey. Each key gets the bucket's limit or its most specific
+// override's (exact key, else longest prefix), decided in Redis at every
+// call. Results, errors and failure policies are those of plain buckets;
+// FailLocal keeps the 10,000 most recently used keys.
+//
 // # How a call works
 //
 // Every Acquire is one run of the acquire script in Redis (see

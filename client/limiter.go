@@ -29,6 +29,9 @@ var (
 	ErrUnavailable = errors.New("sluice: redis unavailable")
 	// ErrClosed: the Limiter was closed.
 	ErrClosed = errors.New("sluice: limiter closed")
+	// ErrInvalidKey: the key of a keyed acquire is empty or longer than
+	// 256 bytes.
+	ErrInvalidKey = errors.New("sluice: key must be 1 to 256 bytes")
 )
 
 // Result is the answer to one Acquire. The zero value is a denial with
@@ -104,8 +107,10 @@ func (p FailurePolicy) String() string {
 
 // Decision is what an observer sees of one Acquire.
 type Decision struct {
-	// Bucket and N are the arguments of the call.
+	// Bucket and N are the arguments of the call; Key is the key of a
+	// keyed acquire ("" for a plain one).
 	Bucket string
+	Key    string
 	N      int64
 	// Result and Err are what Acquire returned.
 	Result Result
@@ -215,6 +220,8 @@ type Limiter struct {
 
 	mu      sync.Mutex // guards writes of buckets
 	buckets atomic.Pointer[map[string]*bucket]
+
+	keyed keyedBuckets // state of keyed buckets (keyed.go)
 
 	q queue
 }
@@ -339,7 +346,8 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		return l.fallback(b, n)
 	}
 	c := getCall()
-	c.args[3], c.args[4], c.args[5] = b.keyArg, l.appArg, n
+	c.args[1], c.args[2], c.args[3], c.args[4], c.args[5] = l.shaArg, "1", b.keyArg, l.appArg, n
+	c.nargs, c.src = 6, l.srcArg
 	reply, err := l.q.do(ctx, c, l.opt.timeout)
 	switch {
 	case err == nil:

@@ -56,8 +56,12 @@ const (
 // last (the caller after it finished, the sender after it was abandoned)
 // puts it back.
 type call struct {
-	args [6]any // "evalsha" sha 1 key app n
-	cmd  *redis.IntSliceCmd
+	// args are the command: "evalsha" sha numkeys keys... argv...; the
+	// caller fills args[1:nargs] and src, the queue args[0].
+	args  [8]any
+	nargs int
+	src   any // the script's source, sent with "eval" after NOSCRIPT
+	cmd   *redis.IntSliceCmd
 	// direct is the command of a direct round trip, kept with the call so
 	// that a lone caller allocates none. Its arguments alias args.
 	direct *redis.IntSliceCmd
@@ -82,7 +86,8 @@ func getCall() *call {
 
 func putCall(c *call) {
 	c.cmd, c.reply, c.err = nil, nil, nil
-	c.args[3], c.args[4], c.args[5] = nil, nil, nil
+	clear(c.args[1:])
+	c.src = nil
 	callPool.Put(c)
 }
 
@@ -163,7 +168,7 @@ func (q *queue) close() {
 // do queues c and waits up to timeout for its reply. It owns c from here:
 // the caller must not touch c afterwards.
 func (q *queue) do(ctx context.Context, c *call, timeout time.Duration) ([]int64, error) {
-	c.args[0], c.args[1], c.args[2] = "evalsha", q.l.shaArg, "1"
+	c.args[0] = "evalsha"
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
@@ -261,7 +266,7 @@ func (q *queue) sender() {
 				// NOSCRIPT: these calls did not run. Send them once more with
 				// the full source (EVAL), which also caches the script.
 				for _, c := range s.resend {
-					c.args[0], c.args[1] = "eval", q.l.srcArg
+					c.args[0], c.args[1] = "eval", c.src
 				}
 				s.send(s.resend, nil, false)
 			}
@@ -282,7 +287,7 @@ func (s *sender) send(calls []*call, noscript []*call, resend bool) []*call {
 	ctx := s.q.l.ctx
 	s.cmds = s.cmds[:0]
 	for _, c := range calls {
-		c.cmd = redis.NewIntSliceCmd(ctx, c.args[:]...)
+		c.cmd = redis.NewIntSliceCmd(ctx, c.args[:c.nargs]...)
 		s.cmds = append(s.cmds, acquireCmd{c.cmd})
 	}
 	if len(s.cmds) == 1 {
@@ -314,8 +319,8 @@ func (s *sender) send(calls []*call, noscript []*call, resend bool) []*call {
 // watched during the round trip, which ends within about the timeout.
 func (q *queue) roundTrip(ctx context.Context, c *call, timeout time.Duration) ([]int64, error) {
 	cmd := c.direct
-	if cmd == nil {
-		cmd = redis.NewIntSliceCmd(context.Background(), c.args[:]...)
+	if cmd == nil || len(cmd.Args()) != c.nargs {
+		cmd = redis.NewIntSliceCmd(context.Background(), c.args[:c.nargs]...)
 		c.direct = cmd
 	}
 	cmd.SetErr(nil)
@@ -336,7 +341,7 @@ func (q *queue) roundTrip(ctx context.Context, c *call, timeout time.Duration) (
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// The script did not run: send it once more with its source
 		// (the command's arguments are c.args).
-		c.args[0], c.args[1] = "eval", q.l.srcArg
+		c.args[0], c.args[1] = "eval", c.src
 		cmd.SetErr(nil)
 		_ = q.held.Process(t, acquireCmd{cmd})
 		err = cmd.Err()

@@ -51,6 +51,11 @@ func (l *Limiter) Wait(ctx context.Context, bucket string, n int64) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	return l.wait(ctx, bucket, func(ctx context.Context) (Result, error) { return l.Acquire(ctx, bucket, n) })
+}
+
+// wait runs acquire until it grants or fails for good (see Wait).
+func (l *Limiter) wait(ctx context.Context, bucket string, acquire func(context.Context) (Result, error)) error {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -58,7 +63,7 @@ func (l *Limiter) Wait(ctx context.Context, bucket string, n int64) error {
 		}
 	}()
 	for {
-		res, err := l.Acquire(ctx, bucket, n)
+		res, err := acquire(ctx)
 		switch {
 		case err == nil && res.Allowed:
 			return nil

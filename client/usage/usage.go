@@ -24,6 +24,15 @@
 // bucket in the set of the minute's active buckets (UsageActive). Calls, not
 // tokens, are counted; every attempt of a client.Limiter.Wait is a call.
 //
+// For keyed buckets (client.Limiter.AcquireKey) the denials are also
+// counted per key: each flush adds them to the bucket's hot-keys set of
+// the hour (redisscript.Keyspace.HotKeys), which keeps the 1,000 most
+// denied keys, for the console's list of hottest keys. A Recorder holds
+// at most 10,000 distinct keys between two flushes; denials of further
+// keys are not counted there. The keys are stored as the service passes
+// them: a service keying on secrets (API keys, tokens) should pass an id
+// or a hash of them instead, or turn this off with WithHotKeys(false).
+//
 // Not counted: answers of the failure policy (Result.Fallback), which no
 // bucket made and which would be written, if at all, only once Redis is
 // back; unknown buckets, apps not allowed and invalid n, which are errors of
@@ -78,6 +87,7 @@ type options struct {
 	interval  time.Duration
 	retention time.Duration
 	log       *slog.Logger
+	noHotKeys bool
 }
 
 // WithKeyPrefix sets the key prefix (default "sluice:"); it must match
@@ -90,6 +100,10 @@ func WithFlushInterval(d time.Duration) Option { return func(o *options) { o.int
 // WithRetention sets the TTL of the usage hashes (default DefaultRetention).
 // The console shows up to a week: a shorter retention leaves gaps.
 func WithRetention(d time.Duration) Option { return func(o *options) { o.retention = d } }
+
+// WithHotKeys turns the counting of denials per key of keyed buckets on
+// (the default) or off.
+func WithHotKeys(on bool) Option { return func(o *options) { o.noHotKeys = !on } }
 
 // WithLogger sets where failed flushes are reported (default
 // slog.Default(); nil discards). An outage is logged when it starts and
@@ -109,6 +123,9 @@ type Recorder struct {
 
 	mu      sync.Mutex // guards writes of buckets
 	buckets atomic.Pointer[map[string]*entry]
+
+	hotMu sync.Mutex // guards hot
+	hot   map[hotKey]int64
 
 	flushMu sync.Mutex // one flush at a time
 	failing bool       // the last flush failed; guarded by flushMu
@@ -168,7 +185,36 @@ func (r *Recorder) Observe(d client.Decision) {
 	if !ok {
 		return
 	}
-	r.Add(d.Bucket, time.Now(), allowed, 1)
+	now := time.Now()
+	r.Add(d.Bucket, now, allowed, 1)
+	if !allowed && d.Key != "" && !r.opt.noHotKeys {
+		r.addHot(d.Bucket, d.Key, floorDiv(now.Unix(), 3600))
+	}
+}
+
+// maxHotKeys bounds the keys a Recorder counts denials of between flushes.
+const maxHotKeys = 10_000
+
+// hotKey is a key of a keyed bucket in one hour.
+type hotKey struct {
+	bucket, key string
+	hour        int64
+}
+
+// addHot counts a denial of key in keyed bucket bucket.
+func (r *Recorder) addHot(bucket, key string, hour int64) {
+	if !redisscript.ValidName(bucket) || !redisscript.ValidKey(key) {
+		return
+	}
+	k := hotKey{bucket, key, hour}
+	r.hotMu.Lock()
+	defer r.hotMu.Unlock()
+	if r.hot == nil {
+		r.hot = map[hotKey]int64{}
+	}
+	if _, ok := r.hot[k]; ok || len(r.hot) < maxHotKeys {
+		r.hot[k]++
+	}
 }
 
 // Counted reports whether a decision is counted in usage, and whether it
@@ -389,7 +435,11 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	for _, e := range *r.buckets.Load() {
 		e.take(minutes)
 	}
-	if len(minutes) == 0 {
+	r.hotMu.Lock()
+	hot := r.hot
+	r.hot = nil
+	r.hotMu.Unlock()
+	if len(minutes) == 0 && len(hot) == 0 {
 		return nil
 	}
 	hours := make(map[periodKey]counts, len(minutes))
@@ -419,6 +469,17 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		key := r.ks.UsageActive(m)
 		pipe.SAdd(ctx, key, names...)
 		pipe.Expire(ctx, key, redisscript.UsageActiveTTLSeconds*time.Second)
+	}
+	sets := map[string]bool{}
+	for k, n := range hot {
+		key := r.ks.HotKeys(k.bucket, k.hour)
+		pipe.ZIncrBy(ctx, key, float64(n), k.key)
+		sets[key] = true
+	}
+	for key := range sets {
+		// Keep the most denied: rank 0 is the lowest score.
+		pipe.ZRemRangeByRank(ctx, key, 0, -int64(redisscript.HotKeysKept)-1)
+		pipe.Expire(ctx, key, redisscript.HotKeysTTLSeconds*time.Second)
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil {

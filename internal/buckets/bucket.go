@@ -37,6 +37,10 @@ type Bucket struct {
 	// AllowedApps may take tokens. Validate sorts and dedupes it and
 	// makes it [OwnerApp] when empty.
 	AllowedApps []string `json:"allowed_apps"`
+	// Keyed buckets keep their token state per caller key (an API key, a
+	// user, an IP): each key gets its own MaxPermits and Rate, unless an
+	// Override gives it others. Fixed when the bucket is created.
+	Keyed bool `json:"keyed"`
 	// Version counts the saved changes of the bucket, from 1. Updates and
 	// deletes that name a stale version are refused.
 	Version   int64     `json:"version"`

@@ -21,6 +21,12 @@ const (
 	OpUpsert Op = "upsert"
 	// OpDelete removes the bucket.
 	OpDelete Op = "delete"
+	// OpOverrideUpsert writes the override carried by the event into the
+	// keyed bucket's Redis state.
+	OpOverrideUpsert Op = "override_upsert"
+	// OpOverrideDelete removes the override: its keys get the default
+	// limit again (or a less specific override's).
+	OpOverrideDelete Op = "override_delete"
 )
 
 // Event is one row of the outbox: a bucket change for the sync worker,
@@ -33,15 +39,24 @@ const (
 // a new BucketID and starts again at version 1, so guards compare
 // (BucketID, Version), not Version alone.
 type Event struct {
-	ID          int64     `json:"id"`
-	BucketID    int64     `json:"bucket_id"`
-	Name        string    `json:"name"`
-	Op          Op        `json:"op"`
-	Version     int64     `json:"version"`
-	MaxPermits  int64     `json:"max_permits"`
-	Rate        Rate      `json:"rate"`
-	AllowedApps []string  `json:"allowed_apps"`
-	CreatedAt   time.Time `json:"created_at"`
+	ID          int64    `json:"id"`
+	BucketID    int64    `json:"bucket_id"`
+	Name        string   `json:"name"`
+	Op          Op       `json:"op"`
+	Version     int64    `json:"version"`
+	MaxPermits  int64    `json:"max_permits"`
+	Rate        Rate     `json:"rate"`
+	AllowedApps []string `json:"allowed_apps"`
+	// Keyed is set for every event of a keyed bucket.
+	Keyed bool `json:"keyed"`
+	// Override events name the override (ID, match and key); Version is
+	// then the override's version, MaxPermits and Rate its limit, and
+	// AllowedApps is empty. An override is never re-created under its ID,
+	// so guards compare (OverrideID, Version).
+	OverrideID    int64     `json:"override_id,omitempty"`
+	OverrideMatch Match     `json:"override_match,omitempty"`
+	OverrideKey   string    `json:"override_key,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
 }
 
 // Event page sizes of PendingEvents.
@@ -56,10 +71,22 @@ func writeEvent(ctx context.Context, tx *sqlx.Tx, op Op, b *Bucket, version int6
 		return fmt.Errorf("encode allowed apps: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO bucket_events (bucket_id, bucket_name, op, version, max_permits,
-		rate_permits, rate_period_seconds, allowed_apps, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		rate_permits, rate_period_seconds, allowed_apps, keyed, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.ID, b.Name, string(op), version, b.MaxPermits, b.Rate.Permits(), b.Rate.PeriodSeconds(),
-		string(apps), now()); err != nil {
+		string(apps), b.Keyed, now()); err != nil {
 		return fmt.Errorf("write change event of %q: %w", b.Name, database.Translate(err))
+	}
+	return nil
+}
+
+// writeOverrideEvent records a change of override o of keyed bucket b.
+func writeOverrideEvent(ctx context.Context, tx *sqlx.Tx, op Op, b *Bucket, o *Override, version int64) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO bucket_events (bucket_id, bucket_name, op, version, max_permits,
+		rate_permits, rate_period_seconds, allowed_apps, keyed, override_id, override_match, override_key, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, '[]', TRUE, ?, ?, ?, ?)`,
+		b.ID, b.Name, string(op), version, o.MaxPermits, o.Rate.Permits(), o.Rate.PeriodSeconds(),
+		o.ID, string(o.Match), []byte(o.Key), now()); err != nil {
+		return fmt.Errorf("write change event of an override of %q: %w", b.Name, database.Translate(err))
 	}
 	return nil
 }
@@ -74,6 +101,10 @@ type eventRow struct {
 	RatePermits string    `db:"rate_permits"`
 	RatePeriod  int64     `db:"rate_period_seconds"`
 	AllowedApps string    `db:"allowed_apps"`
+	Keyed       bool      `db:"keyed"`
+	OverrideID  int64     `db:"override_id"`
+	Match       string    `db:"override_match"`
+	Key         []byte    `db:"override_key"`
 	CreatedAt   time.Time `db:"created_at"`
 }
 
@@ -93,7 +124,8 @@ func (s *Store) PendingEvents(ctx context.Context, limit int) ([]Event, error) {
 	limit = min(limit, MaxEventLimit)
 	var rows []eventRow
 	if err := s.db.SelectContext(ctx, &rows, `SELECT id, bucket_id, bucket_name, op, version, max_permits,
-		rate_permits, rate_period_seconds, allowed_apps, created_at FROM bucket_events ORDER BY id LIMIT ?`, limit); err != nil {
+		rate_permits, rate_period_seconds, allowed_apps, keyed, override_id, override_match, override_key, created_at
+		FROM bucket_events ORDER BY id LIMIT ?`, limit); err != nil {
 		return nil, fmt.Errorf("read change events: %w", database.Translate(err))
 	}
 	out := make([]Event, 0, len(rows))
@@ -108,7 +140,8 @@ func (s *Store) PendingEvents(ctx context.Context, limit int) ([]Event, error) {
 		}
 		out = append(out, Event{
 			ID: r.ID, BucketID: r.BucketID, Name: r.Name, Op: Op(r.Op), Version: r.Version,
-			MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: apps, CreatedAt: r.CreatedAt,
+			MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: apps, Keyed: r.Keyed,
+			OverrideID: r.OverrideID, OverrideMatch: Match(r.Match), OverrideKey: string(r.Key), CreatedAt: r.CreatedAt,
 		})
 	}
 	return out, nil

@@ -78,6 +78,7 @@ type row struct {
 	MaxPermits  int64     `db:"max_permits"`
 	RatePermits string    `db:"rate_permits"`
 	RatePeriod  int64     `db:"rate_period_seconds"`
+	Keyed       bool      `db:"keyed"`
 	Version     int64     `db:"version"`
 	CreatedBy   string    `db:"created_by"`
 	UpdatedBy   string    `db:"updated_by"`
@@ -86,7 +87,7 @@ type row struct {
 }
 
 const selectBuckets = `SELECT b.id, b.name, o.name AS owner_app, b.description, b.max_permits,
-	b.rate_permits, b.rate_period_seconds, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at
+	b.rate_permits, b.rate_period_seconds, b.keyed, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at
 	FROM buckets b JOIN apps o ON o.id = b.owner_app_id`
 
 func (r *row) bucket() (*Bucket, error) {
@@ -96,7 +97,7 @@ func (r *row) bucket() (*Bucket, error) {
 	}
 	return &Bucket{
 		ID: r.ID, Name: r.Name, OwnerApp: r.OwnerApp, Description: r.Description,
-		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, Version: r.Version,
+		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, Keyed: r.Keyed, Version: r.Version,
 		CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}, nil
 }
@@ -385,9 +386,9 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO buckets (name, owner_app_id, description, max_permits,
-			rate_permits, rate_period_seconds, version, created_by, created_at, updated_by, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(),
+			rate_permits, rate_period_seconds, keyed, version, created_by, created_at, updated_by, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(), n.Keyed,
 			n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
 			return conflictf("a bucket named %q already exists", n.Name)
@@ -439,6 +440,9 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 		}
 		if old.OwnerApp != b.OwnerApp {
 			return errs.Invalid("owner_app", "cannot be changed; create a new bucket under the other app instead")
+		}
+		if old.Keyed != b.Keyed {
+			return errs.Invalid("keyed", "cannot be changed; create a new bucket instead")
 		}
 		saved = *old
 		saved.Description, saved.MaxPermits, saved.Rate = b.Description, b.MaxPermits, b.Rate
@@ -495,6 +499,11 @@ func (s *Store) Delete(ctx context.Context, actor audit.Actor, name string, vers
 		// statement works the same on every engine.
 		if _, err := tx.ExecContext(ctx, `DELETE FROM bucket_apps WHERE bucket_id = ?`, old.ID); err != nil {
 			return fmt.Errorf("delete bucket %q: %w", name, database.Translate(err))
+		}
+		if old.Keyed {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM bucket_overrides WHERE bucket_id = ?`, old.ID); err != nil {
+				return fmt.Errorf("delete overrides of bucket %q: %w", name, database.Translate(err))
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM buckets WHERE id = ?`, old.ID); err != nil {
 			return fmt.Errorf("delete bucket %q: %w", name, database.Translate(err))

@@ -126,3 +126,76 @@ func TestMigrationsDown(t *testing.T) {
 		t.Fatalf("up again: %v", err)
 	}
 }
+
+// Keyed buckets and their overrides work on the embedded engine too.
+func TestKeyedOverridesOnEmbeddedEngine(t *testing.T) {
+	ctx := context.Background()
+	dsn, stop, err := devdb.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	if err := migrations.Up(dsn); err != nil {
+		t.Fatal(err)
+	}
+	db, err := database.Open(ctx, dsn, database.Options{MaxOpenConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	actor := audit.Actor{User: "alice"}
+	if err := apps.NewStore(db).Create(ctx, actor, &apps.App{Name: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	store := buckets.NewStore(db)
+	rate, _ := buckets.ParseRate("100/min")
+	if err := store.Create(ctx, actor, &buckets.Bucket{Name: "api", OwnerApp: "shop", MaxPermits: 10, Rate: rate, Keyed: true}); err != nil {
+		t.Fatal(err)
+	}
+	var created []*buckets.Override
+	for _, o := range []*buckets.Override{
+		{Bucket: "api", Match: buckets.MatchExact, Key: "tenant:acme", MaxPermits: 100, Rate: rate},
+		{Bucket: "api", Match: buckets.MatchPrefix, Key: "tenant:", MaxPermits: 50, Rate: rate},
+		{Bucket: "api", Match: buckets.MatchExact, Key: "a_b%", MaxPermits: 5, Rate: rate},
+	} {
+		if err := store.CreateOverride(ctx, actor, o); err != nil {
+			t.Fatalf("create override %q: %v", o.Key, err)
+		}
+		created = append(created, o)
+	}
+	for key, want := range map[string]string{"tenant:acme": "tenant:acme", "tenant:x": "tenant:", "bob": ""} {
+		got, err := store.EffectiveOverride(ctx, "api", key)
+		if err != nil {
+			t.Fatalf("effective override of %q: %v", key, err)
+		}
+		if (got == nil && want != "") || (got != nil && got.Key != want) {
+			t.Errorf("effective override of %q = %+v; want %q", key, got, want)
+		}
+	}
+	page, err := store.ListOverrides(ctx, "api", buckets.OverrideFilter{Search: "a_", Limit: 1})
+	if err != nil || page.Total != 1 || len(page.Overrides) != 1 || page.Overrides[0].Key != "a_b%" {
+		t.Fatalf("search = %+v, %v", page, err)
+	}
+	page, err = store.ListOverrides(ctx, "api", buckets.OverrideFilter{Limit: 2})
+	if err != nil || page.Total != 3 || page.Next == "" {
+		t.Fatalf("first page = %+v, %v", page, err)
+	}
+	page, err = store.ListOverrides(ctx, "api", buckets.OverrideFilter{Limit: 2, After: page.Next})
+	if err != nil || len(page.Overrides) != 1 || page.Next != "" {
+		t.Fatalf("second page = %+v, %v", page, err)
+	}
+	created[0].MaxPermits = 200
+	if err := store.UpdateOverride(ctx, actor, created[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.DeleteOverride(ctx, actor, "api", created[1].ID, created[1].Version); err != nil {
+		t.Fatal(err)
+	}
+	events, err := store.PendingEvents(ctx, 0)
+	if err != nil || len(events) != 6 || events[5].Op != buckets.OpOverrideDelete || events[5].OverrideKey != "tenant:" {
+		t.Fatalf("events = %+v, %v", events, err)
+	}
+	if err := store.Delete(ctx, actor, "api", 0); err != nil {
+		t.Fatalf("delete keyed bucket: %v", err)
+	}
+}

@@ -81,3 +81,23 @@ const UsageActiveTTLSeconds = 2 * 3600
 func (ks Keyspace) UsageActive(minute int64) string {
 	return ks.prefix() + "usage:active:" + strconv.FormatInt(minute, 10)
 }
+
+// Hot keys: per keyed bucket and hour, a sorted set of the keys whose
+// acquires were denied, scored by their denials. Clients add to it with
+// ZINCRBY when they flush their usage counts and trim it to the
+// HotKeysKept highest scores, so it stays small whatever the number of
+// keys; it expires HotKeysTTLSeconds after its last write. Members are
+// the keys as callers passed them.
+
+// HotKeysKept is how many keys a hot-keys set keeps after each write.
+const HotKeysKept = 1000
+
+// HotKeysTTLSeconds is how long a hot-keys set lives after its last
+// write: long enough to read the previous hour beside the current one.
+const HotKeysTTLSeconds = 3 * 3600
+
+// HotKeys returns the key of the hot-keys set of bucket name for one
+// hour, given as Unix seconds / 3600: "<prefix>{<name>}:hot:h:<hour>".
+func (ks Keyspace) HotKeys(name string, hour int64) string {
+	return ks.usage(name, ":hot:h:", hour)
+}

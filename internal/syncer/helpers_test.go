@@ -130,10 +130,14 @@ func (e *env) replay(t testing.TB, evs ...buckets.Event) {
 	t.Helper()
 	for _, ev := range evs {
 		apps := `["` + strings.Join(ev.AllowedApps, `","`) + `"]`
+		if ev.OverrideID != 0 {
+			e.replayOverrides(t, ev)
+			continue
+		}
 		if _, err := e.db.Exec(`INSERT INTO bucket_events (bucket_id, bucket_name, op, version, max_permits,
-			rate_permits, rate_period_seconds, allowed_apps, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			rate_permits, rate_period_seconds, allowed_apps, keyed, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			ev.BucketID, ev.Name, string(ev.Op), ev.Version, ev.MaxPermits, ev.Rate.Permits(), ev.Rate.PeriodSeconds(),
-			apps, ev.CreatedAt); err != nil {
+			apps, ev.Keyed, ev.CreatedAt); err != nil {
 			t.Fatalf("replay event: %v", err)
 		}
 	}
@@ -186,6 +190,9 @@ func (e *env) diff(t testing.TB) []string {
 	var out []string
 	known := map[string]bool{}
 	for _, d := range defs {
+		if d.Keyed {
+			continue // compared by keyedDiff
+		}
 		known[d.Name] = true
 		st := e.read(t, d.Name)
 		switch {

@@ -24,6 +24,10 @@ const (
 	repairDiffering = "differing"
 	repairExtra     = "extra"
 	repairForced    = "forced"
+	// Overrides of keyed buckets.
+	repairOverrideMissing   = "override_missing"
+	repairOverrideDiffering = "override_differing"
+	repairOverrideExtra     = "override_extra"
 )
 
 // Error stages counted by sluice_sync_errors_total.

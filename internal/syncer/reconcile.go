@@ -33,15 +33,24 @@ type Report struct {
 	Differing int
 	Extra     int
 	Forced    int
-	Duration  time.Duration
+	// Overrides of keyed buckets written because Redis lacked them
+	// (OverrideMissing) or held them differently (OverrideDiffering), and
+	// removed because MySQL does not have them (OverrideExtra).
+	OverrideMissing   int
+	OverrideDiffering int
+	OverrideExtra     int
+	Duration          time.Duration
 }
 
 // Repaired is the number of hashes the reconcile changed.
-func (r Report) Repaired() int { return r.Missing + r.Differing + r.Extra + r.Forced }
+func (r Report) Repaired() int {
+	return r.Missing + r.Differing + r.Extra + r.Forced + r.OverrideMissing + r.OverrideDiffering + r.OverrideExtra
+}
 
 func (r Report) attrs() []any {
 	return []any{"definitions", r.Definitions, "hashes", r.Hashes, "missing", r.Missing,
-		"differing", r.Differing, "extra", r.Extra, "forced", r.Forced, "duration", r.Duration.String()}
+		"differing", r.Differing, "extra", r.Extra, "forced", r.Forced, "override_missing", r.OverrideMissing,
+		"override_differing", r.OverrideDiffering, "override_extra", r.OverrideExtra, "duration", r.Duration.String()}
 }
 
 // tally collects a Report from concurrent checks.
@@ -63,6 +72,12 @@ func (t *tally) add(kind string) {
 		t.rep.Extra++
 	case repairForced:
 		t.rep.Forced++
+	case repairOverrideMissing:
+		t.rep.OverrideMissing++
+	case repairOverrideDiffering:
+		t.rep.OverrideDiffering++
+	case repairOverrideExtra:
+		t.rep.OverrideExtra++
 	default:
 		return
 	}
@@ -113,9 +128,16 @@ func (w *Worker) reconcile(ctx context.Context) (Report, error) {
 		return Report{}, err
 	}
 	t := &tally{rep: Report{Definitions: len(defs), Hashes: len(names)}, m: w.m}
+	// Plain buckets have a bucket hash, keyed ones key groups (found
+	// through the registry of keyed names, not by scanning key states).
 	known := make(map[string]bool, len(defs))
+	keyed := map[string]bool{}
 	for _, d := range defs {
-		known[d.Name] = true
+		if d.Keyed {
+			keyed[d.Name] = true
+		} else {
+			known[d.Name] = true
+		}
 	}
 	var extras []string
 	for name := range names {
@@ -124,6 +146,17 @@ func (w *Worker) reconcile(ctx context.Context) (Report, error) {
 		}
 	}
 	slices.Sort(extras)
+	registered, err := w.rdb.SMembers(ctx, w.ks.KeyedRegistry()).Result()
+	if err != nil {
+		return Report{}, fmt.Errorf("read keyed bucket registry: %w", err)
+	}
+	var keyedExtras []string
+	for _, name := range registered {
+		if !keyed[name] && redisscript.ValidName(name) {
+			keyedExtras = append(keyedExtras, name)
+		}
+	}
+	slices.Sort(keyedExtras)
 
 	// A store failure stops the run, which the retry redoes from scratch;
 	// a definition Redis refuses as invalid only skips that bucket, so one
@@ -150,7 +183,12 @@ func (w *Worker) reconcile(ctx context.Context) (Report, error) {
 feed:
 	for _, d := range defs {
 		select {
-		case jobs <- func(ctx context.Context) error { return w.reconcileBucket(ctx, t, d) }:
+		case jobs <- func(ctx context.Context) error {
+			if d.Keyed {
+				return w.reconcileKeyed(ctx, t, d)
+			}
+			return w.reconcileBucket(ctx, t, d)
+		}:
 		case <-ctx.Done():
 			break feed
 		}
@@ -161,6 +199,15 @@ feed:
 		}
 		select {
 		case jobs <- func(ctx context.Context) error { return w.removeExtra(ctx, t, name) }:
+		case <-ctx.Done():
+		}
+	}
+	for _, name := range keyedExtras {
+		if ctx.Err() != nil {
+			break
+		}
+		select {
+		case jobs <- func(ctx context.Context) error { return w.removeExtraKeyed(ctx, t, name) }:
 		case <-ctx.Done():
 		}
 	}
@@ -214,7 +261,7 @@ func (w *Worker) reconcileBucket(ctx context.Context, t *tally, d *buckets.Bucke
 	if !st.Exists {
 		kind = repairMissing
 	}
-	return w.repair(ctx, t, d.Name, want, kind)
+	return w.repair(ctx, t, d.Name, want, kind, false)
 }
 
 // repair writes want, MySQL's definition of name as of the snapshot, to
@@ -222,9 +269,9 @@ func (w *Worker) reconcileBucket(ctx context.Context, t *tally, d *buckets.Bucke
 // the snapshot may simply be behind: MySQL is asked again, and only when
 // it still says want is Redis overwritten by force. MySQL is the truth;
 // Redis can be ahead of it only after MySQL lost data or reused an id.
-func (w *Worker) repair(ctx context.Context, t *tally, name string, want redisscript.Config, kind string) error {
+func (w *Worker) repair(ctx context.Context, t *tally, name string, want redisscript.Config, kind string, keyed bool) error {
 	for range 3 {
-		out, err := redisscript.Apply(ctx, w.rdb, w.ks, want, false)
+		out, err := w.applyConfig(ctx, keyed, want, false)
 		if err != nil {
 			return fmt.Errorf("repair redis hash of %q: %w", name, err)
 		}
@@ -242,12 +289,15 @@ func (w *Worker) repair(ctx context.Context, t *tally, name string, want redissc
 		if err != nil {
 			return fmt.Errorf("re-check bucket %q: %w", name, err)
 		}
+		if cur.Keyed != keyed {
+			return nil // deleted and created again as the other kind: the next run rules
+		}
 		now := bucketConfig(cur)
 		if now.ID != want.ID || now.Version != want.Version {
 			want = now // the snapshot was behind: try the current definition
 			continue
 		}
-		next, err := w.force(ctx, t, now, out)
+		next, err := w.force(ctx, t, now, out, keyed)
 		if err != nil || next == nil {
 			return err
 		}
@@ -266,13 +316,13 @@ func (w *Worker) repair(ctx context.Context, t *tally, name string, want redissc
 // An edit or delete committed and applied just before the forced write
 // would now be hidden, so MySQL is asked once more: a newer definition is
 // returned for the caller to apply, and a deletion is redone here.
-func (w *Worker) force(ctx context.Context, t *tally, cfg redisscript.Config, out redisscript.ApplyOutcome) (*redisscript.Config, error) {
+func (w *Worker) force(ctx context.Context, t *tally, cfg redisscript.Config, out redisscript.ApplyOutcome, keyed bool) (*redisscript.Config, error) {
 	if out == redisscript.Tombstoned {
-		if err := w.rdb.Del(ctx, w.ks.Tombstone(cfg.Name)).Err(); err != nil {
+		if err := w.clearTombstones(ctx, keyed, cfg.Name); err != nil {
 			return nil, fmt.Errorf("clear tombstone of %q: %w", cfg.Name, err)
 		}
 	}
-	res, err := redisscript.Apply(ctx, w.rdb, w.ks, cfg, true)
+	res, err := w.applyConfig(ctx, keyed, cfg, true)
 	if err != nil {
 		return nil, fmt.Errorf("force redis hash of %q: %w", cfg.Name, err)
 	}
@@ -283,7 +333,7 @@ func (w *Worker) force(ctx context.Context, t *tally, cfg redisscript.Config, ou
 	}
 	after, err := w.store.Definition(ctx, cfg.Name)
 	if errors.Is(err, errs.ErrNotFound) {
-		if _, err := redisscript.Delete(ctx, w.rdb, w.ks, cfg.Name, cfg.ID, cfg.Version+1); err != nil {
+		if _, err := w.deleteConfig(ctx, keyed, cfg.Name, cfg.ID, cfg.Version+1); err != nil {
 			return nil, fmt.Errorf("delete bucket %q again: %w", cfg.Name, err)
 		}
 		return nil, nil
@@ -317,12 +367,14 @@ func (w *Worker) removeExtra(ctx context.Context, t *tally, name string) error {
 	}
 	cur, err := w.store.Definition(ctx, name)
 	switch {
+	case err == nil && cur.Keyed:
+		// A keyed bucket has no bucket hash: this one goes.
 	case err == nil:
 		want := bucketConfig(cur)
 		if st.Exists && sameConfig(st.Config, want) {
 			return nil
 		}
-		return w.repair(ctx, t, name, want, repairDiffering)
+		return w.repair(ctx, t, name, want, repairDiffering, false)
 	case !errors.Is(err, errs.ErrNotFound):
 		return fmt.Errorf("re-check bucket %q: %w", name, err)
 	}

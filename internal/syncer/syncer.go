@@ -268,7 +268,7 @@ func (w *Worker) applyEvent(ctx context.Context, e buckets.Event) error {
 	var outcome string
 	switch e.Op {
 	case buckets.OpUpsert:
-		out, err := redisscript.Apply(ctx, w.rdb, w.ks, eventConfig(e), false)
+		out, err := w.applyConfig(ctx, e.Keyed, eventConfig(e), false)
 		if err != nil {
 			if errors.Is(err, redisscript.ErrInvalidConfig) {
 				w.log.Error("sync: skipping an event redis rejects", "event", e.ID, "bucket", e.Name, "err", err)
@@ -279,7 +279,7 @@ func (w *Worker) applyEvent(ctx context.Context, e buckets.Event) error {
 		}
 		outcome = out.String()
 	case buckets.OpDelete:
-		deleted, err := redisscript.Delete(ctx, w.rdb, w.ks, e.Name, e.BucketID, e.Version)
+		deleted, err := w.deleteConfig(ctx, e.Keyed, e.Name, e.BucketID, e.Version)
 		if err != nil {
 			if errors.Is(err, redisscript.ErrInvalidConfig) {
 				w.log.Error("sync: skipping an event redis rejects", "event", e.ID, "bucket", e.Name, "err", err)
@@ -291,6 +291,29 @@ func (w *Worker) applyEvent(ctx context.Context, e buckets.Event) error {
 		outcome = "deleted"
 		if !deleted {
 			outcome = "absent"
+		}
+	case buckets.OpOverrideUpsert, buckets.OpOverrideDelete:
+		var out redisscript.OverrideOutcome
+		var err error
+		if e.Op == buckets.OpOverrideUpsert {
+			out, err = redisscript.ApplyOverride(ctx, w.rdb, w.ks, eventOverride(e), false)
+		} else {
+			out, err = redisscript.DeleteOverride(ctx, w.rdb, w.ks, eventOverride(e))
+		}
+		if err != nil {
+			if errors.Is(err, redisscript.ErrInvalidConfig) {
+				w.log.Error("sync: skipping an event redis rejects", "event", e.ID, "bucket", e.Name, "err", err)
+				outcome = "rejected"
+				break
+			}
+			return err
+		}
+		outcome = out.String()
+		if out == redisscript.OverrideNoBucket {
+			// The bucket's own event was refused or skipped; the reconcile
+			// writes both once MySQL and Redis agree on the bucket.
+			w.log.Warn("sync: override of a bucket redis does not hold", "event", e.ID, "bucket", e.Name,
+				"override", e.OverrideID)
 		}
 	default:
 		// Written by a newer Sluice: this one cannot apply it, and

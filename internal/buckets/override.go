@@ -1,0 +1,131 @@
+package buckets
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/apps"
+	"github.com/sluicehq/sluice/internal/errs"
+)
+
+// Match says which keys an Override applies to.
+type Match string
+
+// Kinds of Override.
+const (
+	// MatchExact applies to the one key equal to Override.Key.
+	MatchExact Match = "exact"
+	// MatchPrefix applies to every key that starts with Override.Key.
+	MatchPrefix Match = "prefix"
+)
+
+// Limits of keys and overrides.
+const (
+	// MaxKeyLength is the longest caller key, in bytes. Callers may pass
+	// any bytes; keys never reach Redis key names unhashed.
+	MaxKeyLength = 256
+	// MaxPrefixOverrides caps the prefix overrides of one bucket: every
+	// acquire looks up each distinct prefix length present, and every
+	// prefix override is copied into each of the bucket's Redis key groups.
+	// Prefixes describe classes of keys ("premium:"), so a few suffice;
+	// exact overrides are not capped.
+	MaxPrefixOverrides = 1000
+)
+
+// Override is a different limit for some keys of a keyed bucket: one exact
+// key, or every key starting with a prefix. For a key, the most specific
+// override wins: an exact one, else the longest matching prefix, else the
+// bucket's own limit.
+type Override struct {
+	ID int64 `json:"id"`
+	// Bucket is the name of the keyed bucket.
+	Bucket string `json:"bucket"`
+	Match  Match  `json:"match"`
+	// Key is the exact key or the prefix: 1 to MaxKeyLength bytes of
+	// UTF-8 text without control characters (so that it can be typed,
+	// shown and audited as is). Fixed when the override is created.
+	Key         string `json:"key"`
+	Description string `json:"description"`
+	// MaxPermits and Rate are the limit of the matching keys.
+	MaxPermits int64 `json:"max_permits"`
+	Rate       Rate  `json:"rate"`
+	// Version counts the saved changes, from 1, like a bucket's.
+	Version   int64     `json:"version"`
+	CreatedBy string    `json:"created_by"`
+	UpdatedBy string    `json:"updated_by"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Validate checks every field a user sets and returns a *errs.Validation
+// naming each invalid one (bucket, match, key, description, max_permits,
+// rate), or nil.
+func (o *Override) Validate() error {
+	var v errs.Validation
+	if r := apps.NameProblem(o.Bucket); r != "" {
+		v.Add("bucket", r)
+	}
+	if o.Match != MatchExact && o.Match != MatchPrefix {
+		v.Add("match", `must be "exact" or "prefix"`)
+	}
+	if r := KeyProblem(o.Key); r != "" {
+		v.Add("key", r)
+	}
+	if r := apps.DescriptionProblem(o.Description); r != "" {
+		v.Add("description", r)
+	}
+	if o.MaxPermits < 1 || o.MaxPermits > MaxCapacity {
+		v.Add("max_permits", "must be a whole number from 1 to 1000000000")
+	}
+	if err := o.Rate.Validate(); err != nil {
+		v.Add("rate", errs.Fields(err).For("rate"))
+	}
+	return v.Err()
+}
+
+// KeyProblem says why s cannot be the key of an override, or "".
+func KeyProblem(s string) string {
+	switch {
+	case s == "":
+		return "is required"
+	case len(s) > MaxKeyLength:
+		return fmt.Sprintf("must be at most %d bytes", MaxKeyLength)
+	case !utf8.ValidString(s):
+		return "must be valid UTF-8 text"
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return "must not contain control characters"
+	}
+	return ""
+}
+
+// Matches reports whether o applies to key.
+func (o *Override) Matches(key string) bool {
+	if o.Match == MatchExact {
+		return key == o.Key
+	}
+	return strings.HasPrefix(key, o.Key)
+}
+
+// MostSpecific returns the override among os that applies to key: an
+// exact one, else the longest matching prefix; nil when none matches. It
+// is the rule the acquire script applies in Redis.
+func MostSpecific(os []*Override, key string) *Override {
+	var best *Override
+	for _, o := range os {
+		if !o.Matches(key) {
+			continue
+		}
+		switch {
+		case best == nil:
+			best = o
+		case o.Match == MatchExact:
+			return o
+		case best.Match == MatchPrefix && len(o.Key) > len(best.Key):
+			best = o
+		}
+	}
+	return best
+}

@@ -1,0 +1,146 @@
+-- Sluice keyed acquire: take ARGV[2] tokens for app ARGV[1] from the state of
+-- key ARGV[3] in a keyed bucket. KEYS[1] is the hash of the key's group
+-- (the bucket's config and its overrides), KEYS[2] the key's state; both
+-- share the group's hash tag. One atomic call; the only
+-- clock is Redis TIME. The answer is the plain acquire's seven integers
+-- {code, remaining, retry_us, reset_us, capacity, permits_micro, period}
+-- and an eighth, the source of the limit (0 the bucket's, 1 an exact
+-- override, 2 a prefix override); code -5 is an invalid key
+-- (docs/protocol.md).
+--
+-- A key's state is one string "<id> <full_at>": the bucket id (a recreated
+-- bucket ignores the state of the old one) and the time in microseconds at
+-- which the key's bucket is full again. The key expires then, so an idle
+-- key costs nothing and a missing key is a full bucket.
+local MAX_N = 1000000000
+local MAX_US = 1000000000000000 -- durations are capped at 1e15 us (about 31 years)
+local MAX_KEY = 256
+
+local nstr = ARGV[2]
+if type(nstr) ~= 'string' or #nstr > 10 or not string.find(nstr, '^[1-9][0-9]*$') then
+  return {-4, 0, 0, 0, 0, 0, 0, 0}
+end
+local n = tonumber(nstr)
+if n > MAX_N then
+  return {-4, 0, 0, 0, 0, 0, 0, 0}
+end
+
+-- The state must be one of this group's: the group key followed by 16
+-- hex digits. (Which group and digits a key has is the caller's
+-- computation: checking it here with SHA-1 costs a quarter of the call.)
+local key = ARGV[3]
+if type(key) ~= 'string' or #key < 1 or #key > MAX_KEY then
+  return {-5, 0, 0, 0, 0, 0, 0, 0}
+end
+local base = KEYS[1]
+local state = KEYS[2]
+if string.byte(base, -1) ~= 125 or #state ~= #base + 16 or string.find(state, base, 1, true) ~= 1
+    or not string.find(state, '^[0-9a-f]+$', #base + 1) then
+  return {-5, 0, 0, 0, 0, 0, 0, 0}
+end
+
+local f = redis.call('HMGET', base, 'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'e:' .. key)
+local capacity = tonumber(f[1])
+local permits = tonumber(f[2])
+local period = tonumber(f[3])
+local id = f[5]
+if not capacity or not permits or not period or not id or capacity < 1 or permits <= 0 or period < 1 then
+  return {-1, 0, 0, 0, 0, 0, 0, 0}
+end
+
+local app = ARGV[1]
+local apps = f[4]
+if type(app) ~= 'string' or app == '' or string.find(app, ',', 1, true)
+    or not apps or not string.find(apps, ',' .. app .. ',', 1, true) then
+  return {-2, 0, 0, 0, capacity, math.floor(permits * 1000000 + 0.5), period, 0}
+end
+
+-- The most specific override wins: the exact key, else the longest
+-- matching prefix (lens lists the prefix lengths present, longest first).
+-- An override is "<id> <version> <capacity> <permits> <period>"; a deleted
+-- one is a tombstone starting with "d", which matches nothing.
+local function limit(v)
+  if not v then return nil end
+  local c, p, d = string.match(v, '^%d+ %d+ (%d+) ([%d.]+) (%d+)$')
+  if not c then return nil end
+  return tonumber(c), tonumber(p), tonumber(d)
+end
+local src = 0 -- 0 the bucket's own limit, 1 an exact override, 2 a prefix override
+local oc, op, od = limit(f[7])
+if oc then
+  src = 1
+elseif f[6] and f[6] ~= '' then
+  local fields = {}
+  for l in string.gmatch(f[6], '%d+') do
+    local len = tonumber(l)
+    if len <= #key then
+      fields[#fields + 1] = 'p:' .. string.sub(key, 1, len)
+    end
+  end
+  if #fields > 0 then
+    local vals = redis.call('HMGET', base, unpack(fields))
+    for i = 1, #fields do
+      oc, op, od = limit(vals[i])
+      if oc then
+        src = 2
+        break
+      end
+    end
+  end
+end
+if oc and oc >= 1 and op > 0 and od >= 1 then
+  capacity, permits, period = oc, op, od
+else
+  src = 0
+end
+-- permits has at most 6 decimals, so this is the exact count of millionths.
+local pm = math.floor(permits * 1000000 + 0.5)
+if n > capacity then
+  return {-3, 0, 0, 0, capacity, pm, period, src}
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- Microseconds per token, and from empty to full.
+local per = period * 1000000000000 / pm
+local full = capacity * per
+
+-- full_at in the past (or no state, or another incarnation's): full.
+local full_at = now
+local s = redis.call('GET', KEYS[2])
+if s then
+  local sid, sfa = string.match(s, '^(%d+) ([0-9.e+]+)$')
+  if sid == id and tonumber(sfa) then
+    full_at = tonumber(sfa)
+  end
+end
+-- A bucket can owe no more than it holds: after a config change to a
+-- smaller limit the key holds 0 tokens, not less.
+if full_at > now + full then full_at = now + full end
+if full_at < now then full_at = now end
+local tokens = capacity - (full_at - now) / per
+if tokens < 0 then tokens = 0 end
+
+local function us(x)
+  if x <= 0 then return 0 end
+  x = math.ceil(x)
+  if x > MAX_US then return MAX_US end
+  return x
+end
+
+-- Tolerance for the rounding of full_at (a double of microseconds): a
+-- billionth of a token.
+if tokens + 0.000000001 >= n then
+  full_at = full_at + n * per
+  tokens = tokens - n
+  if tokens < 0 then tokens = 0 end
+  -- In milliseconds, capped like every duration (a slow rate and a large
+  -- capacity can be centuries away; '%d' of a larger double is undefined).
+  local ttl = math.ceil((full_at - now) / 1000)
+  if ttl < 1 then ttl = 1 end
+  if ttl > MAX_US / 1000 then ttl = MAX_US / 1000 end
+  redis.call('SET', KEYS[2], id .. ' ' .. string.format('%.17g', full_at), 'PX', string.format('%d', ttl))
+  return {1, math.floor(tokens), 0, us(full_at - now), capacity, pm, period, src}
+end
+-- Denied: nothing is written; the stored full_at still holds.
+return {0, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period, src}

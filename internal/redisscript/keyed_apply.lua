@@ -1,0 +1,52 @@
+-- Sluice keyed apply: write a keyed bucket's config into one of its key
+-- groups, guarded by (id, version) like apply.lua.
+-- KEYS[1] group hash, KEYS[2] group tombstone. ARGV: id, version, capacity, permits, period, apps, force.
+-- Returns 1 created, 2 updated, 3 unchanged, 4 stale, 5 tombstoned.
+local id = tonumber(ARGV[1])
+local version = tonumber(ARGV[2])
+local capacity = tonumber(ARGV[3])
+local permits = tonumber(ARGV[4])
+local period = tonumber(ARGV[5])
+if not id or not version or not capacity or not permits or not period or capacity < 1 or permits <= 0
+    or period < 1 or type(ARGV[6]) ~= 'string' then
+  return redis.error_reply('ERR sluice keyed apply: invalid arguments')
+end
+local force = ARGV[7] == '1'
+
+local tomb = tonumber(redis.call('GET', KEYS[2]))
+if tomb and tomb >= id then
+  return 5
+end
+
+local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps')
+local cid = tonumber(cur[1])
+local created = false
+if not cid or cid < id then
+  -- A new keyed bucket, or a new incarnation: the old one's overrides go.
+  -- Key states carry the id, so the old incarnation's are ignored.
+  if cid then
+    redis.call('DEL', KEYS[1])
+  end
+  created = true
+else
+  local cver = tonumber(cur[2]) or -1
+  if not force and (cid > id or (cid == id and cver > version)) then
+    return 4
+  end
+  if cid == id and cver == version and cur[3] == ARGV[3] and cur[4] == ARGV[4] and cur[5] == ARGV[5]
+      and cur[6] == ARGV[6] then
+    return 3
+  end
+  if cid ~= id then
+    -- Forced over a newer incarnation (MySQL restored): its overrides go,
+    -- the reconcile writes this one's.
+    redis.call('DEL', KEYS[1])
+  end
+end
+redis.call('HSET', KEYS[1], 'id', ARGV[1], 'version', ARGV[2], 'capacity', ARGV[3], 'permits', ARGV[4],
+  'period', ARGV[5], 'apps', ARGV[6])
+if redis.call('HEXISTS', KEYS[1], 'lens') == 0 then
+  redis.call('HSET', KEYS[1], 'lens', '')
+end
+if created then return 1 end
+return 2
