@@ -149,8 +149,9 @@ func (s *Store) CreateUser(ctx context.Context, actor audit.Actor, username, pas
 	return u, nil
 }
 
-// SetPassword gives the user named username a new password and ends every
-// session of theirs, so that whoever knew the old one is signed out.
+// SetPassword gives the user named username a new password, ends every
+// session of theirs and revokes every API token of theirs, so that
+// whoever knew the old password, or made a token with it, is locked out.
 func (s *Store) SetPassword(ctx context.Context, actor audit.Actor, username, password string) error {
 	if p := PasswordProblem(password); p != "" {
 		return errs.Invalid("password", p)
@@ -171,15 +172,20 @@ func (s *Store) SetPassword(ctx context.Context, actor audit.Actor, username, pa
 		if err := endSessions(ctx, tx, u.ID); err != nil {
 			return err
 		}
+		n, err := revokeTokens(ctx, tx, u.ID, s.now())
+		if err != nil {
+			return err
+		}
 		return audit.Write(ctx, tx, actor, audit.Entry{
 			Action: "user.password", ObjectType: "user", ObjectName: u.Username,
-			Detail: "password changed; sessions ended",
+			Detail: fmt.Sprintf("password changed; sessions ended; %d API tokens revoked", n),
 		})
 	})
 }
 
 // SetDisabled disables or enables the account named username. Disabling
-// ends its sessions; its API tokens stop working while it is disabled.
+// ends its sessions and revokes its API tokens: enabling it again brings
+// none of them back.
 func (s *Store) SetDisabled(ctx context.Context, actor audit.Actor, username string, disabled bool) error {
 	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		u, err := userBy(ctx, tx, "username", username, true)
@@ -193,17 +199,23 @@ func (s *Store) SetDisabled(ctx context.Context, actor audit.Actor, username str
 			disabled, s.now(), u.ID); err != nil {
 			return fmt.Errorf("update user %q: %w", username, database.Translate(err))
 		}
-		action := "user.enable"
+		action, detail := "user.enable", ""
 		if disabled {
 			action = "user.disable"
 			if err := endSessions(ctx, tx, u.ID); err != nil {
 				return err
 			}
+			n, err := revokeTokens(ctx, tx, u.ID, s.now())
+			if err != nil {
+				return err
+			}
+			detail = fmt.Sprintf("sessions ended; %d API tokens revoked", n)
 		}
 		return audit.Write(ctx, tx, actor, audit.Entry{
 			Action: action, ObjectType: "user", ObjectName: u.Username,
 			Before: audit.Snapshot(map[string]bool{"disabled": u.Disabled}),
 			After:  audit.Snapshot(map[string]bool{"disabled": disabled}),
+			Detail: detail,
 		})
 	})
 }
