@@ -6,6 +6,9 @@ DROP INDEX audit_log_app_type ON audit_log;
 DROP INDEX audit_log_app_action ON audit_log;
 DROP INDEX audit_log_type ON audit_log;
 DROP INDEX audit_log_action ON audit_log;
+CREATE INDEX audit_log_actor ON audit_log (actor, id);
+DROP INDEX audit_log_actor_user ON audit_log;
+ALTER TABLE audit_log DROP COLUMN actor_user;
 
 -- Both prefixes are five characters long.
 UPDATE casbin_rule SET v0 = SUBSTRING(v0, 6), v1 = SUBSTRING(v1, 6)

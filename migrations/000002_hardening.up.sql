@@ -11,10 +11,16 @@ UPDATE policy_revision SET revision = revision + 1 WHERE id = 1;
 -- or within one app (non-admins read per visible app), has an index that
 -- ends in id, the order of every page. "at" serves time filters and the
 -- retention purge.
+-- actor_user is the actor without the channel ("alice" for "alice (api)"),
+-- so that the actor filter is one index lookup.
+ALTER TABLE audit_log ADD COLUMN actor_user VARCHAR(64) NOT NULL DEFAULT '' AFTER actor;
+UPDATE audit_log SET actor_user = SUBSTRING_INDEX(actor, ' (', 1);
+CREATE INDEX audit_log_actor_user ON audit_log (actor_user, id);
+DROP INDEX audit_log_actor ON audit_log;
 CREATE INDEX audit_log_action ON audit_log (action, id);
 CREATE INDEX audit_log_type ON audit_log (object_type, id);
 CREATE INDEX audit_log_app_action ON audit_log (app, action, id);
-CREATE INDEX audit_log_app_type ON audit_log (app, object_type, object_name, id);
+CREATE INDEX audit_log_app_type ON audit_log (app, object_type, id);
 CREATE INDEX audit_log_at ON audit_log (at);
 
 -- Sign-in throttle: failed attempts per user name and per client address,

@@ -46,6 +46,7 @@ type serveConfig struct {
 	dev            bool
 	logLevel       slog.Level
 	startupTimeout time.Duration
+	auditRetention time.Duration
 }
 
 func parseServe(e env) (serveConfig, error) {
@@ -56,6 +57,7 @@ func parseServe(e env) (serveConfig, error) {
 		keyPrefix:      e.getenv("SLUICE_KEY_PREFIX"),
 		migrate:        true,
 		startupTimeout: 15 * time.Second,
+		auditRetention: audit.DefaultRetention,
 	}
 	var err error
 	if cfg.redis, err = redisconn.FromEnv(e.getenv); err != nil {
@@ -63,6 +65,11 @@ func parseServe(e env) (serveConfig, error) {
 	}
 	if v, ok := lookup(e.getenv, "SLUICE_LISTEN"); ok {
 		cfg.listen = v
+	}
+	if v, ok := lookup(e.getenv, "SLUICE_AUDIT_RETENTION"); ok {
+		if cfg.auditRetention, err = time.ParseDuration(v); err != nil {
+			return cfg, usagef("SLUICE_AUDIT_RETENTION=%q: want a duration such as 9600h", v)
+		}
 	}
 	if v, ok := lookup(e.getenv, "SLUICE_SECURE_COOKIES"); ok {
 		if cfg.secureCookies, err = strconv.ParseBool(v); err != nil {
@@ -87,6 +94,7 @@ func parseServe(e env) (serveConfig, error) {
 	fs.BoolVar(&cfg.dev, "dev", false, "run everything in this process with in-memory stores, a seeded admin and a demo app")
 	fs.StringVar(&level, "log-level", level, "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
 	fs.DurationVar(&cfg.startupTimeout, "startup-timeout", cfg.startupTimeout, "how long to wait for MySQL and Redis at start-up")
+	fs.DurationVar(&cfg.auditRetention, "audit-retention", cfg.auditRetention, "how long audit entries are kept (9600h is 400 days); 0 keeps them for ever (env SLUICE_AUDIT_RETENTION)")
 	if err := parse(fs, e.args); err != nil {
 		return cfg, err
 	}
@@ -163,6 +171,7 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 	defer cancel()
 	go func() { _ = enf.Run(runCtx) }()
 	go purgeSessions(runCtx, accounts.NewStore(st.db), log)
+	go audit.NewStore(st.db).RunRetention(runCtx, cfg.auditRetention, log)
 
 	// Metrics are served on a listener of their own, if at all, so that the
 	// console's address never exposes them and its access rules stay whole.
