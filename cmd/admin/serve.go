@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/internal/usage"
 	"github.com/sluicehq/sluice/migrations"
@@ -170,7 +171,7 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _ = enf.Run(runCtx) }()
-	go purgeSessions(runCtx, accounts.NewStore(st.db), log)
+	go purgeSessions(runCtx, accounts.NewStore(st.db), signin.New(st.db), log)
 	go audit.NewStore(st.db).RunRetention(runCtx, cfg.auditRetention, log)
 
 	// Metrics are served on a listener of their own, if at all, so that the
@@ -275,9 +276,10 @@ func displayAddr(a net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// purgeSessions deletes expired and idle sessions every hour, so the table
-// holds only live ones. Every console instance may do it; it is idempotent.
-func purgeSessions(ctx context.Context, store *accounts.Store, log *slog.Logger) {
+// purgeSessions deletes expired and idle sessions, spent sign-in failure
+// counters and forgotten sign-in devices every hour, so the tables hold
+// only live rows. Every console instance may do it; it is idempotent.
+func purgeSessions(ctx context.Context, store *accounts.Store, throttle *signin.Throttle, log *slog.Logger) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
@@ -289,6 +291,11 @@ func purgeSessions(ctx context.Context, store *accounts.Store, log *slog.Logger)
 				log.Warn("purge sessions", "err", err)
 			} else if n > 0 {
 				log.Info("purged sessions", "count", n)
+			}
+			if n, err := throttle.Purge(ctx); err != nil {
+				log.Warn("purge sign-in throttle", "err", err)
+			} else if n > 0 {
+				log.Info("purged sign-in throttle rows", "count", n)
 			}
 		}
 	}
