@@ -294,6 +294,35 @@ func (s *Store) ListUsers(ctx context.Context) ([]*User, error) {
 	return out, nil
 }
 
+// MaxNames bounds the names Names returns.
+const MaxNames = 50
+
+// Names returns the names of enabled users starting with prefix (case
+// does not matter), in order, at most limit of them (MaxNames when 0 or
+// more). It is what a member picker may show any signed-in user: user
+// names are not secret in Sluice (see docs/console.md), everything else
+// about an account is.
+func (s *Store) Names(ctx context.Context, prefix string, limit int) ([]string, error) {
+	if limit <= 0 || limit > MaxNames {
+		limit = MaxNames
+	}
+	prefix = strings.ToLower(strings.TrimSpace(prefix))
+	out := []string{}
+	if prefix != "" && !apps.ValidName(prefix) && !validPrefix(prefix) {
+		return out, nil
+	}
+	if err := s.db.SelectContext(ctx, &out, `SELECT username FROM users
+		WHERE disabled = FALSE AND username LIKE ? ESCAPE '!' ORDER BY username LIMIT ?`,
+		strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(prefix)+"%", limit); err != nil {
+		return nil, fmt.Errorf("list user names: %w", database.Translate(err))
+	}
+	return out, nil
+}
+
+// validPrefix reports whether p can start a user name: a name cut short may
+// end with a character a whole name cannot (a dash).
+func validPrefix(p string) bool { return apps.ValidName(p + "a") }
+
 // userBy reads one user by column ("id" or "username"); lock takes a row
 // lock for a change.
 func userBy(ctx context.Context, q sqlx.QueryerContext, column string, value any, lock bool) (*User, error) {

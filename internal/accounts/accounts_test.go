@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -611,5 +612,36 @@ func TestResetAndDisableRevokeTokens(t *testing.T) {
 	}
 	if _, _, err := s.TokensOf(ctx, "ghost"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("TokensOf(ghost) = %v", err)
+	}
+}
+
+// TestNames: a member picker gets names of enabled users, by prefix,
+// literally (LIKE wildcards match themselves), and nothing else.
+func TestNames(t *testing.T) {
+	_, s, _ := newStore(t)
+	for _, n := range []string{"alice", "alina", "al_x", "bob", "alfred"} {
+		_, err := s.CreateUser(ctx, admin, n, pw)
+		must(t, err)
+	}
+	must(t, s.SetDisabled(ctx, admin, "alfred", true))
+	for prefix, want := range map[string]string{
+		"al":   "[al_x alice alina]",
+		"AL":   "[al_x alice alina]",
+		"al_":  "[al_x]",
+		"ali":  "[alice alina]",
+		"":     "[al_x alice alina bob]",
+		"%":    "[]",
+		"zz":   "[]",
+		"a b":  "[]",
+		"\xff": "[]",
+	} {
+		got, err := s.Names(ctx, prefix, 0)
+		must(t, err)
+		if fmt.Sprint(got) != want {
+			t.Errorf("Names(%q) = %v, want %s", prefix, got, want)
+		}
+	}
+	if got, _ := s.Names(ctx, "", 2); len(got) != 2 {
+		t.Errorf("Names with limit 2 = %v", got)
 	}
 }

@@ -390,7 +390,9 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(),
 			n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
-			return conflictf("a bucket named %q already exists", n.Name)
+			// Bucket names are one namespace across Sluice, so a taken name
+			// is told whoever owns it; nothing else about that bucket is.
+			return conflictf("a bucket named %q already exists; bucket names are unique across Sluice, choose another", n.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("insert bucket %q: %w", n.Name, database.Translate(err))

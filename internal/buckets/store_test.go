@@ -192,7 +192,7 @@ func TestCreateRefused(t *testing.T) {
 	before := dump(t, db)
 
 	err := s.Create(ctx, alice, newBucket(t, "checkout"))
-	if !errors.Is(err, errs.ErrConflict) || err.Error() != `a bucket named "checkout" already exists` {
+	if !errors.Is(err, errs.ErrConflict) || err.Error() != `a bucket named "checkout" already exists; bucket names are unique across Sluice, choose another` {
 		t.Fatalf("duplicate name: %v; want ErrConflict with a clear message", err)
 	}
 
