@@ -188,7 +188,3 @@ func listSQL(f Filter, n int) (string, []any, error) {
 	}
 	return query, args, nil
 }
-
-func escapeLike(s string) string {
-	return strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(s)
-}
