@@ -51,7 +51,7 @@ func (e *Enforcer) Grant(ctx context.Context, actor audit.Actor, user, app strin
 	var before Role
 	err := database.InTx(ctx, e.db, func(tx *sqlx.Tx) error {
 		var err error
-		_, before, err = grant(ctx, tx, user, app, r)
+		before, err = grant(ctx, tx, user, app, r)
 		if err != nil || before == r {
 			return err
 		}
@@ -75,7 +75,7 @@ func GrantTx(ctx context.Context, tx *sqlx.Tx, user, app string, r Role) error {
 	if err := check(user, app, r, true); err != nil {
 		return err
 	}
-	_, _, err := grant(ctx, tx, user, app, r)
+	_, err := grant(ctx, tx, user, app, r)
 	return err
 }
 
@@ -97,41 +97,40 @@ func (e *Enforcer) afterCommit(ctx context.Context, tx *sqlx.Tx) {
 	database.AfterCommit(tx, func() { e.refresh(ctx) })
 }
 
-// grant stores the role inside tx and returns the new revision and the
-// role user held before ("" for none).
-func grant(ctx context.Context, tx *sqlx.Tx, user, app string, r Role) (int64, Role, error) {
-	rev, err := bumpRevision(ctx, tx)
-	if err != nil {
-		return 0, "", err
+// grant stores the role inside tx and returns the role user held before
+// ("" for none).
+func grant(ctx context.Context, tx *sqlx.Tx, user, app string, r Role) (Role, error) {
+	if err := bump(ctx, tx); err != nil {
+		return "", err
 	}
 	if err := userExists(ctx, tx, user); err != nil {
-		return 0, "", err
+		return "", err
 	}
 	var n int
 	if err := tx.GetContext(ctx, &n, `SELECT COUNT(*) FROM apps WHERE name = ?`, app); err != nil {
-		return 0, "", fmt.Errorf("find app %q: %w", app, database.Translate(err))
+		return "", fmt.Errorf("find app %q: %w", app, database.Translate(err))
 	}
 	if n == 0 {
-		return 0, "", fmt.Errorf("app %q: %w", app, errs.ErrNotFound)
+		return "", fmt.Errorf("app %q: %w", app, errs.ErrNotFound)
 	}
 	ms, err := members(ctx, tx, app, true)
 	if err != nil {
-		return 0, "", err
+		return "", err
 	}
 	before := roleOf(ms, user)
 	if before == r {
-		return rev, before, nil
+		return before, nil
 	}
 	if before == RoleOwner && owners(ms) == 1 {
-		return 0, "", lastOwner(user, app)
+		return "", lastOwner(user, app)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule WHERE ptype = 'g' AND v0 = ? AND v2 = ?`, userSubject(user), app); err != nil {
-		return 0, "", fmt.Errorf("replace role of %q on app %q: %w", user, app, database.Translate(err))
+		return "", fmt.Errorf("replace role of %q on app %q: %w", user, app, database.Translate(err))
 	}
 	if err := insertRule(ctx, tx, "g", []string{userSubject(user), roleSubject(string(r)), app}); err != nil {
-		return 0, "", err
+		return "", err
 	}
-	return rev, before, nil
+	return before, nil
 }
 
 // Revoke removes user's role on app. A user without a role there gives
@@ -226,32 +225,30 @@ func (e *Enforcer) SetAdmin(ctx context.Context, actor audit.Actor, user string,
 // DeleteAppTx removes every role on app inside tx, the transaction that
 // deletes the app. Other instances follow once tx commits.
 func DeleteAppTx(ctx context.Context, tx *sqlx.Tx, app string) error {
-	_, err := deleteApp(ctx, tx, app)
-	return err
+	return deleteApp(ctx, tx, app)
 }
 
 // DeleteAppTx is the package's DeleteAppTx that also drops the roles on
 // this instance once tx has committed (tx must come from database.InTx).
 func (e *Enforcer) DeleteAppTx(ctx context.Context, tx *sqlx.Tx, app string) error {
-	if _, err := deleteApp(ctx, tx, app); err != nil {
+	if err := deleteApp(ctx, tx, app); err != nil {
 		return err
 	}
 	e.afterCommit(ctx, tx)
 	return nil
 }
 
-func deleteApp(ctx context.Context, tx *sqlx.Tx, app string) (int64, error) {
+func deleteApp(ctx context.Context, tx *sqlx.Tx, app string) error {
 	if p := apps.NameProblem(app); p != "" {
-		return 0, errs.Invalid("app", p)
+		return errs.Invalid("app", p)
 	}
-	rev, err := bumpRevision(ctx, tx)
-	if err != nil {
-		return 0, err
+	if err := bump(ctx, tx); err != nil {
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule WHERE ptype = 'g' AND v2 = ?`, app); err != nil {
-		return 0, fmt.Errorf("delete roles on app %q: %w", app, database.Translate(err))
+		return fmt.Errorf("delete roles on app %q: %w", app, database.Translate(err))
 	}
-	return rev, nil
+	return nil
 }
 
 func userExists(ctx context.Context, tx *sqlx.Tx, user string) error {
