@@ -62,18 +62,18 @@ func Write(ctx context.Context, ex sqlx.ExecerContext, actor Actor, e Entry) err
 	if e.At.IsZero() {
 		e.At = time.Now().UTC()
 	}
+	// actor_user is the user alone, for the actor filter.
+	user := actor.User
 	if e.Actor == "" {
 		e.Actor = actor.User
 		if actor.Via != "" && actor.Via != "console" {
 			e.Actor = actor.User + " (" + actor.Via + ")"
 		}
+	} else {
+		user, _, _ = strings.Cut(e.Actor, " (")
 	}
 	if e.RemoteAddr == "" {
 		e.RemoteAddr = actor.Addr
-	}
-	user := actor.User
-	if user == "" {
-		user, _, _ = strings.Cut(e.Actor, " (")
 	}
 	_, err := ex.ExecContext(ctx, `INSERT INTO audit_log
 		(at, actor, actor_user, action, object_type, object_name, app, before_json, after_json, remote_addr, detail)
