@@ -2,6 +2,7 @@ DROP TABLE signin_devices;
 DROP TABLE signin_failures;
 
 DROP INDEX audit_log_at ON audit_log;
+DROP INDEX audit_log_app_actor ON audit_log;
 DROP INDEX audit_log_app_type ON audit_log;
 DROP INDEX audit_log_app_action ON audit_log;
 DROP INDEX audit_log_type ON audit_log;

@@ -21,6 +21,7 @@ CREATE INDEX audit_log_action ON audit_log (action, id);
 CREATE INDEX audit_log_type ON audit_log (object_type, id);
 CREATE INDEX audit_log_app_action ON audit_log (app, action, id);
 CREATE INDEX audit_log_app_type ON audit_log (app, object_type, id);
+CREATE INDEX audit_log_app_actor ON audit_log (app, actor_user, id);
 CREATE INDEX audit_log_at ON audit_log (at);
 
 -- Sign-in throttle: failed attempts per user name and per client address,

@@ -46,6 +46,8 @@ func TestFiltersUseIndexes(t *testing.T) {
 		{"non-admin, by object type", Filter{App: "app7", ObjectType: "member"}},
 		{"non-admin, one bucket", Filter{App: "app7", ObjectType: "bucket", ObjectName: "b7"}},
 		{"non-admin, nothing else", Filter{App: "app7"}},
+		{"non-admin, by actor", Filter{App: "app7", Actor: "user7"}},
+		{"non-admin, by actor absent there", Filter{App: "app3", Actor: "user7"}},
 		{"admin, by action", Filter{Action: "member.grant"}},
 		{"admin, by object type", Filter{ObjectType: "user"}},
 		{"admin, one bucket", Filter{ObjectType: "bucket", ObjectName: "b7"}},
@@ -77,11 +79,11 @@ func TestFiltersUseIndexes(t *testing.T) {
 			if str("type") == "ALL" || str("key") == "" {
 				t.Errorf("%s: scans the table (type %s, key %q)", tt.name, str("type"), str("key"))
 			}
-			// A full index scan walks the whole log when few rows match;
-			// only the unfiltered list may walk the primary key, as it
-			// stops after one page.
-			if str("type") == "index" && tt.name != "admin, everything" {
-				t.Errorf("%s: walks a whole index (%s) and filters row by row", tt.name, str("key"))
+			// Walking the primary key newest first and filtering row by
+			// row is fine only where the optimizer expects a page within
+			// a few thousand rows (a busy app); else it may walk the log.
+			if rowsEst, _ := strconv.Atoi(str("rows")); str("type") == "index" && rowsEst > 100*DefaultLimit {
+				t.Errorf("%s: walks a whole index (%s, about %d rows) and filters row by row", tt.name, str("key"), rowsEst)
 			}
 			if strings.Contains(str("Extra"), "filesort") {
 				t.Errorf("%s: sorts the rows it reads (%s), not read in id order", tt.name, str("Extra"))
