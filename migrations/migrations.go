@@ -66,6 +66,17 @@ func Up(dsn string) error {
 	})
 }
 
+// To migrates the database named by dsn up or down to version, for tests
+// of a migration against data written by the schema before it.
+func To(dsn string, version uint) error {
+	return open(dsn, func(m *migrate.Migrate) error {
+		if err := m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return fmt.Errorf("migrate to version %d: %w", version, err)
+		}
+		return nil
+	})
+}
+
 // Down reverts every applied migration.
 func Down(dsn string) error {
 	return open(dsn, func(m *migrate.Migrate) error {

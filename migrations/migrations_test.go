@@ -44,3 +44,32 @@ func TestUpDownUp(t *testing.T) {
 		t.Fatalf("policy_revision rows = %d, %v; want 1", n, err)
 	}
 }
+
+// TestAuditActorBackfill: entries written before 000002 get the user
+// alone in actor_user, whatever the channel.
+func TestAuditActorBackfill(t *testing.T) {
+	dsn := testenv.MySQLDSN(t)
+	if err := migrations.To(dsn, 1); err != nil {
+		t.Fatal(err)
+	}
+	db, err := database.Open(context.Background(), dsn, database.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, a := range []string{"alice", "alice (api)", "bob (cli)"} {
+		if _, err := db.Exec(`INSERT INTO audit_log (at, actor, action, object_type) VALUES (NOW(), ?, 'x', 'y')`, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := migrations.Up(dsn); err != nil {
+		t.Fatal(err)
+	}
+	var users []string
+	if err := db.Select(&users, `SELECT actor_user FROM audit_log ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	if len(users) != 3 || users[0] != "alice" || users[1] != "alice" || users[2] != "bob" {
+		t.Fatalf("actor_user after the migration = %q", users)
+	}
+}

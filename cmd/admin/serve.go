@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/internal/usage"
 	"github.com/sluicehq/sluice/migrations"
@@ -46,6 +48,27 @@ type serveConfig struct {
 	dev            bool
 	logLevel       slog.Level
 	startupTimeout time.Duration
+	auditRetention time.Duration
+}
+
+// devListen is where -dev listens unless told otherwise: loopback only.
+const devListen = "127.0.0.1:8080"
+
+// hstsValue is the Strict-Transport-Security of a secure deployment: one
+// year, this host only (other hosts of the domain may not serve HTTPS).
+const hstsValue = "max-age=31536000"
+
+// withHSTS adds Strict-Transport-Security to every response when the
+// deployment is marked secure (-secure-cookies: served over TLS, directly
+// or through a proxy), so browsers never fall back to plain HTTP.
+func withHSTS(next http.Handler, secure bool) http.Handler {
+	if !secure {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Strict-Transport-Security", hstsValue)
+		next.ServeHTTP(w, r)
+	})
 }
 
 func parseServe(e env) (serveConfig, error) {
@@ -56,13 +79,20 @@ func parseServe(e env) (serveConfig, error) {
 		keyPrefix:      e.getenv("SLUICE_KEY_PREFIX"),
 		migrate:        true,
 		startupTimeout: 15 * time.Second,
+		auditRetention: audit.DefaultRetention,
 	}
 	var err error
 	if cfg.redis, err = redisconn.FromEnv(e.getenv); err != nil {
 		return cfg, usageError{err}
 	}
+	listenSet := false
 	if v, ok := lookup(e.getenv, "SLUICE_LISTEN"); ok {
-		cfg.listen = v
+		cfg.listen, listenSet = v, true
+	}
+	if v, ok := lookup(e.getenv, "SLUICE_AUDIT_RETENTION"); ok {
+		if cfg.auditRetention, err = time.ParseDuration(v); err != nil {
+			return cfg, usagef("SLUICE_AUDIT_RETENTION=%q: want a duration such as 9600h", v)
+		}
 	}
 	if v, ok := lookup(e.getenv, "SLUICE_SECURE_COOKIES"); ok {
 		if cfg.secureCookies, err = strconv.ParseBool(v); err != nil {
@@ -81,14 +111,21 @@ func parseServe(e env) (serveConfig, error) {
 	fs.StringVar(&cfg.mysqlDSN, "mysql-dsn", cfg.mysqlDSN, "MySQL `DSN`, as user:password@tcp(host:port)/sluice (env SLUICE_MYSQL_DSN)")
 	cfg.redis.RegisterFlags(fs)
 	fs.StringVar(&cfg.keyPrefix, "key-prefix", cfg.keyPrefix, "Redis key `prefix` of bucket hashes, as the sync worker's; empty means \"sluice:\" (env SLUICE_KEY_PREFIX)")
-	fs.BoolVar(&cfg.secureCookies, "secure-cookies", cfg.secureCookies, "mark cookies Secure even on plain HTTP, behind a TLS-terminating proxy (env SLUICE_SECURE_COOKIES)")
+	fs.BoolVar(&cfg.secureCookies, "secure-cookies", cfg.secureCookies, "the deployment is served over HTTPS (behind a TLS-terminating proxy): cookies are Secure and responses carry Strict-Transport-Security (env SLUICE_SECURE_COOKIES)")
 	fs.StringVar(&proxies, "trusted-proxies", proxies, "comma-separated `addresses or CIDRs` of proxies whose X-Forwarded-For is believed (env SLUICE_TRUSTED_PROXIES)")
 	fs.BoolVar(&cfg.migrate, "migrate", cfg.migrate, "apply database migrations at start-up")
-	fs.BoolVar(&cfg.dev, "dev", false, "run everything in this process with in-memory stores, a seeded admin and a demo app")
+	fs.BoolVar(&cfg.dev, "dev", false, "run everything in this process with in-memory stores, a seeded admin and a demo app; listens on "+devListen+" unless -listen is given")
 	fs.StringVar(&level, "log-level", level, "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
 	fs.DurationVar(&cfg.startupTimeout, "startup-timeout", cfg.startupTimeout, "how long to wait for MySQL and Redis at start-up")
+	fs.DurationVar(&cfg.auditRetention, "audit-retention", cfg.auditRetention, "how long audit entries are kept (9600h is 400 days); 0 keeps them for ever (env SLUICE_AUDIT_RETENTION)")
 	if err := parse(fs, e.args); err != nil {
 		return cfg, err
+	}
+	fs.Visit(func(f *flag.Flag) { listenSet = listenSet || f.Name == "listen" })
+	if cfg.dev && !listenSet {
+		// -dev seeds an admin whose password is printed: only this
+		// machine may reach it unless an address is given.
+		cfg.listen = devListen
 	}
 	for _, p := range strings.Split(proxies, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -162,7 +199,8 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _ = enf.Run(runCtx) }()
-	go purgeSessions(runCtx, accounts.NewStore(st.db), log)
+	go purgeSessions(runCtx, accounts.NewStore(st.db), signin.New(st.db), log)
+	go audit.NewStore(st.db).RunRetention(runCtx, cfg.auditRetention, log)
 
 	// Metrics are served on a listener of their own, if at all, so that the
 	// console's address never exposes them and its access rules stay whole.
@@ -190,7 +228,7 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
 	}
 	srv := &http.Server{
-		Handler:           con,
+		Handler:           withHSTS(con, cfg.secureCookies),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -266,9 +304,10 @@ func displayAddr(a net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// purgeSessions deletes expired and idle sessions every hour, so the table
-// holds only live ones. Every console instance may do it; it is idempotent.
-func purgeSessions(ctx context.Context, store *accounts.Store, log *slog.Logger) {
+// purgeSessions deletes expired and idle sessions, spent sign-in failure
+// counters and forgotten sign-in devices every hour, so the tables hold
+// only live rows. Every console instance may do it; it is idempotent.
+func purgeSessions(ctx context.Context, store *accounts.Store, throttle *signin.Throttle, log *slog.Logger) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
@@ -280,6 +319,11 @@ func purgeSessions(ctx context.Context, store *accounts.Store, log *slog.Logger)
 				log.Warn("purge sessions", "err", err)
 			} else if n > 0 {
 				log.Info("purged sessions", "count", n)
+			}
+			if n, err := throttle.Purge(ctx); err != nil {
+				log.Warn("purge sign-in throttle", "err", err)
+			} else if n > 0 {
+				log.Info("purged sign-in throttle rows", "count", n)
 			}
 		}
 	}

@@ -216,7 +216,7 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 			live[name] = b
 			creates++
 		case rng.IntN(6) == 0:
-			if err := store.Delete(ctx, actor, name, b.Version); err != nil {
+			if err := store.Delete(ctx, actor, name, buckets.Expect{Version: b.Version}); err != nil {
 				t.Fatalf("edit %d: delete %s: %v", i, name, err)
 			}
 			obs.deleted(name, b.ID)

@@ -149,8 +149,9 @@ func (s *Store) CreateUser(ctx context.Context, actor audit.Actor, username, pas
 	return u, nil
 }
 
-// SetPassword gives the user named username a new password and ends every
-// session of theirs, so that whoever knew the old one is signed out.
+// SetPassword gives the user named username a new password, ends every
+// session of theirs and revokes every API token of theirs, so that
+// whoever knew the old password, or made a token with it, is locked out.
 func (s *Store) SetPassword(ctx context.Context, actor audit.Actor, username, password string) error {
 	if p := PasswordProblem(password); p != "" {
 		return errs.Invalid("password", p)
@@ -171,15 +172,20 @@ func (s *Store) SetPassword(ctx context.Context, actor audit.Actor, username, pa
 		if err := endSessions(ctx, tx, u.ID); err != nil {
 			return err
 		}
+		n, err := revokeTokens(ctx, tx, u.ID, s.now())
+		if err != nil {
+			return err
+		}
 		return audit.Write(ctx, tx, actor, audit.Entry{
 			Action: "user.password", ObjectType: "user", ObjectName: u.Username,
-			Detail: "password changed; sessions ended",
+			Detail: fmt.Sprintf("password changed; sessions ended; %d API tokens revoked", n),
 		})
 	})
 }
 
 // SetDisabled disables or enables the account named username. Disabling
-// ends its sessions; its API tokens stop working while it is disabled.
+// ends its sessions and revokes its API tokens: enabling it again brings
+// none of them back.
 func (s *Store) SetDisabled(ctx context.Context, actor audit.Actor, username string, disabled bool) error {
 	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		u, err := userBy(ctx, tx, "username", username, true)
@@ -193,17 +199,23 @@ func (s *Store) SetDisabled(ctx context.Context, actor audit.Actor, username str
 			disabled, s.now(), u.ID); err != nil {
 			return fmt.Errorf("update user %q: %w", username, database.Translate(err))
 		}
-		action := "user.enable"
+		action, detail := "user.enable", ""
 		if disabled {
 			action = "user.disable"
 			if err := endSessions(ctx, tx, u.ID); err != nil {
 				return err
 			}
+			n, err := revokeTokens(ctx, tx, u.ID, s.now())
+			if err != nil {
+				return err
+			}
+			detail = fmt.Sprintf("sessions ended; %d API tokens revoked", n)
 		}
 		return audit.Write(ctx, tx, actor, audit.Entry{
 			Action: action, ObjectType: "user", ObjectName: u.Username,
 			Before: audit.Snapshot(map[string]bool{"disabled": u.Disabled}),
 			After:  audit.Snapshot(map[string]bool{"disabled": disabled}),
+			Detail: detail,
 		})
 	})
 }
@@ -281,6 +293,35 @@ func (s *Store) ListUsers(ctx context.Context) ([]*User, error) {
 	}
 	return out, nil
 }
+
+// MaxNames bounds the names Names returns.
+const MaxNames = 50
+
+// Names returns the names of enabled users starting with prefix (case
+// does not matter), in order, at most limit of them (MaxNames when 0 or
+// more). It is what a member picker may show any signed-in user: user
+// names are not secret in Sluice (see docs/console.md), everything else
+// about an account is.
+func (s *Store) Names(ctx context.Context, prefix string, limit int) ([]string, error) {
+	if limit <= 0 || limit > MaxNames {
+		limit = MaxNames
+	}
+	prefix = strings.ToLower(strings.TrimSpace(prefix))
+	out := []string{}
+	if prefix != "" && !apps.ValidName(prefix) && !validPrefix(prefix) {
+		return out, nil
+	}
+	if err := s.db.SelectContext(ctx, &out, `SELECT username FROM users
+		WHERE disabled = FALSE AND username LIKE ? ESCAPE '!' ORDER BY username LIMIT ?`,
+		strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(prefix)+"%", limit); err != nil {
+		return nil, fmt.Errorf("list user names: %w", database.Translate(err))
+	}
+	return out, nil
+}
+
+// validPrefix reports whether p can start a user name: a name cut short may
+// end with a character a whole name cannot (a dash).
+func validPrefix(p string) bool { return apps.ValidName(p + "a") }
 
 // userBy reads one user by column ("id" or "username"); lock takes a row
 // lock for a change.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -547,5 +548,100 @@ func TestTokens(t *testing.T) {
 		if _, _, err := s.AuthenticateToken(ctx, bad); !errors.Is(err, errs.ErrUnauthenticated) {
 			t.Errorf("AuthenticateToken(%.20q) = %v", bad, err)
 		}
+	}
+}
+
+// TestResetAndDisableRevokeTokens: an admin's password reset or disable
+// ends the user's API tokens for good (enabling again brings none back),
+// and an admin can list and revoke another user's tokens.
+func TestResetAndDisableRevokeTokens(t *testing.T) {
+	db, s, _ := newStore(t)
+	alice, err := s.CreateUser(ctx, admin, "alice", pw)
+	must(t, err)
+	bob, err := s.CreateUser(ctx, admin, "bob", pw)
+	must(t, err)
+	mk := func(u *accounts.User, name string) string {
+		t.Helper()
+		plain, _, err := s.CreateToken(ctx, audit.Actor{User: u.Username}, u.ID, name, nil)
+		must(t, err)
+		return plain
+	}
+	works := func(plain string) bool {
+		_, _, err := s.AuthenticateToken(ctx, plain)
+		return err == nil
+	}
+
+	// Password reset.
+	a1, a2 := mk(alice, "ci"), mk(alice, "laptop")
+	b1 := mk(bob, "bot")
+	must(t, s.SetPassword(ctx, admin, "alice", "a brand new secret"))
+	if works(a1) || works(a2) {
+		t.Fatal("API tokens survived a password reset")
+	}
+	if !works(b1) {
+		t.Fatal("another user's token was revoked")
+	}
+	if e := lastAudit(t, db); e.Action != "user.password" || !strings.Contains(e.Detail, "2 API tokens revoked") {
+		t.Fatalf("reset audit = %+v", e)
+	}
+
+	// Disable, then enable: the tokens stay revoked.
+	b2 := mk(bob, "cron")
+	must(t, s.SetDisabled(ctx, admin, "bob", true))
+	if e := lastAudit(t, db); e.Action != "user.disable" || !strings.Contains(e.Detail, "2 API tokens revoked") {
+		t.Fatalf("disable audit = %+v", e)
+	}
+	must(t, s.SetDisabled(ctx, admin, "bob", false))
+	if works(b1) || works(b2) {
+		t.Fatal("API tokens work again after disable and enable")
+	}
+
+	// An admin's view of another user's tokens, and revoking one.
+	a3 := mk(alice, "new")
+	u, list, err := s.TokensOf(ctx, "alice")
+	must(t, err)
+	if u.ID != alice.ID || len(list) != 3 || list[0].Name != "new" || list[0].RevokedAt != nil || list[1].RevokedAt == nil {
+		t.Fatalf("TokensOf(alice) = %+v, %+v", u, list)
+	}
+	must(t, s.RevokeToken(ctx, admin, u.ID, list[0].ID))
+	if works(a3) {
+		t.Fatal("token revoked by an admin still works")
+	}
+	if e := lastAudit(t, db); e.Action != "token.revoke" || e.Actor != "root (cli)" || e.Detail != "of user alice" {
+		t.Fatalf("admin revoke audit = %+v", e)
+	}
+	if _, _, err := s.TokensOf(ctx, "ghost"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("TokensOf(ghost) = %v", err)
+	}
+}
+
+// TestNames: a member picker gets names of enabled users, by prefix,
+// literally (LIKE wildcards match themselves), and nothing else.
+func TestNames(t *testing.T) {
+	_, s, _ := newStore(t)
+	for _, n := range []string{"alice", "alina", "al_x", "bob", "alfred"} {
+		_, err := s.CreateUser(ctx, admin, n, pw)
+		must(t, err)
+	}
+	must(t, s.SetDisabled(ctx, admin, "alfred", true))
+	for prefix, want := range map[string]string{
+		"al":   "[al_x alice alina]",
+		"AL":   "[al_x alice alina]",
+		"al_":  "[al_x]",
+		"ali":  "[alice alina]",
+		"":     "[al_x alice alina bob]",
+		"%":    "[]",
+		"zz":   "[]",
+		"a b":  "[]",
+		"\xff": "[]",
+	} {
+		got, err := s.Names(ctx, prefix, 0)
+		must(t, err)
+		if fmt.Sprint(got) != want {
+			t.Errorf("Names(%q) = %v, want %s", prefix, got, want)
+		}
+	}
+	if got, _ := s.Names(ctx, "", 2); len(got) != 2 {
+		t.Errorf("Names with limit 2 = %v", got)
 	}
 }

@@ -139,11 +139,16 @@ func (s *Store) Tokens(ctx context.Context, userID int64) ([]*Token, error) {
 
 // RevokeToken revokes the token id of the user with userID at once. A
 // token that does not exist, is another user's or is already revoked gives
-// errs.ErrNotFound. The revocation is audited.
+// errs.ErrNotFound. The revocation is audited, naming the token's owner:
+// admins revoke other users' tokens with it (see TokensOf).
 func (s *Store) RevokeToken(ctx context.Context, actor audit.Actor, userID, id int64) error {
 	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		u, err := userBy(ctx, tx, "id", userID, false)
+		if err != nil {
+			return fmt.Errorf("token %d: %w", id, errs.ErrNotFound)
+		}
 		var t Token
-		err := tx.GetContext(ctx, &t, `SELECT `+tokenColumns+` FROM api_tokens
+		err = tx.GetContext(ctx, &t, `SELECT `+tokenColumns+` FROM api_tokens
 			WHERE id = ? AND user_id = ? AND revoked_at IS NULL FOR UPDATE`, id, userID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("token %d: %w", id, errs.ErrNotFound)
@@ -159,9 +164,39 @@ func (s *Store) RevokeToken(ctx context.Context, actor audit.Actor, userID, id i
 		t.RevokedAt = &now
 		return audit.Write(ctx, tx, actor, audit.Entry{
 			Action: "token.revoke", ObjectType: "token", ObjectName: t.Name,
-			Before: audit.Snapshot(before), After: audit.Snapshot(t),
+			Before: audit.Snapshot(before), After: audit.Snapshot(t), Detail: "of user " + u.Username,
 		})
 	})
+}
+
+// TokensOf returns the user named username and every token of theirs,
+// newest first, for an admin's view of another user's tokens (revoke them
+// with RevokeToken and the user's ID). An unknown user gives
+// errs.ErrNotFound.
+func (s *Store) TokensOf(ctx context.Context, username string) (*User, []*Token, error) {
+	u, err := s.UserByName(ctx, username)
+	if err != nil {
+		return nil, nil, err
+	}
+	ts, err := s.Tokens(ctx, u.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return u, ts, nil
+}
+
+// revokeTokens revokes every token of the user with userID not revoked yet
+// and returns how many, inside tx, the change that calls for it.
+func revokeTokens(ctx context.Context, tx *sqlx.Tx, userID int64, now time.Time) (int64, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE api_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL`, now, userID)
+	if err != nil {
+		return 0, fmt.Errorf("revoke tokens of user %d: %w", userID, database.Translate(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("revoke tokens of user %d: %w", userID, database.Translate(err))
+	}
+	return n, nil
 }
 
 // AuthenticateToken returns the token whose secret plaintext is and its

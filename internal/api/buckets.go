@@ -255,7 +255,7 @@ func (s *server) update(w http.ResponseWriter, r *http.Request, c *caller, repla
 	}
 	b := *cur
 	if replace {
-		b = buckets.Bucket{Name: cur.Name, OwnerApp: cur.OwnerApp}
+		b = buckets.Bucket{ID: cur.ID, Name: cur.Name, OwnerApp: cur.OwnerApp}
 	}
 	b.Version = version
 	if err := validate(&b, in.apply(&b)); err != nil {
@@ -287,7 +287,7 @@ func (s *server) deleteBucket(w http.ResponseWriter, r *http.Request, c *caller)
 	if err != nil {
 		return err
 	}
-	if err := s.Buckets.Delete(r.Context(), c.actor, b.Name, version); err != nil {
+	if err := s.Buckets.Delete(r.Context(), c.actor, b.Name, buckets.Expect{ID: b.ID, OwnerApp: b.OwnerApp, Version: version}); err != nil {
 		if errors.Is(err, errs.ErrNotFound) {
 			return notFound("bucket", b.Name)
 		}

@@ -256,7 +256,7 @@ func TestDeleteAndExist(t *testing.T) {
 		t.Fatalf("delete audit %+v", e)
 	}
 	// Once no bucket uses it, the app can go.
-	if err := bs.Delete(ctx, alice, "b1", 0); err != nil {
+	if err := bs.Delete(ctx, alice, "b1", buckets.Expect{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(ctx, alice, "search", 0); err != nil {

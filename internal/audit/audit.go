@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -61,19 +62,23 @@ func Write(ctx context.Context, ex sqlx.ExecerContext, actor Actor, e Entry) err
 	if e.At.IsZero() {
 		e.At = time.Now().UTC()
 	}
+	// actor_user is the user alone, for the actor filter.
+	user := actor.User
 	if e.Actor == "" {
 		e.Actor = actor.User
 		if actor.Via != "" && actor.Via != "console" {
 			e.Actor = actor.User + " (" + actor.Via + ")"
 		}
+	} else {
+		user, _, _ = strings.Cut(e.Actor, " (")
 	}
 	if e.RemoteAddr == "" {
 		e.RemoteAddr = actor.Addr
 	}
 	_, err := ex.ExecContext(ctx, `INSERT INTO audit_log
-		(at, actor, action, object_type, object_name, app, before_json, after_json, remote_addr, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.At, truncate(e.Actor, 64), e.Action, e.ObjectType, truncate(e.ObjectName, 100), e.App,
+		(at, actor, actor_user, action, object_type, object_name, app, before_json, after_json, remote_addr, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.At, truncate(e.Actor, 64), truncate(user, 64), e.Action, e.ObjectType, truncate(e.ObjectName, 100), e.App,
 		nullable(e.Before), nullable(e.After), truncate(e.RemoteAddr, 64), truncate(e.Detail, 500))
 	if err != nil {
 		return fmt.Errorf("write audit row: %w", database.Translate(err))

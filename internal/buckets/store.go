@@ -391,7 +391,9 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(), n.Keyed,
 			n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
-			return conflictf("a bucket named %q already exists", n.Name)
+			// Bucket names are one namespace across Sluice, so a taken name
+			// is told whoever owns it; nothing else about that bucket is.
+			return conflictf("a bucket named %q already exists; bucket names are unique across Sluice, choose another", n.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("insert bucket %q: %w", n.Name, database.Translate(err))
@@ -420,10 +422,12 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 // Update saves the description, capacity, rate and allowed apps of the
 // bucket named b.Name. b.Version must be the version the caller read: when
 // the bucket changed since, nothing changes and the error matches
-// errs.ErrConflict. The owner app cannot change (a *errs.Validation on
-// owner_app): ownership decides who may edit, so moving a bucket to another
-// team is done by creating a new bucket. On success b holds the stored
-// bucket, its Version one higher.
+// errs.ErrConflict. b.ID, when set, must be the row the caller read and
+// authorized: a bucket deleted and created again under the same name is
+// another bucket, and gives errs.ErrNotFound. The owner app cannot change (a
+// *errs.Validation on owner_app): ownership decides who may edit, so moving
+// a bucket to another team is done by creating a new bucket. On success b
+// holds the stored bucket, its Version one higher.
 func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error {
 	if err := b.Validate(); err != nil {
 		return err
@@ -433,6 +437,9 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 		old, err := lock(ctx, tx, b.Name)
 		if err != nil {
 			return err
+		}
+		if b.ID != 0 && old.ID != b.ID {
+			return notFound(b.Name)
 		}
 		if old.Version != b.Version {
 			return conflictf("bucket %q was changed by someone else (now version %d, you edited version %d); reload it and apply your change again",
@@ -482,18 +489,39 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 	return nil
 }
 
-// Delete removes the bucket named name. version is the version the caller
-// read, or 0 for whatever is stored; a stale one gives an error matching
-// errs.ErrConflict and deletes nothing.
-func (s *Store) Delete(ctx context.Context, actor audit.Actor, name string, version int64) error {
+// Expect is what a caller read, and checked permissions on, before
+// deleting a bucket. The delete happens only if the row locked in its
+// transaction is still that bucket: a name can be deleted and taken again
+// by another app between the caller's read and the delete. Zero fields are
+// not checked.
+type Expect struct {
+	// ID is the row the caller read (Bucket.ID).
+	ID int64
+	// OwnerApp is the owner app on which the caller's permission was
+	// checked.
+	OwnerApp string
+	// Version is the version the caller read; a newer one gives
+	// errs.ErrConflict.
+	Version int64
+}
+
+// Delete removes the bucket named name if it is the bucket want describes.
+// Another row under that name, or another owner app, gives
+// errs.ErrNotFound (the bucket the caller saw is gone, and the one now
+// bearing its name may be invisible to them); a newer version
+// errs.ErrConflict. Either way nothing is deleted.
+func (s *Store) Delete(ctx context.Context, actor audit.Actor, name string, want Expect) error {
 	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		old, err := lock(ctx, tx, name)
 		if err != nil {
 			return err
 		}
-		if version != 0 && old.Version != version {
+		if (want.ID != 0 && old.ID != want.ID) || (want.OwnerApp != "" && old.OwnerApp != want.OwnerApp) {
+			return notFound(name)
+		}
+		if want.Version != 0 && old.Version != want.Version {
 			return conflictf("bucket %q was changed by someone else (now version %d, you saw version %d); reload it and try again",
-				name, old.Version, version)
+				name, old.Version, want.Version)
 		}
 		// Allowed apps first: the schema's cascade is not relied on, so the
 		// statement works the same on every engine.

@@ -192,7 +192,7 @@ func TestCreateRefused(t *testing.T) {
 	before := dump(t, db)
 
 	err := s.Create(ctx, alice, newBucket(t, "checkout"))
-	if !errors.Is(err, errs.ErrConflict) || err.Error() != `a bucket named "checkout" already exists` {
+	if !errors.Is(err, errs.ErrConflict) || err.Error() != `a bucket named "checkout" already exists; bucket names are unique across Sluice, choose another` {
 		t.Fatalf("duplicate name: %v; want ErrConflict with a clear message", err)
 	}
 
@@ -340,17 +340,17 @@ func TestDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dump(t, db)
-	if err := s.Delete(ctx, alice, "checkout", 1); !errors.Is(err, errs.ErrConflict) {
+	if err := s.Delete(ctx, alice, "checkout", buckets.Expect{Version: 1}); !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("stale delete: %v; want ErrConflict", err)
 	}
-	if err := s.Delete(ctx, alice, "nope", 0); !errors.Is(err, errs.ErrNotFound) {
+	if err := s.Delete(ctx, alice, "nope", buckets.Expect{}); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("delete of a missing bucket: %v; want ErrNotFound", err)
 	}
 	if after := dump(t, db); after != before {
 		t.Fatalf("refused deletes changed the database:\n%s\nwas\n%s", after, before)
 	}
 
-	ev, entry := mutation(t, db, "bucket.delete", func() error { return s.Delete(ctx, alice, "checkout", 2) })
+	ev, entry := mutation(t, db, "bucket.delete", func() error { return s.Delete(ctx, alice, "checkout", buckets.Expect{Version: 2}) })
 	if ev.Op != buckets.OpDelete || ev.Version != 3 || ev.BucketID != b.ID || ev.Name != "checkout" {
 		t.Fatalf("delete event %+v; want a delete at version 3", ev)
 	}
@@ -369,7 +369,7 @@ func TestDelete(t *testing.T) {
 	if again.ID == b.ID || again.Version != 1 {
 		t.Fatalf("re-created bucket %+v; want a new ID at version 1", again)
 	}
-	mutation(t, db, "bucket.delete", func() error { return s.Delete(ctx, alice, "checkout", 0) })
+	mutation(t, db, "bucket.delete", func() error { return s.Delete(ctx, alice, "checkout", buckets.Expect{}) })
 }
 
 func names(bs []*buckets.Bucket) []string {
@@ -443,10 +443,10 @@ func TestListCursorStable(t *testing.T) {
 	}
 	// Changes before the cursor neither repeat nor skip anything after it.
 	create(t, s, newBucket(t, "aa"))
-	if err := s.Delete(ctx, alice, "b", 0); err != nil {
+	if err := s.Delete(ctx, alice, "b", buckets.Expect{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, alice, "c", 0); err != nil {
+	if err := s.Delete(ctx, alice, "c", buckets.Expect{}); err != nil {
 		t.Fatal(err)
 	}
 	second := mustList(t, s, buckets.Filter{After: first.Next, Limit: 3})
@@ -549,7 +549,7 @@ func TestEvents(t *testing.T) {
 	if err := s.Update(ctx, alice, b); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, alice, "e0", 0); err != nil {
+	if err := s.Delete(ctx, alice, "e0", buckets.Expect{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -656,5 +656,98 @@ func TestUnavailable(t *testing.T) {
 	}
 	if _, err := s.PendingEvents(ctx, 1); !errors.Is(err, errs.ErrUnavailable) {
 		t.Fatalf("PendingEvents with MySQL down = %v; want ErrUnavailable", err)
+	}
+}
+
+// TestDeleteRacesRecreate: two deletes of bucket X carrying the same read
+// (row, owner, version) run while another app's owner creates X again. The
+// second delete must never remove the other team's new bucket, whose
+// version (1) may equal the one the deletes carry.
+func TestDeleteRacesRecreate(t *testing.T) {
+	_, s := setup(t)
+
+	// Step by step first: the new X has the version the stale read had.
+	seen := create(t, s, newBucket(t, "x"))
+	if err := s.Delete(ctx, alice, "x", buckets.Expect{ID: seen.ID, OwnerApp: "shop", Version: seen.Version}); err != nil {
+		t.Fatal(err)
+	}
+	theirs := &buckets.Bucket{Name: "x", OwnerApp: "search", MaxPermits: 5, Rate: rate(t, "1/s")}
+	create(t, s, theirs)
+	if theirs.Version != seen.Version {
+		t.Fatalf("test premise: versions %d and %d differ", theirs.Version, seen.Version)
+	}
+	for name, want := range map[string]buckets.Expect{
+		"same read":  {ID: seen.ID, OwnerApp: "shop", Version: seen.Version},
+		"row only":   {ID: seen.ID},
+		"owner only": {OwnerApp: "shop", Version: seen.Version},
+	} {
+		if err := s.Delete(ctx, alice, "x", want); !errors.Is(err, errs.ErrNotFound) {
+			t.Fatalf("%s: delete of a bucket created again by another app = %v, want not found", name, err)
+		}
+	}
+	edit := *seen
+	edit.Description = "mine"
+	if err := s.Update(ctx, alice, &edit); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("update of a bucket created again by another app = %v, want not found", err)
+	}
+	if got, err := s.Get(ctx, "x"); err != nil || got.OwnerApp != "search" || got.Description != "" {
+		t.Fatalf("the other app's bucket after stale changes: %+v, %v", got, err)
+	}
+
+	// Then with real concurrency, many rounds.
+	const rounds = 40
+	lost := 0
+	for round := range rounds {
+		if err := s.Delete(ctx, alice, "x", buckets.Expect{}); err != nil && !errors.Is(err, errs.ErrNotFound) {
+			t.Fatal(err)
+		}
+		mine := create(t, s, newBucket(t, "x"))
+		want := buckets.Expect{ID: mine.ID, OwnerApp: mine.OwnerApp, Version: mine.Version}
+		start := make(chan struct{})
+		errc := make(chan error, 3)
+		for range 2 {
+			go func() {
+				<-start
+				err := s.Delete(ctx, alice, "x", want)
+				if err != nil && !errors.Is(err, errs.ErrNotFound) {
+					errc <- fmt.Errorf("delete: %w", err)
+					return
+				}
+				errc <- nil
+			}()
+		}
+		go func() {
+			<-start
+			for i := 0; ; i++ {
+				b := &buckets.Bucket{Name: "x", OwnerApp: "search", MaxPermits: 5, Rate: rate(t, "1/s")}
+				err := s.Create(ctx, bob, b)
+				if err == nil {
+					errc <- nil
+					return
+				}
+				if !errors.Is(err, errs.ErrConflict) || i > 100000 {
+					errc <- fmt.Errorf("re-create: %w", err)
+					return
+				}
+			}
+		}()
+		close(start)
+		for range 3 {
+			if err := <-errc; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		got, err := s.Get(ctx, "x")
+		switch {
+		case errors.Is(err, errs.ErrNotFound):
+			lost++
+		case err != nil:
+			t.Fatal(err)
+		case got.OwnerApp != "search":
+			t.Fatalf("round %d: x owned by %s after the race", round, got.OwnerApp)
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("a stale delete removed the other app's new bucket in %d of %d rounds", lost, rounds)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/audit"
 )
 
 func TestSignInRotatesSessionAndSignOutEndsIt(t *testing.T) {
@@ -267,5 +269,23 @@ func TestSafeNext(t *testing.T) {
 		if got := safeNext(in); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestAnonymousRefusalsSampled: a flood of requests without a session is
+// counted in full but writes a bounded sample to the audit log (600 such
+// requests used to write 600 rows).
+func TestAnonymousRefusalsSampled(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	before := e.s.refusals.Total()
+	for range 200 {
+		wantStatus(t, "anonymous", b.get("/buckets"), http.StatusSeeOther)
+	}
+	if got := e.s.refusals.Total() - before; got != 200 {
+		t.Fatalf("counted %d refusals, want 200", got)
+	}
+	if rows := e.auditCount("access.denied"); rows > audit.DefaultSample+1 {
+		t.Fatalf("200 anonymous refusals wrote %d audit rows, want at most %d", rows, audit.DefaultSample+1)
 	}
 }

@@ -183,6 +183,9 @@ func readBucketForm(c *gin.Context, editing *buckets.Bucket) (bucketForm, *bucke
 	}
 	b := &buckets.Bucket{Name: f.Name, OwnerApp: f.OwnerApp, Description: f.Description, Version: f.Version,
 		AllowedApps: splitApps(f.AllowedApps)}
+	if editing != nil {
+		b.ID = editing.ID // the row whose permissions were checked
+	}
 	var v errs.Validation
 	if n, ok := parseCapacity(f.MaxPermits); ok {
 		b.MaxPermits = n
@@ -414,7 +417,7 @@ func (s *server) deleteBucket(c *gin.Context) {
 		s.fail(c, errs.Invalid("version", "is missing; open the delete page again"))
 		return
 	}
-	err = s.buckets.Delete(ctx(c), actor(c), b.Name, version)
+	err = s.buckets.Delete(ctx(c), actor(c), b.Name, buckets.Expect{ID: b.ID, OwnerApp: b.OwnerApp, Version: version})
 	if err == nil {
 		s.redirect(c, "/buckets", "Bucket "+b.Name+" deleted.")
 		return

@@ -102,6 +102,7 @@ type server struct {
 	accounts *accounts.Store
 	views    *views
 	throttle *throttle
+	refusals *audit.Refusals
 	metrics  *metrics
 	usage    *usage.Reader
 	engine   *gin.Engine
@@ -170,6 +171,10 @@ func newServer(cfg Config) (*server, error) {
 		apps: apps.NewStore(cfg.DB), buckets: buckets.NewStore(cfg.DB), audit: audit.NewStore(cfg.DB),
 		accounts: accounts.NewStore(cfg.DB), views: v,
 		throttle: newThrottle(cfg.Redis, cfg.ThrottlePrefix, log), metrics: m, usage: cfg.Usage,
+	}
+	s.refusals = audit.NewRefusals(cfg.DB)
+	if m != nil {
+		s.refusals.Counter = m.refusals
 	}
 	if s.usage == nil && cfg.Redis != nil {
 		s.usage = usage.NewReader(cfg.Redis, cfg.Keyspace)

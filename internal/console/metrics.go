@@ -31,6 +31,9 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	signins  *prometheus.CounterVec
+	// refusals counts refused requests without a session, which the
+	// audit log only samples.
+	refusals prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -51,6 +54,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "sluice", Subsystem: "console", Name: "signins_total",
 			Help: "Sign-in attempts, by result (success, failure, throttled).",
 		}, []string{"result"}),
+		refusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "console", Name: "anonymous_refusals_total",
+			Help: "Requests refused because the caller was not signed in (the audit log keeps a sample).",
+		}),
 	}
 	// Alerts on failures and throttling should see 0, not an absent series.
 	for _, r := range []string{signinSuccess, signinFailure, signinThrottled} {
@@ -64,6 +71,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.signins, err = register(reg, m.signins); err != nil {
+		return nil, err
+	}
+	if m.refusals, err = register(reg, m.refusals); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -177,7 +177,8 @@ func (s *server) hide(c *gin.Context, app, objectType, objectName string) {
 // logged; the request is refused either way.
 func (s *server) auditDenied(c *gin.Context, app, objectType, objectName, why string) {
 	a := actor(c)
-	if a.User == "" {
+	anonymous := a.User == ""
+	if anonymous {
 		a.User = "anonymous"
 	}
 	// Names come from the request: keep them storable whatever was sent.
@@ -189,7 +190,14 @@ func (s *server) auditDenied(c *gin.Context, app, objectType, objectName, why st
 	if e.ObjectType == "" {
 		e.ObjectType = "route"
 	}
-	if err := audit.Write(ctx(c), s.db, a, e); err != nil {
+	var err error
+	if anonymous {
+		// Anyone can send these by the thousand: count all, log a sample.
+		err = s.refusals.Record(ctx(c), a, e)
+	} else {
+		err = audit.Write(ctx(c), s.db, a, e)
+	}
+	if err != nil {
 		s.log.WarnContext(ctx(c), "console: cannot audit a denied access", "err", err, "user", a.User,
 			"path", c.Request.URL.Path)
 	}
@@ -200,7 +208,7 @@ func (s *server) auditDenied(c *gin.Context, app, objectType, objectName, why st
 func (s *server) crossOriginDenied(w http.ResponseWriter, r *http.Request) {
 	e := audit.Entry{Action: "access.denied", ObjectType: "route",
 		Detail: r.Method + " " + r.URL.Path + ": cross-origin request refused"}
-	if err := audit.Write(r.Context(), s.db, audit.Actor{User: "anonymous", Via: "console", Addr: remoteIP(r)}, e); err != nil {
+	if err := s.refusals.Record(r.Context(), audit.Actor{User: "anonymous", Via: "console", Addr: remoteIP(r)}, e); err != nil {
 		s.log.WarnContext(r.Context(), "console: cannot audit a cross-origin refusal", "err", err)
 	}
 	s.views.renderError(w, http.StatusForbidden, "Request refused",

@@ -103,7 +103,7 @@ func (s *server) setDisabled(c *gin.Context, disabled bool) {
 	}
 	msg := "User " + name + " enabled."
 	if disabled {
-		msg = "User " + name + " disabled; their sessions have ended."
+		msg = "User " + name + " disabled; their sessions have ended and their API tokens are revoked."
 	}
 	s.redirect(c, "/users", msg)
 }
@@ -132,8 +132,8 @@ func (s *server) setAdmin(c *gin.Context) {
 	s.redirect(c, "/users", msg)
 }
 
-// resetPassword sets a new password for a user (who forgot theirs) and
-// ends their sessions.
+// resetPassword sets a new password for a user (who forgot theirs), ends
+// their sessions and revokes their API tokens.
 func (s *server) resetPassword(c *gin.Context) {
 	name, ok := s.target(c)
 	if !ok {
@@ -143,7 +143,7 @@ func (s *server) resetPassword(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.redirect(c, "/users", "Password of "+name+" changed.")
+	s.redirect(c, "/users", "Password of "+name+" changed; their sessions have ended and their API tokens are revoked.")
 }
 
 // userExists reports whether an account has the name.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -70,12 +71,16 @@ func Open(ctx context.Context, dsn string, opts Options) (*sqlx.DB, error) {
 }
 
 // InTx runs fn in a transaction, committing when fn returns nil and rolling
-// back otherwise.
+// back otherwise. Functions registered with AfterCommit run once the commit
+// succeeded, before InTx returns.
 func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", Translate(err))
 	}
+	hooks := &commitHooks{}
+	pending.Store(tx, hooks)
+	defer pending.Delete(tx)
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -83,7 +88,42 @@ func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", Translate(err))
 	}
+	for _, f := range hooks.take() {
+		f()
+	}
 	return nil
+}
+
+// pending holds the after-commit functions of the transactions InTx runs.
+var pending sync.Map // *sqlx.Tx -> *commitHooks
+
+type commitHooks struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+func (h *commitHooks) take() []func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fns := h.fns
+	h.fns = nil
+	return fns
+}
+
+// AfterCommit arranges for fn to run once tx has committed; it never runs
+// if tx rolls back or its commit fails. It reports false, and fn never
+// runs, when tx was not begun by InTx. Work that must only follow
+// committed state (in-memory copies of stored data) belongs here.
+func AfterCommit(tx *sqlx.Tx, fn func()) bool {
+	v, ok := pending.Load(tx)
+	if !ok {
+		return false
+	}
+	h := v.(*commitHooks)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fns = append(h.fns, fn)
+	return true
 }
 
 // MySQL error numbers Sluice reacts to.

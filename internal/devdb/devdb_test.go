@@ -79,7 +79,7 @@ func TestMigrationsAndStores(t *testing.T) {
 	if err := store.Update(ctx, actor, &stale); !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("stale update = %v; want ErrConflict", err)
 	}
-	if err := store.Delete(ctx, actor, "checkout_v2", got.Version); err != nil {
+	if err := store.Delete(ctx, actor, "checkout_v2", buckets.Expect{Version: got.Version}); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	if _, err := store.Get(ctx, "checkout_v2"); !errors.Is(err, errs.ErrNotFound) {

@@ -226,24 +226,15 @@ func deleteRule(ctx context.Context, tx *sqlx.Tx, ptype string, rule []string) (
 	return n > 0, nil
 }
 
-// bump increments the policy revision inside tx and returns the new one.
-// The UPDATE also locks the revision row until tx ends, which serializes
-// every policy change across console instances: checks such as "is this
-// the last owner" cannot race.
+// bump increments the policy revision inside tx. The UPDATE also locks
+// the revision row until tx ends, which serializes every policy change
+// across console instances: checks such as "is this the last owner"
+// cannot race.
 func bump(ctx context.Context, tx *sqlx.Tx) error {
-	_, err := bumpRevision(ctx, tx)
-	return err
-}
-
-func bumpRevision(ctx context.Context, tx *sqlx.Tx) (int64, error) {
 	if _, err := tx.ExecContext(ctx, `UPDATE policy_revision SET revision = revision + 1 WHERE id = 1`); err != nil {
-		return 0, fmt.Errorf("bump policy revision: %w", database.Translate(err))
+		return fmt.Errorf("bump policy revision: %w", database.Translate(err))
 	}
-	var rev int64
-	if err := tx.GetContext(ctx, &rev, `SELECT revision FROM policy_revision WHERE id = 1`); err != nil {
-		return 0, fmt.Errorf("read policy revision: %w", database.Translate(err))
-	}
-	return rev, nil
+	return nil
 }
 
 // revision reads the current policy revision.

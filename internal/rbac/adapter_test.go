@@ -54,7 +54,7 @@ func TestAdapterRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, g := range [][]string{{"olga", "owner", "shop"}, {"vera", "viewer", "shop"}, {"olga", "viewer", "pay"}, {"root", "admin", "*"}} {
+	for _, g := range [][]string{{"user:olga", "role:owner", "shop"}, {"user:vera", "role:viewer", "shop"}, {"user:olga", "role:viewer", "pay"}, {"user:root", "role:admin", "*"}} {
 		if _, err := ce.AddGroupingPolicy(g[0], g[1], g[2]); err != nil {
 			t.Fatal(err)
 		}
@@ -62,8 +62,8 @@ func TestAdapterRoundTrip(t *testing.T) {
 	if got := rev(); got != r0+int64(len(rules))+4 {
 		t.Fatalf("revision %d after %d writes from %d", got, len(rules)+4, r0)
 	}
-	if got := stored(); len(got) != len(rules)+4 || !slices.Equal(got[0], []string{"p", "admin", "*"}) ||
-		!slices.Equal(got[len(got)-1], []string{"g", "root", "admin", "*"}) {
+	if got := stored(); len(got) != len(rules)+4 || !slices.Equal(got[0], []string{"p", "role:admin", "*"}) ||
+		!slices.Equal(got[len(got)-1], []string{"g", "user:root", "role:admin", "*"}) {
 		t.Fatalf("stored rules = %q", got)
 	}
 
@@ -73,12 +73,12 @@ func TestAdapterRoundTrip(t *testing.T) {
 		sub, dom, act string
 		want          bool
 	}{
-		{"olga", "shop", "manage", true},
-		{"vera", "shop", "view", true},
-		{"vera", "shop", "edit", false},
-		{"olga", "pay", "edit", false},
-		{"root", "mail", "manage", true},
-		{"nobody", "shop", "view", false},
+		{"user:olga", "shop", "manage", true},
+		{"user:vera", "shop", "view", true},
+		{"user:vera", "shop", "edit", false},
+		{"user:olga", "pay", "edit", false},
+		{"user:root", "mail", "manage", true},
+		{"user:nobody", "shop", "view", false},
 	} {
 		if ok, err := loaded.Enforce(q.sub, q.dom, q.act); err != nil || ok != q.want {
 			t.Errorf("loaded Enforce(%s, %s, %s) = %v, %v", q.sub, q.dom, q.act, ok, err)
@@ -86,7 +86,7 @@ func TestAdapterRoundTrip(t *testing.T) {
 	}
 
 	// Removing one rule and a filtered set goes to the table too.
-	if _, err := ce.RemoveGroupingPolicy("vera", "viewer", "shop"); err != nil {
+	if _, err := ce.RemoveGroupingPolicy("user:vera", "role:viewer", "shop"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ce.RemoveFilteredGroupingPolicy(2, "pay"); err != nil {
@@ -98,24 +98,24 @@ func TestAdapterRoundTrip(t *testing.T) {
 	if err := loaded.LoadPolicy(); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := loaded.Enforce("vera", "shop", "view"); ok {
+	if ok, _ := loaded.Enforce("user:vera", "shop", "view"); ok {
 		t.Fatal("removed role still loaded")
 	}
 
 	// SavePolicy replaces the table with the enforcer's policy.
 	r1 := rev()
-	if _, err := loaded.AddGroupingPolicy("otto", "owner", "pay"); err != nil {
+	if _, err := loaded.AddGroupingPolicy("user:otto", "role:owner", "pay"); err != nil {
 		t.Fatal(err)
 	}
 	loaded.ClearPolicy()
-	if _, err := loaded.AddPolicy("viewer", "view"); err != nil {
+	if _, err := loaded.AddPolicy("role:viewer", "view"); err != nil {
 		t.Fatal(err)
 	}
 	// ClearPolicy is memory only; the save makes the table match.
 	if err := loaded.SavePolicy(); err != nil {
 		t.Fatal(err)
 	}
-	if got := stored(); len(got) != 1 || !slices.Equal(got[0], []string{"p", "viewer", "view"}) {
+	if got := stored(); len(got) != 1 || !slices.Equal(got[0], []string{"p", "role:viewer", "view"}) {
 		t.Fatalf("stored after SavePolicy = %q", got)
 	}
 	if rev() <= r1 {

@@ -3,9 +3,8 @@ package rbac
 import (
 	"context"
 	"fmt"
-	"time"
+	"slices"
 
-	"github.com/casbin/casbin/v2"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sluicehq/sluice/internal/apps"
@@ -43,16 +42,16 @@ func check(user, app string, r Role, needRole bool) error {
 // The user must exist (else a *errs.Validation on "user") and the app too
 // (else errs.ErrNotFound). Making the last owner a viewer is refused with
 // errs.ErrConflict. The change is audited ("member.grant") in the same
-// transaction and applies on this instance at once.
+// transaction and applies on this instance once committed, before Grant
+// returns.
 func (e *Enforcer) Grant(ctx context.Context, actor audit.Actor, user, app string, r Role) error {
 	if err := check(user, app, r, true); err != nil {
 		return err
 	}
-	var rev int64
 	var before Role
 	err := database.InTx(ctx, e.db, func(tx *sqlx.Tx) error {
 		var err error
-		rev, before, err = grant(ctx, tx, user, app, r)
+		before, err = grant(ctx, tx, user, app, r)
 		if err != nil || before == r {
 			return err
 		}
@@ -64,7 +63,7 @@ func (e *Enforcer) Grant(ctx context.Context, actor audit.Actor, user, app strin
 	if err != nil {
 		return err
 	}
-	e.apply(rev, func(ce *casbin.Enforcer, idx index) error { return setRole(ce, idx, user, app, r) })
+	e.refresh(ctx)
 	return nil
 }
 
@@ -76,74 +75,73 @@ func GrantTx(ctx context.Context, tx *sqlx.Tx, user, app string, r Role) error {
 	if err := check(user, app, r, true); err != nil {
 		return err
 	}
-	_, _, err := grant(ctx, tx, user, app, r)
+	_, err := grant(ctx, tx, user, app, r)
 	return err
 }
 
 // GrantTx is the package's GrantTx that also applies the role on this
-// instance at once, so that the creator of an app can use it on the very
-// next request. Should tx roll back, the stored policy wins again within
-// a few seconds.
+// instance once tx has committed (tx must come from database.InTx), so
+// that the creator of an app can use it on the very next request. Should
+// tx roll back or its commit fail, nothing changes in memory.
 func (e *Enforcer) GrantTx(ctx context.Context, tx *sqlx.Tx, user, app string, r Role) error {
-	if err := check(user, app, r, true); err != nil {
+	if err := GrantTx(ctx, tx, user, app, r); err != nil {
 		return err
 	}
-	rev, _, err := grant(ctx, tx, user, app, r)
-	if err != nil {
-		return err
-	}
-	e.apply(rev, func(ce *casbin.Enforcer, idx index) error { return setRole(ce, idx, user, app, r) })
+	e.afterCommit(ctx, tx)
 	return nil
 }
 
-// grant stores the role inside tx and returns the new revision and the
-// role user held before ("" for none).
-func grant(ctx context.Context, tx *sqlx.Tx, user, app string, r Role) (int64, Role, error) {
-	rev, err := bumpRevision(ctx, tx)
-	if err != nil {
-		return 0, "", err
+// afterCommit loads the policy once tx has committed. For a transaction
+// not begun by database.InTx, Run loads it when it sees the new revision.
+func (e *Enforcer) afterCommit(ctx context.Context, tx *sqlx.Tx) {
+	database.AfterCommit(tx, func() { e.refresh(ctx) })
+}
+
+// grant stores the role inside tx and returns the role user held before
+// ("" for none).
+func grant(ctx context.Context, tx *sqlx.Tx, user, app string, r Role) (Role, error) {
+	if err := bump(ctx, tx); err != nil {
+		return "", err
 	}
 	if err := userExists(ctx, tx, user); err != nil {
-		return 0, "", err
+		return "", err
 	}
 	var n int
 	if err := tx.GetContext(ctx, &n, `SELECT COUNT(*) FROM apps WHERE name = ?`, app); err != nil {
-		return 0, "", fmt.Errorf("find app %q: %w", app, database.Translate(err))
+		return "", fmt.Errorf("find app %q: %w", app, database.Translate(err))
 	}
 	if n == 0 {
-		return 0, "", fmt.Errorf("app %q: %w", app, errs.ErrNotFound)
+		return "", fmt.Errorf("app %q: %w", app, errs.ErrNotFound)
 	}
 	ms, err := members(ctx, tx, app, true)
 	if err != nil {
-		return 0, "", err
+		return "", err
 	}
 	before := roleOf(ms, user)
 	if before == r {
-		return rev, before, nil
+		return before, nil
 	}
 	if before == RoleOwner && owners(ms) == 1 {
-		return 0, "", lastOwner(user, app)
+		return "", lastOwner(user, app)
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule WHERE ptype = 'g' AND v0 = ? AND v2 = ?`, user, app); err != nil {
-		return 0, "", fmt.Errorf("replace role of %q on app %q: %w", user, app, database.Translate(err))
+	if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule WHERE ptype = 'g' AND v0 = ? AND v2 = ?`, userSubject(user), app); err != nil {
+		return "", fmt.Errorf("replace role of %q on app %q: %w", user, app, database.Translate(err))
 	}
-	if err := insertRule(ctx, tx, "g", []string{user, string(r), app}); err != nil {
-		return 0, "", err
+	if err := insertRule(ctx, tx, "g", []string{userSubject(user), roleSubject(string(r)), app}); err != nil {
+		return "", err
 	}
-	return rev, before, nil
+	return before, nil
 }
 
 // Revoke removes user's role on app. A user without a role there gives
 // errs.ErrNotFound; the last owner cannot be removed (errs.ErrConflict).
-// The change is audited ("member.revoke") and applies here at once.
+// The change is audited ("member.revoke") and applies here once committed.
 func (e *Enforcer) Revoke(ctx context.Context, actor audit.Actor, user, app string) error {
 	if err := check(user, app, "", false); err != nil {
 		return err
 	}
-	var rev int64
 	err := database.InTx(ctx, e.db, func(tx *sqlx.Tx) error {
-		var err error
-		if rev, err = bumpRevision(ctx, tx); err != nil {
+		if err := bump(ctx, tx); err != nil {
 			return err
 		}
 		ms, err := members(ctx, tx, app, true)
@@ -157,7 +155,7 @@ func (e *Enforcer) Revoke(ctx context.Context, actor audit.Actor, user, app stri
 		case before == RoleOwner && owners(ms) == 1:
 			return lastOwner(user, app)
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule WHERE ptype = 'g' AND v0 = ? AND v2 = ?`, user, app); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule WHERE ptype = 'g' AND v0 = ? AND v2 = ?`, userSubject(user), app); err != nil {
 			return fmt.Errorf("revoke role of %q on app %q: %w", user, app, database.Translate(err))
 		}
 		return audit.Write(ctx, tx, actor, audit.Entry{
@@ -168,7 +166,7 @@ func (e *Enforcer) Revoke(ctx context.Context, actor audit.Actor, user, app stri
 	if err != nil {
 		return err
 	}
-	e.apply(rev, func(ce *casbin.Enforcer, idx index) error { return setRole(ce, idx, user, app, "") })
+	e.refresh(ctx)
 	return nil
 }
 
@@ -180,26 +178,21 @@ func (e *Enforcer) SetAdmin(ctx context.Context, actor audit.Actor, user string,
 	if p := apps.NameProblem(user); p != "" {
 		return errs.Invalid("user", p)
 	}
-	var rev int64
 	changed := false
 	err := database.InTx(ctx, e.db, func(tx *sqlx.Tx) error {
-		var err error
-		if rev, err = bumpRevision(ctx, tx); err != nil {
+		if err := bump(ctx, tx); err != nil {
 			return err
 		}
 		var admins []string
 		if err := tx.SelectContext(ctx, &admins, `SELECT v0 FROM casbin_rule
-			WHERE ptype = 'g' AND v1 = ? AND v2 = ? FOR UPDATE`, roleAdmin, globalDomain); err != nil {
+			WHERE ptype = 'g' AND v1 = ? AND v2 = ? FOR UPDATE`, roleSubject(roleAdmin), globalDomain); err != nil {
 			return fmt.Errorf("list admins: %w", database.Translate(err))
 		}
-		was := false
-		for _, a := range admins {
-			was = was || a == user
-		}
+		was := slices.Contains(admins, userSubject(user))
 		if was == admin {
 			return nil
 		}
-		rule := []string{user, roleAdmin, globalDomain}
+		rule := []string{userSubject(user), roleSubject(roleAdmin), globalDomain}
 		if admin {
 			if err := userExists(ctx, tx, user); err != nil {
 				return err
@@ -225,90 +218,37 @@ func (e *Enforcer) SetAdmin(ctx context.Context, actor audit.Actor, user string,
 	if err != nil || !changed {
 		return err
 	}
-	e.apply(rev, func(ce *casbin.Enforcer, idx index) error {
-		if admin {
-			idx.admins[user] = true
-			_, err := ce.AddGroupingPolicy(user, roleAdmin, globalDomain)
-			return err
-		}
-		delete(idx.admins, user)
-		_, err := ce.RemoveGroupingPolicy(user, roleAdmin, globalDomain)
-		return err
-	})
+	e.refresh(ctx)
 	return nil
 }
 
 // DeleteAppTx removes every role on app inside tx, the transaction that
 // deletes the app. Other instances follow once tx commits.
 func DeleteAppTx(ctx context.Context, tx *sqlx.Tx, app string) error {
-	_, err := deleteApp(ctx, tx, app)
-	return err
+	return deleteApp(ctx, tx, app)
 }
 
 // DeleteAppTx is the package's DeleteAppTx that also drops the roles on
-// this instance at once.
+// this instance once tx has committed (tx must come from database.InTx).
 func (e *Enforcer) DeleteAppTx(ctx context.Context, tx *sqlx.Tx, app string) error {
-	rev, err := deleteApp(ctx, tx, app)
-	if err != nil {
+	if err := deleteApp(ctx, tx, app); err != nil {
 		return err
 	}
-	e.apply(rev, func(ce *casbin.Enforcer, idx index) error {
-		for _, apps := range idx.roles {
-			delete(apps, app)
-		}
-		_, err := ce.RemoveFilteredGroupingPolicy(2, app)
-		return err
-	})
+	e.afterCommit(ctx, tx)
 	return nil
 }
 
-func deleteApp(ctx context.Context, tx *sqlx.Tx, app string) (int64, error) {
+func deleteApp(ctx context.Context, tx *sqlx.Tx, app string) error {
 	if p := apps.NameProblem(app); p != "" {
-		return 0, errs.Invalid("app", p)
+		return errs.Invalid("app", p)
 	}
-	rev, err := bumpRevision(ctx, tx)
-	if err != nil {
-		return 0, err
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule WHERE ptype = 'g' AND v2 = ?`, app); err != nil {
-		return 0, fmt.Errorf("delete roles on app %q: %w", app, database.Translate(err))
-	}
-	return rev, nil
-}
-
-// apply changes the in-memory policy after this instance changed the
-// stored one at revision rev, and keeps the change over reloads that read
-// an older revision for a while.
-func (e *Enforcer) apply(rev int64, fn func(ce *casbin.Enforcer, idx index) error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := fn(e.ce, e.idx); err != nil {
-		// The in-memory copy may be half changed: reload at the next
-		// tick, whatever the hold says.
-		e.log().Warn("rbac: apply policy change in memory", "err", err)
-		e.dirty = true
-		e.hold.until = time.Time{}
-		return
-	}
-	e.dirty = true
-	e.hold.rev = max(e.hold.rev, rev)
-	e.hold.until = time.Now().Add(e.holdFor)
-}
-
-// setRole makes r user's only role on app in memory; "" removes it.
-func setRole(ce *casbin.Enforcer, idx index, user, app string, r Role) error {
-	if _, err := ce.RemoveFilteredGroupingPolicy(0, user, "", app); err != nil {
+	if err := bump(ctx, tx); err != nil {
 		return err
 	}
-	if apps := idx.roles[user]; apps != nil {
-		delete(apps, app)
+	if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule WHERE ptype = 'g' AND v2 = ?`, app); err != nil {
+		return fmt.Errorf("delete roles on app %q: %w", app, database.Translate(err))
 	}
-	if r == "" {
-		return nil
-	}
-	idx.add(user, string(r), app)
-	_, err := ce.AddGroupingPolicy(user, string(r), app)
-	return err
+	return nil
 }
 
 func userExists(ctx context.Context, tx *sqlx.Tx, user string) error {

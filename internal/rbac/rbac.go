@@ -8,6 +8,10 @@
 // (casbin_rule). Every change bumps policy_revision in the same transaction,
 // and every console instance polls that revision (Run) and reloads, so a
 // revoked role takes effect everywhere within a second.
+//
+// Subjects are typed: users are "user:NAME" and roles "role:NAME", so no
+// user name, whatever it is, can stand for a role. The in-memory policy is
+// only ever built from committed rows, never patched ahead of a commit.
 package rbac
 
 import (
@@ -17,6 +21,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +48,32 @@ const (
 	roleAdmin    = "admin"
 	globalDomain = "*"
 )
+
+// Casbin subjects carry their kind, so that the user "viewer" and the role
+// viewer are different subjects. Both prefixes have the same length, which
+// the migration that introduced them relies on.
+const (
+	userPrefix = "user:"
+	rolePrefix = "role:"
+)
+
+// userSubject is the Casbin subject of the user named name.
+func userSubject(name string) string { return userPrefix + name }
+
+// roleSubject is the Casbin subject of the role r.
+func roleSubject(r string) string { return rolePrefix + r }
+
+// userOf returns the user name of a subject, and false for other subjects.
+func userOf(subject string) (string, bool) {
+	name, ok := strings.CutPrefix(subject, userPrefix)
+	return name, ok && name != ""
+}
+
+// roleOfSubject returns the role name of a subject, and false for others.
+func roleOfSubject(subject string) (string, bool) {
+	name, ok := strings.CutPrefix(subject, rolePrefix)
+	return name, ok && name != ""
+}
 
 // Valid reports whether r is a role that can be granted on an app.
 func (r Role) Valid() bool { return r == RoleOwner || r == RoleViewer }
@@ -84,20 +115,19 @@ var modelText string
 // the same for every app and kept in code; New stores them in casbin_rule
 // so that the table holds the whole policy.
 var rules = [][]string{
-	{"p", roleAdmin, "*"},
-	{"p", string(RoleOwner), string(ActionView)},
-	{"p", string(RoleOwner), string(ActionEdit)},
-	{"p", string(RoleOwner), string(ActionManage)},
-	{"p", string(RoleViewer), string(ActionView)},
+	{"p", roleSubject(roleAdmin), "*"},
+	{"p", roleSubject(string(RoleOwner)), string(ActionView)},
+	{"p", roleSubject(string(RoleOwner)), string(ActionEdit)},
+	{"p", roleSubject(string(RoleOwner)), string(ActionManage)},
+	{"p", roleSubject(string(RoleViewer)), string(ActionView)},
 }
 
 // PollInterval is how often Run checks the policy revision; with a reload
 // it bounds how long a change on another instance takes to apply here.
 const PollInterval = 200 * time.Millisecond
 
-// defaultHoldFor bounds how long in-memory changes made by this instance
-// are kept over reloads that read an older revision (see Enforcer.hold).
-const defaultHoldFor = 2 * time.Second
+// refreshTimeout bounds the reload that follows a change made here.
+const refreshTimeout = 5 * time.Second
 
 // Enforcer answers permission questions from an in-memory copy of the
 // policy and changes the policy in MySQL. It is safe for concurrent use.
@@ -112,22 +142,19 @@ type Enforcer struct {
 	idx index
 	// rev is the revision of the policy loaded last.
 	rev int64
-	// dirty says the in-memory policy was changed by this instance since
-	// the last reload, so Run reloads even if the revision seems unchanged
-	// (a transaction that changed it may have been rolled back).
-	dirty bool
-	// hold keeps this instance's own changes over a reload that read a
-	// revision older than hold.rev (begun before the change committed),
-	// until hold.until, after which the stored policy wins.
-	hold struct {
-		rev   int64
-		until time.Time
-	}
-	holdFor time.Duration
+	// started numbers reloads in the order they began; applied is the
+	// number of the one in memory. A reload that began later read later
+	// committed state, so one that began earlier never replaces it.
+	started, applied uint64
+	// stale says a change committed here could not be loaded, so Run
+	// reloads even if the revision seems unchanged.
+	stale bool
 }
 
 // index answers the questions Casbin's API answers by scanning every
-// role assignment: the apps of a user and the admins.
+// role assignment: the apps of a user and the admins. It is built from the
+// same committed rows as the Casbin enforcer beside it, never changed on
+// its own.
 type index struct {
 	roles  map[string]map[string]Role // user -> app -> role
 	admins map[string]bool
@@ -164,7 +191,7 @@ func New(ctx context.Context, db *sqlx.DB) (*Enforcer, error) {
 	if _, err := model.NewModelFromString(modelText); err != nil {
 		return nil, fmt.Errorf("parse casbin model: %w", err)
 	}
-	e := &Enforcer{db: db, adapter: &adapter{db: db}, holdFor: defaultHoldFor}
+	e := &Enforcer{db: db, adapter: &adapter{db: db}}
 	if err := e.storeRules(ctx); err != nil {
 		return nil, err
 	}
@@ -223,8 +250,12 @@ func (e *Enforcer) Reload(ctx context.Context) error {
 }
 
 // reload is Reload, reporting whether the loaded policy was applied (it is
-// not while this instance's own newer changes are held).
+// not when a reload that began later was applied first).
 func (e *Enforcer) reload(ctx context.Context) (bool, error) {
+	e.mu.Lock()
+	e.started++
+	seq := e.started
+	e.mu.Unlock()
 	// The revision is read before the rules: rules newer than the revision
 	// only cause one more reload, never a missed one.
 	rev, err := revision(ctx, e.db)
@@ -241,19 +272,36 @@ func (e *Enforcer) reload(ctx context.Context) (bool, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if rev < e.hold.rev && time.Now().Before(e.hold.until) {
+	if seq < e.applied {
 		return false, nil
 	}
-	e.ce, e.idx, e.rev, e.dirty = ce, idx, rev, false
+	e.ce, e.idx, e.rev, e.applied, e.stale = ce, idx, rev, seq, false
 	return true, nil
 }
 
-// build makes a Casbin enforcer and an index holding stored.
+// refresh loads the committed policy after this instance changed it, so
+// the change applies here on the next request. A failure leaves the policy
+// marked stale: Run loads it at its next tick.
+func (e *Enforcer) refresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTimeout)
+	defer cancel()
+	if _, err := e.reload(ctx); err != nil {
+		e.mu.Lock()
+		e.stale = true
+		e.mu.Unlock()
+		e.log().WarnContext(ctx, "rbac: cannot load the policy after a change; retrying", "err", err)
+	}
+}
+
+// build makes a Casbin enforcer and an index holding stored. Rows whose
+// subjects are not typed as this version writes them are left out: only a
+// role may hold a permission and only a user may hold a role.
 func build(stored [][]string) (*casbin.Enforcer, index, error) {
 	m, err := model.NewModelFromString(modelText)
 	if err != nil {
 		return nil, index{}, fmt.Errorf("parse casbin model: %w", err)
 	}
+	stored = slices.DeleteFunc(slices.Clone(stored), func(r []string) bool { return !wellTyped(r) })
 	if err := loadInto(m, stored); err != nil {
 		return nil, index{}, err
 	}
@@ -270,10 +318,33 @@ func build(stored [][]string) (*casbin.Enforcer, index, error) {
 	idx := newIndex()
 	for _, r := range stored {
 		if r[0] == "g" && len(r) == 4 {
-			idx.add(r[1], r[2], r[3])
+			user, _ := userOf(r[1])
+			role, _ := roleOfSubject(r[2])
+			idx.add(user, role, r[3])
 		}
 	}
 	return ce, idx, nil
+}
+
+// wellTyped reports whether a stored rule has the subjects this version
+// writes: "p" lines start with a role, "g" lines give a user a role.
+func wellTyped(r []string) bool {
+	if len(r) < 2 {
+		return false
+	}
+	switch r[0] {
+	case "p":
+		_, ok := roleOfSubject(r[1])
+		return ok
+	case "g":
+		if len(r) != 4 {
+			return false
+		}
+		_, isUser := userOf(r[1])
+		_, isRole := roleOfSubject(r[2])
+		return isUser && isRole
+	}
+	return false
 }
 
 // Run polls the policy revision every PollInterval and reloads when it
@@ -304,14 +375,14 @@ func (e *Enforcer) Run(ctx context.Context) error {
 }
 
 // poll reloads when the stored revision differs from the loaded one, or
-// when this instance changed the policy in memory since its last reload.
+// when a change made here could not be loaded after its commit.
 func (e *Enforcer) poll(ctx context.Context) error {
 	rev, err := revision(ctx, e.db)
 	if err != nil {
 		return err
 	}
 	e.mu.RLock()
-	stale := rev != e.rev || e.dirty
+	stale := rev != e.rev || e.stale
 	e.mu.RUnlock()
 	if !stale {
 		return nil
@@ -342,7 +413,7 @@ func (e *Enforcer) Can(user, app string, a Action) bool {
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	ok, err := e.ce.Enforce(user, app, string(a))
+	ok, err := e.ce.Enforce(userSubject(user), app, string(a))
 	return err == nil && ok
 }
 
@@ -410,6 +481,8 @@ func members(ctx context.Context, q sqlx.QueryerContext, app string, lock bool) 
 	if lock {
 		query += ` FOR UPDATE`
 	}
+	// Ordering by the subject orders by user name: every user subject has
+	// the same prefix.
 	rows, err := q.QueryxContext(ctx, query, app)
 	if err != nil {
 		return nil, fmt.Errorf("list members of app %q: %w", app, database.Translate(err))
@@ -417,12 +490,14 @@ func members(ctx context.Context, q sqlx.QueryerContext, app string, lock bool) 
 	defer rows.Close()
 	out := []Member{}
 	for rows.Next() {
-		var user, role string
-		if err := rows.Scan(&user, &role); err != nil {
+		var userSub, roleSub string
+		if err := rows.Scan(&userSub, &roleSub); err != nil {
 			return nil, fmt.Errorf("list members of app %q: %w", app, database.Translate(err))
 		}
+		user, isUser := userOf(userSub)
+		role, isRole := roleOfSubject(roleSub)
 		r := Role(role)
-		if !r.Valid() {
+		if !isUser || !isRole || !r.Valid() {
 			continue
 		}
 		// A user holds one role per app; should two be stored, the

@@ -101,7 +101,7 @@ func (e *env) update(t testing.TB, b *buckets.Bucket, capacity int64, rate strin
 
 func (e *env) remove(t testing.TB, name string) {
 	t.Helper()
-	if err := e.store.Delete(context.Background(), actor, name, 0); err != nil {
+	if err := e.store.Delete(context.Background(), actor, name, buckets.Expect{}); err != nil {
 		t.Fatalf("delete bucket %s: %v", name, err)
 	}
 }
