@@ -207,7 +207,7 @@ func TestOverrideLifecycle(t *testing.T) {
 	}
 
 	// Deleting the bucket deletes its overrides.
-	if err := s.Delete(ctx, alice, "api", 0); err != nil {
+	if err := s.Delete(ctx, alice, "api", buckets.Expect{}); err != nil {
 		t.Fatal(err)
 	}
 	var n int

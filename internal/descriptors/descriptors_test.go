@@ -267,7 +267,7 @@ func TestStore(t *testing.T) {
 	if err := s.Create(ctx, alice, m2); err != nil {
 		t.Fatal(err)
 	}
-	if err := buckets.NewStore(db).Delete(ctx, alice, "theirs", 0); err != nil {
+	if err := buckets.NewStore(db).Delete(ctx, alice, "theirs", buckets.Expect{}); err != nil {
 		t.Fatal(err)
 	}
 	err = apps.NewStore(db).Delete(ctx, alice, "other", 0, func(ctx context.Context, tx *sqlx.Tx) error {

@@ -195,7 +195,7 @@ func TestKeyedOverridesOnEmbeddedEngine(t *testing.T) {
 	if err != nil || len(events) != 6 || events[5].Op != buckets.OpOverrideDelete || events[5].OverrideKey != "tenant:" {
 		t.Fatalf("events = %+v, %v", events, err)
 	}
-	if err := store.Delete(ctx, actor, "api", 0); err != nil {
+	if err := store.Delete(ctx, actor, "api", buckets.Expect{}); err != nil {
 		t.Fatalf("delete keyed bucket: %v", err)
 	}
 }
