@@ -29,9 +29,10 @@ type Results struct {
 	// that lacked tokens: when all of them could be granted (if nobody
 	// else takes the tokens first).
 	RetryAfter time.Duration
-	// Each holds the answer per request, in the order of the requests.
-	// Each[i].Allowed equals Allowed; Each[i].RetryAfter is 0 for a
-	// request whose bucket had enough tokens.
+	// Each holds the answer per request, in the order of the requests,
+	// computed as if the earlier requests were taken: Each[i].Allowed
+	// equals Allowed, and Each[i].RetryAfter is 0 for a request whose
+	// bucket had enough tokens left for it.
 	Each []Result
 	// Fallback is true when the failure policy answered instead of Redis.
 	Fallback bool

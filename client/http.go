@@ -51,7 +51,7 @@ func Status(r Result, err error) int {
 // policy 503, and a bucket that cannot serve the app 500. A request whose
 // client went away is dropped. The app is l's: to take tokens as another
 // app on some routes, wrap those routes with a Limiter of that app.
-func Middleware(l *Limiter, bucketFor func(*http.Request) string) func(http.Handler) http.Handler {
+func Middleware(l Acquirer, bucketFor func(*http.Request) string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			name := bucketFor(r)
@@ -70,7 +70,7 @@ func Middleware(l *Limiter, bucketFor func(*http.Request) string) func(http.Hand
 				return
 			}
 			if status == http.StatusInternalServerError {
-				l.opt.log.Error("sluice: request not limited as configured", "bucket", name, "app", l.app, "err", err)
+				logMisconfigured(l, name, err)
 			}
 			http.Error(w, http.StatusText(status), status)
 		})

@@ -12,14 +12,14 @@ import (
 // rate) or a recovered Redis is noticed within a second.
 const maxWaitStep = time.Second
 
-// Wait blocks until n tokens of bucket are granted or ctx ends. Between
+// Wait blocks until n tokens of bucket are granted by l or ctx ends. Between
 // attempts it sleeps for the RetryAfter of the denial plus a little
 // jitter, so waiters do not wake in lockstep, and never spins. When ctx
 // has a deadline that the wait would pass, it returns at once with an
 // error matching context.DeadlineExceeded. Errors other than denial and
 // ErrUnavailable end the wait; under FailClosed (or FailLocal without a
 // known config) it keeps waiting for Redis to come back.
-func (l *Limiter) Wait(ctx context.Context, bucket string, n int64) error {
+func Wait(ctx context.Context, l Acquirer, bucket string, n int64) error {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -36,7 +36,7 @@ func (l *Limiter) Wait(ctx context.Context, bucket string, n int64) error {
 		}
 		d := res.RetryAfter
 		if d <= 0 {
-			d = l.opt.probe
+			d = probeOf(l)
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
 			return fmt.Errorf("sluice: wait for %q would pass the deadline: %w", bucket, context.DeadlineExceeded)
