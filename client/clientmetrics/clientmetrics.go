@@ -13,7 +13,11 @@
 //     took, source "redis" for calls Redis answered (or that failed on the
 //     way) and "policy" for answers of the failure policy;
 //   - sluice_client_fallback{app}: 1 while the Limiter answers by its
-//     failure policy (the last decision was a fallback), else 0.
+//     failure policy (the last decision was a fallback), else 0;
+//   - sluice_client_near_limit_total{app,bucket}: acquires Redis answered
+//     (allowed or denied) after which at least the near-limit fraction of
+//     the bucket's capacity was in use (client.Result.Used; 0.8 by
+//     default, WithNearLimit): buckets running close to their limit.
 //
 // To count usage for the console as well, call both observers:
 //
@@ -91,7 +95,17 @@ type Option func(*options)
 type options struct {
 	maxBuckets int
 	buckets    []float64
+	nearLimit  float64
 }
+
+// DefaultNearLimit is the fraction of a bucket's capacity in use from
+// which an acquire counts as near the limit.
+const DefaultNearLimit = 0.8
+
+// WithNearLimit sets the fraction of a bucket's capacity in use (0 to 1)
+// from which an acquire counts in sluice_client_near_limit_total
+// (default DefaultNearLimit).
+func WithNearLimit(f float64) Option { return func(o *options) { o.nearLimit = f } }
 
 // WithMaxBuckets sets how many bucket names get a label of their own
 // (default DefaultMaxBuckets); later names are counted as BucketOther.
@@ -112,6 +126,8 @@ var DefaultLatencyBuckets = []float64{
 type Metrics struct {
 	app       string
 	decisions *prometheus.CounterVec
+	nearVec   *prometheus.CounterVec
+	nearLimit float64
 	fromRedis prometheus.Observer
 	fromPol   prometheus.Observer
 	fallback  prometheus.Gauge
@@ -127,6 +143,7 @@ type Metrics struct {
 type bucketCounters struct {
 	label string
 	c     [numResults]atomic.Pointer[prometheus.Counter]
+	near  atomic.Pointer[prometheus.Counter]
 }
 
 // New registers the client metrics on reg (or reuses those already
@@ -139,12 +156,15 @@ func New(reg prometheus.Registerer, app string, opts ...Option) (*Metrics, error
 	if !redisscript.ValidName(app) {
 		return nil, fmt.Errorf("clientmetrics: invalid app name %q", app)
 	}
-	o := options{maxBuckets: DefaultMaxBuckets, buckets: DefaultLatencyBuckets}
+	o := options{maxBuckets: DefaultMaxBuckets, buckets: DefaultLatencyBuckets, nearLimit: DefaultNearLimit}
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.maxBuckets < 0 {
 		return nil, errors.New("clientmetrics: max buckets must not be negative")
+	}
+	if !(o.nearLimit > 0 && o.nearLimit <= 1) {
+		return nil, fmt.Errorf("clientmetrics: near limit %v must be above 0 and at most 1", o.nearLimit)
 	}
 	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sluice", Subsystem: "client", Name: "decisions_total",
@@ -159,8 +179,15 @@ func New(reg prometheus.Registerer, app string, opts ...Option) (*Metrics, error
 		Namespace: "sluice", Subsystem: "client", Name: "fallback",
 		Help: "1 while the app's Limiter answers by its failure policy (Redis unreachable), else 0.",
 	}, []string{"app"})
+	near := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Subsystem: "client", Name: "near_limit_total",
+		Help: "Acquires after which at least the near-limit fraction of the bucket's capacity was in use, by app and bucket.",
+	}, []string{"app", "bucket"})
 	var err error
 	if decisions, err = register(reg, decisions); err != nil {
+		return nil, err
+	}
+	if near, err = register(reg, near); err != nil {
 		return nil, err
 	}
 	if duration, err = register(reg, duration); err != nil {
@@ -170,7 +197,7 @@ func New(reg prometheus.Registerer, app string, opts ...Option) (*Metrics, error
 		return nil, err
 	}
 	m := &Metrics{
-		app: app, decisions: decisions, max: o.maxBuckets,
+		app: app, decisions: decisions, max: o.maxBuckets, nearVec: near, nearLimit: o.nearLimit,
 		fromRedis: duration.WithLabelValues(app, "redis"),
 		fromPol:   duration.WithLabelValues(app, "policy"),
 		fallback:  fallback.WithLabelValues(app),
@@ -201,6 +228,9 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 func (m *Metrics) Observe(d client.Decision) {
 	r := resultOf(d)
 	m.counter(d.Bucket, r).Inc()
+	if (r == rAllowed || r == rDenied) && d.Result.Used() >= m.nearLimit {
+		m.nearCounter(d.Bucket).Inc()
+	}
 	if d.Result.Fallback {
 		m.fromPol.Observe(d.Latency.Seconds())
 	} else {
@@ -275,6 +305,20 @@ func (m *Metrics) counter(bucket string, r result) prometheus.Counter {
 	}
 	c := m.decisions.WithLabelValues(m.app, bc.label, results[r])
 	bc.c[r].Store(&c)
+	return c
+}
+
+// nearCounter returns the near-limit counter of bucket, cached like counter.
+func (m *Metrics) nearCounter(bucket string) prometheus.Counter {
+	bc := (*m.buckets.Load())[bucket]
+	if bc == nil {
+		bc = m.bucketCounters(bucket)
+	}
+	if c := bc.near.Load(); c != nil {
+		return *c
+	}
+	c := m.nearVec.WithLabelValues(m.app, bc.label)
+	bc.near.Store(&c)
 	return c
 }
 
