@@ -104,16 +104,19 @@ func (l *Limiter) acquireAll(ctx context.Context, reqs []Request) (Results, erro
 	for i, e := range a.Entries {
 		r := Result{
 			Allowed:    res.Allowed,
+			WouldDeny:  e.Code == redisscript.WouldDeny,
 			Remaining:  e.Remaining,
 			RetryAfter: time.Duration(e.RetryAfterMicros) * time.Microsecond,
 			Limit:      e.Capacity,
 			ResetAfter: time.Duration(e.ResetAfterMicros) * time.Microsecond,
 		}
-		if res.Allowed {
+		if res.Allowed && !r.WouldDeny {
 			r.RetryAfter = 0
 		}
 		res.Each[i] = r
-		res.RetryAfter = max(res.RetryAfter, r.RetryAfter)
+		if !res.Allowed {
+			res.RetryAfter = max(res.RetryAfter, r.RetryAfter)
+		}
 	}
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied:

@@ -47,6 +47,10 @@ type Result struct {
 	ResetAfter time.Duration
 	// Fallback is true when the failure policy answered instead of Redis.
 	Fallback bool
+	// WouldDeny is true when the bucket is in shadow mode and would have
+	// denied: Allowed is true, nothing was taken, and RetryAfter says when
+	// the tokens would have been there.
+	WouldDeny bool
 }
 
 // FailurePolicy says how a Limiter answers while Redis is unreachable or slow.
@@ -296,15 +300,16 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		return l.fallback(b, n)
 	}
 	switch a.Code {
-	case redisscript.Allowed, redisscript.Denied, redisscript.ExceedsCapacity:
+	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny, redisscript.ExceedsCapacity:
 		b.learn(l, a) // the app may use the bucket: remember it for FailLocal
 	default:
 		b.forget() // the bucket is gone or not ours: FailLocal must refuse it
 	}
 	switch a.Code {
-	case redisscript.Allowed, redisscript.Denied:
+	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny:
 		return Result{
-			Allowed:    a.Code == redisscript.Allowed,
+			Allowed:    a.Code != redisscript.Denied,
+			WouldDeny:  a.Code == redisscript.WouldDeny,
 			Remaining:  a.Remaining,
 			RetryAfter: time.Duration(a.RetryAfterMicros) * time.Microsecond,
 			Limit:      a.Capacity,

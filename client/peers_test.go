@@ -202,3 +202,25 @@ func TestReserve(t *testing.T) {
 		t.Errorf("reserve over capacity: %v", err)
 	}
 }
+
+// A shadow bucket lets the set through and says it would have denied.
+func TestAcquireAllShadow(t *testing.T) {
+	t.Parallel()
+	e := sharedRedis(t)
+	e.define(t, "real", 10, slow, 3600, "svc")
+	e.define(t, "trial", 1, slow, 3600, "svc")
+	if err := e.rdb.HSet(context.Background(), e.ks().Bucket("trial"), redisscript.FieldShadow, "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	l := e.limiter(t, "svc", client.WithFailurePolicy(client.FailClosed), client.WithTimeout(5*time.Second))
+	ctx := context.Background()
+	for i := range 2 {
+		res, err := l.AcquireAll(ctx, []client.Request{{Bucket: "real", N: 1}, {Bucket: "trial", N: 1}})
+		if err != nil || !res.Allowed || res.Each[0].WouldDeny || res.Each[1].WouldDeny != (i == 1) || res.RetryAfter != 0 {
+			t.Fatalf("call %d: %+v %v", i, res, err)
+		}
+	}
+	if got := e.tokensOf(t, "real"); got < 8 || got > 8.001 {
+		t.Errorf("real holds %v, want 8", got)
+	}
+}

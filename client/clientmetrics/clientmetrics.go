@@ -51,6 +51,9 @@ const (
 	ResultCanceled        = "canceled" // the caller's context ended first
 	ResultClosed          = "closed"   // the Limiter was closed
 	ResultError           = "error"    // anything else
+	// ResultWouldDeny: a bucket in shadow mode allowed a call it would
+	// have denied (Result.WouldDeny).
+	ResultWouldDeny = "would_deny"
 )
 
 // result indexes the result labels, in the order of results.
@@ -69,13 +72,14 @@ const (
 	rCanceled
 	rClosed
 	rError
+	rWouldDeny
 	numResults
 )
 
 var results = [numResults]string{
 	ResultAllowed, ResultDenied, ResultFallbackAllowed, ResultFallbackDenied, ResultUnavailable,
 	ResultUnknownBucket, ResultAppNotAllowed, ResultExceedsCapacity, ResultInvalidN, ResultCanceled,
-	ResultClosed, ResultError,
+	ResultClosed, ResultError, ResultWouldDeny,
 }
 
 // Bucket label values that are not bucket names (which never start with
@@ -228,7 +232,7 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 func (m *Metrics) Observe(d client.Decision) {
 	r := resultOf(d)
 	m.counter(d.Bucket, r).Inc()
-	if (r == rAllowed || r == rDenied) && d.Result.Used() >= m.nearLimit {
+	if (r == rAllowed || r == rDenied || r == rWouldDeny) && d.Result.Used() >= m.nearLimit {
 		m.nearCounter(d.Bucket).Inc()
 	}
 	if d.Result.Fallback {
@@ -253,7 +257,7 @@ func (m *Metrics) Observe(d client.Decision) {
 // answeredByRedis reports whether r is an answer Redis gave.
 func answeredByRedis(r result) bool {
 	switch r {
-	case rAllowed, rDenied, rUnknownBucket, rAppNotAllowed, rExceedsCapacity:
+	case rAllowed, rDenied, rWouldDeny, rUnknownBucket, rAppNotAllowed, rExceedsCapacity:
 		return true
 	}
 	return false
@@ -271,6 +275,8 @@ func resultOf(d client.Decision) result {
 		return rUnavailable
 	case res.Fallback:
 		return rFallbackDenied
+	case err == nil && res.Allowed && res.WouldDeny:
+		return rWouldDeny
 	case err == nil && res.Allowed:
 		return rAllowed
 	case err == nil:

@@ -69,6 +69,9 @@ type Bucket struct {
 	Per     time.Duration
 	// Apps are the apps allowed to take tokens; empty allows every app.
 	Apps []string
+	// Shadow puts the bucket in shadow mode: where it would deny, it
+	// allows with Result.WouldDeny set and takes nothing.
+	Shadow bool
 }
 
 // Option configures a Limiter.
@@ -238,7 +241,9 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (client.Res
 		b.tokens -= float64(n)
 		return b.result(true, n), nil
 	}
-	return b.result(false, n), nil
+	res := b.result(false, n)
+	res.Allowed, res.WouldDeny = b.def.Shadow, b.def.Shadow
+	return res, nil
 }
 
 // Allow takes one token from bucket and reports whether it was granted.
@@ -303,17 +308,25 @@ func (l *Limiter) acquireAll(ctx context.Context, reqs []client.Request) (client
 		if math.Max(tokens, 0) >= n {
 			tokens -= n
 		} else {
-			res.Allowed = false
 			e.RetryAfter = b.until(n - tokens)
+			e.WouldDeny = b.def.Shadow
+			res.Allowed = res.Allowed && b.def.Shadow
 		}
 		left[b] = tokens
 		e.Remaining = int64(math.Floor(math.Max(tokens, 0)))
 		e.ResetAfter = b.until(float64(b.def.Capacity) - tokens)
 		res.Each[i] = e
-		res.RetryAfter = max(res.RetryAfter, e.RetryAfter)
+	}
+	for _, e := range res.Each {
+		if !res.Allowed {
+			res.RetryAfter = max(res.RetryAfter, e.RetryAfter)
+		}
 	}
 	for i := range res.Each {
 		res.Each[i].Allowed = res.Allowed
+		if res.Allowed && !res.Each[i].WouldDeny {
+			res.Each[i].RetryAfter = 0
+		}
 	}
 	if res.Allowed {
 		for b, tokens := range left {

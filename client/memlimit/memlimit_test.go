@@ -183,3 +183,24 @@ func sameAnswer(a, b any) bool {
 	}
 	return false
 }
+
+func TestShadow(t *testing.T) {
+	l, _ := newLimiter(t)
+	if err := l.Define("trial", memlimit.Bucket{Capacity: 1, Permits: 1, Per: time.Hour, Shadow: true}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if res, err := l.Acquire(ctx, "trial", 1); err != nil || !res.Allowed || res.WouldDeny {
+		t.Fatalf("first: %+v %v", res, err)
+	}
+	if res, err := l.Acquire(ctx, "trial", 1); err != nil || !res.Allowed || !res.WouldDeny || res.RetryAfter <= 0 {
+		t.Fatalf("would deny: %+v %v", res, err)
+	}
+	res, err := l.AcquireAll(ctx, []client.Request{{Bucket: "orders", N: 1}, {Bucket: "trial", N: 1}})
+	if err != nil || !res.Allowed || !res.Each[1].WouldDeny || res.Each[0].WouldDeny {
+		t.Fatalf("set with a shadow bucket: %+v %v", res, err)
+	}
+	if tok, _ := l.Tokens("orders"); tok != 9 {
+		t.Errorf("orders holds %v, want 9", tok)
+	}
+}

@@ -6,6 +6,8 @@
 -- argument must be empty. Other kinds (keyed buckets) are reserved: they
 -- will name how many KEYS they use. The answer is {overall, then seven
 -- integers per entry in the acquire script's layout} (docs/protocol.md).
+-- A bucket whose shadow field is "1" never refuses: an entry it would deny
+-- answers 2 and takes nothing.
 local MAX_N = 1000000000
 local MAX_ENTRIES = 32
 local MAX_US = 1000000000000000
@@ -31,8 +33,9 @@ local order = {}
 local answers = {}
 local overall = 1
 local function worse(code)
-  -- An error (negative) beats a denial, which beats a grant; among errors
-  -- the first entry's wins.
+  -- An error (negative) beats a denial, which beats a grant (a would-deny
+  -- of a shadow bucket counts as a grant); among errors the first wins.
+  if code == 2 then code = 1 end
   if overall >= 0 and (code < 0 or code < overall) then overall = code end
 end
 
@@ -47,9 +50,9 @@ for i = 1, m do
     local n = tonumber(nstr)
     local s = state[key]
     if not s then
-      local f = redis.call('HMGET', key, 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts')
+      local f = redis.call('HMGET', key, 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'shadow')
       s = {capacity = tonumber(f[1]), permits = tonumber(f[2]), period = tonumber(f[3]), apps = f[4],
-        want = 0}
+        want = 0, shadow = f[7] == '1'}
       if s.capacity and s.permits and s.period and s.capacity >= 1 and s.permits > 0 and s.period >= 1 then
         s.pm = math.floor(s.permits * 1000000 + 0.5)
         local tokens, ts = tonumber(f[5]), tonumber(f[6])
@@ -86,7 +89,11 @@ for i = 1, m do
         s.tokens = s.tokens - n
         ans = {1, math.floor(s.tokens), 0, until_us(s.capacity - s.tokens), s.capacity, s.pm, s.period}
       else
-        ans = {0, math.floor(avail), until_us(n - s.tokens), until_us(s.capacity - s.tokens), s.capacity, s.pm,
+        -- A bucket in shadow mode never refuses: it answers 2 (would deny),
+        -- takes nothing, and does not hold back the set.
+        local code = 0
+        if s.shadow then code = 2 end
+        ans = {code, math.floor(avail), until_us(n - s.tokens), until_us(s.capacity - s.tokens), s.capacity, s.pm,
           s.period}
       end
     end

@@ -259,3 +259,44 @@ func TestReserveGoesIntoBoundedDebt(t *testing.T) {
 		}
 	})
 }
+
+// A bucket in shadow mode never holds back a set: an entry it would deny
+// answers WouldDeny and takes nothing; the other buckets are charged.
+func TestAcquireAllShadowBucket(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		s.apply(t, cfg("real", 10, 1, 3600, "svc"), false)
+		s.apply(t, cfg("trial", 10, 1_000_000, 1, "svc"), false)
+		if err := s.rdb.HSet(context.Background(), s.ks.Bucket("trial"), redisscript.FieldShadow, "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		s.setState(t, "trial", 2, s.nowMicros(t)+3_600_000_000)
+		a := s.acquireAll(t, "svc", entry("real", 3), entry("trial", 5))
+		if a.Code != redisscript.Allowed || a.Entries[0].Code != redisscript.Allowed ||
+			a.Entries[1].Code != redisscript.WouldDeny || a.Entries[1].RetryAfterMicros != 3_000_000 || a.Entries[1].Remaining != 2 {
+			t.Fatalf("%+v", a)
+		}
+		if got := s.tokens(t, "real"); got < 7 || got > 7.001 {
+			t.Errorf("real holds %v, want 7", got)
+		}
+		if got := s.tokens(t, "trial"); got != 2 {
+			t.Errorf("trial holds %v, want 2: a would-deny took tokens", got)
+		}
+		// Without shadow mode the same set is denied.
+		if err := s.rdb.HSet(context.Background(), s.ks.Bucket("trial"), redisscript.FieldShadow, "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if a := s.acquireAll(t, "svc", entry("real", 3), entry("trial", 5)); a.Code != redisscript.Denied {
+			t.Fatalf("shadow off: %+v", a)
+		}
+	})
+}
+
+func TestAnswerOfWouldDeny(t *testing.T) {
+	a, err := redisscript.AnswerOf([]int64{2, 1, 500, 900, 10, 1_000_000, 1})
+	if err != nil || a.Code != redisscript.WouldDeny || a.RetryAfterMicros != 500 {
+		t.Fatalf("%+v %v", a, err)
+	}
+	if _, err := redisscript.AnswerOf([]int64{3, 0, 0, 0, 0, 0, 0}); err == nil {
+		t.Error("code 3 accepted")
+	}
+}
