@@ -37,6 +37,10 @@ type Bucket struct {
 	// AllowedApps may take tokens. Validate sorts and dedupes it and
 	// makes it [OwnerApp] when empty.
 	AllowedApps []string `json:"allowed_apps"`
+	// Shadow puts the bucket in shadow mode: it decides and counts as
+	// usual but never refuses; callers are told it would have denied. Teams
+	// roll out a new limit with it.
+	Shadow bool `json:"shadow"`
 	// Version counts the saved changes of the bucket, from 1. Updates and
 	// deletes that name a stale version are refused.
 	Version   int64     `json:"version"`
