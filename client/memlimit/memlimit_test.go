@@ -210,3 +210,27 @@ func TestShadow(t *testing.T) {
 		t.Errorf("orders holds %v, want 9", tok)
 	}
 }
+
+// client.Wait takes any Acquirer: here it waits on the system clock for
+// the in-memory bucket to refill.
+func TestWaitOnTheInterface(t *testing.T) {
+	l := memlimit.New("svc")
+	if err := l.Define("fast", memlimit.Bucket{Capacity: 1, Permits: 1000, Per: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if !l.Allow(ctx, "fast") {
+		t.Fatal("first token")
+	}
+	var a client.Acquirer = l
+	if err := client.Wait(ctx, a, "fast", 1); err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	if tok, _ := l.Tokens("fast"); tok >= 1 {
+		t.Errorf("wait did not take the token: %v left", tok)
+	}
+	// A bucket that can never grant ends the wait with its error.
+	if err := l.Wait(ctx, "fast", 2); !errors.Is(err, client.ErrExceedsCapacity) {
+		t.Errorf("wait for more than capacity: %v", err)
+	}
+}
