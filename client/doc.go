@@ -6,7 +6,14 @@
 // shares it between goroutines. Acquire takes n tokens and says whether
 // they were granted; Allow is Acquire of one token as a bool; Wait blocks
 // until granted (queueing); Middleware and package ginlimit put a bucket in
-// front of HTTP routes.
+// front of HTTP routes. AcquireAll takes from several buckets atomically
+// (every one or none); Refund and Charge give tokens back or take them
+// after the fact (a bucket may go into debt, at most its capacity);
+// Reserve takes tokens ahead, to act on after a delay or cancel.
+//
+// Middleware and Wait take an Acquirer, which *Limiter implements, and so
+// does package memlimit's in-memory limiter with a clock tests control:
+// code that is rate limited can be unit tested without Redis.
 //
 // # Keyed buckets
 //

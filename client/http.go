@@ -54,7 +54,7 @@ func Status(r Result, err error) int {
 // policy 503, and a bucket that cannot serve the app 500 (see Status). A request whose
 // client went away is dropped. The app is l's: to take tokens as another
 // app on some routes, wrap those routes with a Limiter of that app.
-func Middleware(l *Limiter, bucketFor func(*http.Request) string) func(http.Handler) http.Handler {
+func Middleware(l Acquirer, bucketFor func(*http.Request) string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			name := bucketFor(r)

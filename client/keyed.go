@@ -112,7 +112,7 @@ func (l *Limiter) AllowKey(ctx context.Context, bucket, key string) bool {
 // WaitKey blocks until n tokens for key of keyed bucket bucket are granted
 // or ctx ends, as Wait does for a plain bucket.
 func (l *Limiter) WaitKey(ctx context.Context, bucket, key string, n int64) error {
-	return l.wait(ctx, bucket, func(ctx context.Context) (Result, error) { return l.AcquireKey(ctx, bucket, key, n) })
+	return waitLoop(ctx, bucket, l.opt.probe, func(ctx context.Context) (Result, error) { return l.AcquireKey(ctx, bucket, key, n) })
 }
 
 func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Result, error) {

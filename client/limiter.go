@@ -50,6 +50,10 @@ type Result struct {
 	ResetAfter time.Duration
 	// Fallback is true when the failure policy answered instead of Redis.
 	Fallback bool
+	// WouldDeny is true when the bucket is in shadow mode and would have
+	// denied: Allowed is true, nothing was taken, and RetryAfter says when
+	// the tokens would have been there.
+	WouldDeny bool
 }
 
 // FailurePolicy says how a Limiter answers while Redis is unreachable or
@@ -372,7 +376,7 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 	}
 	l.answered()
 	switch a.Code {
-	case redisscript.Allowed, redisscript.Denied, redisscript.ExceedsCapacity:
+	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny, redisscript.ExceedsCapacity:
 		b.learn(l, name, a) // the app may use the bucket: remember it for FailLocal
 	case redisscript.UnknownBucket:
 		if l.stateLost(ctx, b, name) {
@@ -386,9 +390,10 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		l.misconfigured(&b.logged, name, ErrAppNotAllowed)
 	}
 	switch a.Code {
-	case redisscript.Allowed, redisscript.Denied:
+	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny:
 		return Result{
-			Allowed:    a.Code == redisscript.Allowed,
+			Allowed:    a.Code != redisscript.Denied,
+			WouldDeny:  a.Code == redisscript.WouldDeny,
 			Remaining:  a.Remaining,
 			RetryAfter: time.Duration(a.RetryAfterMicros) * time.Microsecond,
 			Limit:      a.Capacity,

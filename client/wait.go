@@ -51,11 +51,23 @@ func (l *Limiter) Wait(ctx context.Context, bucket string, n int64) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return l.wait(ctx, bucket, func(ctx context.Context) (Result, error) { return l.Acquire(ctx, bucket, n) })
+	return waitLoop(ctx, bucket, l.opt.probe, func(ctx context.Context) (Result, error) { return l.Acquire(ctx, bucket, n) })
 }
 
-// wait runs acquire until it grants or fails for good (see Wait).
-func (l *Limiter) wait(ctx context.Context, bucket string, acquire func(context.Context) (Result, error)) error {
+// Wait blocks until n tokens of bucket are granted by a or ctx ends, with
+// the deadline and jitter rules of Limiter.Wait; for a *Limiter it is
+// Limiter.Wait, fairness included. Any other Acquirer (such as package
+// memlimit's) is asked again after each RetryAfter.
+func Wait(ctx context.Context, a Acquirer, bucket string, n int64) error {
+	if l, ok := a.(*Limiter); ok {
+		return l.Wait(ctx, bucket, n)
+	}
+	return waitLoop(ctx, bucket, probeOf(a), func(ctx context.Context) (Result, error) { return a.Acquire(ctx, bucket, n) })
+}
+
+// waitLoop runs acquire until it grants or fails for good (see
+// Limiter.Wait); probe is the sleep after an answer without a RetryAfter.
+func waitLoop(ctx context.Context, bucket string, probe time.Duration, acquire func(context.Context) (Result, error)) error {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -75,7 +87,7 @@ func (l *Limiter) wait(ctx context.Context, bucket string, acquire func(context.
 		if hasDeadline {
 			left = time.Until(dl)
 		}
-		d, ok := waitStep(res.RetryAfter, l.opt.probe, left, hasDeadline, rand.Int64N)
+		d, ok := waitStep(res.RetryAfter, probe, left, hasDeadline, rand.Int64N)
 		if !ok {
 			return fmt.Errorf("sluice: wait for %q would pass the deadline: %w", bucket, context.DeadlineExceeded)
 		}

@@ -13,7 +13,11 @@
 //     took, source "redis" for calls Redis answered (or that failed on the
 //     way) and "policy" for answers of the failure policy;
 //   - sluice_client_fallback{app}: 1 while the Limiter answers by its
-//     failure policy (the last decision was a fallback), else 0.
+//     failure policy (the last decision was a fallback), else 0;
+//   - sluice_client_near_limit_total{app,bucket}: acquires Redis answered
+//     (allowed or denied) after which at least the near-limit fraction of
+//     the bucket's capacity was in use (client.Result.Used; 0.8 by
+//     default, WithNearLimit): buckets running close to their limit.
 //
 // Watch adds the Limiter's own counters (client.Stats), read at scrape:
 //
@@ -58,6 +62,9 @@ const (
 	ResultCanceled        = "canceled" // the caller's context ended first
 	ResultClosed          = "closed"   // the Limiter was closed
 	ResultError           = "error"    // anything else
+	// ResultWouldDeny: a bucket in shadow mode allowed a call it would
+	// have denied (Result.WouldDeny).
+	ResultWouldDeny = "would_deny"
 )
 
 // result indexes the result labels, in the order of results.
@@ -76,13 +83,14 @@ const (
 	rCanceled
 	rClosed
 	rError
+	rWouldDeny
 	numResults
 )
 
 var results = [numResults]string{
 	ResultAllowed, ResultDenied, ResultFallbackAllowed, ResultFallbackDenied, ResultUnavailable,
 	ResultUnknownBucket, ResultAppNotAllowed, ResultExceedsCapacity, ResultInvalidN, ResultCanceled,
-	ResultClosed, ResultError,
+	ResultClosed, ResultError, ResultWouldDeny,
 }
 
 // Bucket label values that are not bucket names (which never start with
@@ -102,7 +110,17 @@ type Option func(*options)
 type options struct {
 	maxBuckets int
 	buckets    []float64
+	nearLimit  float64
 }
+
+// DefaultNearLimit is the fraction of a bucket's capacity in use from
+// which an acquire counts as near the limit.
+const DefaultNearLimit = 0.8
+
+// WithNearLimit sets the fraction of a bucket's capacity in use (0 to 1)
+// from which an acquire counts in sluice_client_near_limit_total
+// (default DefaultNearLimit).
+func WithNearLimit(f float64) Option { return func(o *options) { o.nearLimit = f } }
 
 // WithMaxBuckets sets how many bucket names get a label of their own
 // (default DefaultMaxBuckets); later names are counted as BucketOther.
@@ -124,6 +142,8 @@ type Metrics struct {
 	reg       prometheus.Registerer
 	app       string
 	decisions *prometheus.CounterVec
+	nearVec   *prometheus.CounterVec
+	nearLimit float64
 	fromRedis prometheus.Observer
 	fromPol   prometheus.Observer
 	fallback  prometheus.Gauge
@@ -139,6 +159,7 @@ type Metrics struct {
 type bucketCounters struct {
 	label string
 	c     [numResults]atomic.Pointer[prometheus.Counter]
+	near  atomic.Pointer[prometheus.Counter]
 }
 
 // New registers the client metrics on reg (or reuses those already
@@ -151,12 +172,15 @@ func New(reg prometheus.Registerer, app string, opts ...Option) (*Metrics, error
 	if !redisscript.ValidName(app) {
 		return nil, fmt.Errorf("clientmetrics: invalid app name %q", app)
 	}
-	o := options{maxBuckets: DefaultMaxBuckets, buckets: DefaultLatencyBuckets}
+	o := options{maxBuckets: DefaultMaxBuckets, buckets: DefaultLatencyBuckets, nearLimit: DefaultNearLimit}
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.maxBuckets < 0 {
 		return nil, errors.New("clientmetrics: max buckets must not be negative")
+	}
+	if !(o.nearLimit > 0 && o.nearLimit <= 1) {
+		return nil, fmt.Errorf("clientmetrics: near limit %v must be above 0 and at most 1", o.nearLimit)
 	}
 	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "sluice", Subsystem: "client", Name: "decisions_total",
@@ -171,8 +195,15 @@ func New(reg prometheus.Registerer, app string, opts ...Option) (*Metrics, error
 		Namespace: "sluice", Subsystem: "client", Name: "fallback",
 		Help: "1 while the app's Limiter answers by its failure policy (Redis unreachable), else 0.",
 	}, []string{"app"})
+	near := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Subsystem: "client", Name: "near_limit_total",
+		Help: "Acquires after which at least the near-limit fraction of the bucket's capacity was in use, by app and bucket.",
+	}, []string{"app", "bucket"})
 	var err error
 	if decisions, err = register(reg, decisions); err != nil {
+		return nil, err
+	}
+	if near, err = register(reg, near); err != nil {
 		return nil, err
 	}
 	if duration, err = register(reg, duration); err != nil {
@@ -182,7 +213,7 @@ func New(reg prometheus.Registerer, app string, opts ...Option) (*Metrics, error
 		return nil, err
 	}
 	m := &Metrics{
-		reg: reg, app: app, decisions: decisions, max: o.maxBuckets,
+		reg: reg, app: app, decisions: decisions, max: o.maxBuckets, nearVec: near, nearLimit: o.nearLimit,
 		fromRedis: duration.WithLabelValues(app, "redis"),
 		fromPol:   duration.WithLabelValues(app, "policy"),
 		fallback:  fallback.WithLabelValues(app),
@@ -213,6 +244,9 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 func (m *Metrics) Observe(d client.Decision) {
 	r := resultOf(d)
 	m.counter(d.Bucket, r).Inc()
+	if (r == rAllowed || r == rDenied || r == rWouldDeny) && d.Result.Used() >= m.nearLimit {
+		m.nearCounter(d.Bucket).Inc()
+	}
 	if d.Result.Fallback {
 		m.fromPol.Observe(d.Latency.Seconds())
 	} else {
@@ -235,7 +269,7 @@ func (m *Metrics) Observe(d client.Decision) {
 // answeredByRedis reports whether r is an answer Redis gave.
 func answeredByRedis(r result) bool {
 	switch r {
-	case rAllowed, rDenied, rUnknownBucket, rAppNotAllowed, rExceedsCapacity:
+	case rAllowed, rDenied, rWouldDeny, rUnknownBucket, rAppNotAllowed, rExceedsCapacity:
 		return true
 	}
 	return false
@@ -253,6 +287,8 @@ func resultOf(d client.Decision) result {
 		return rUnavailable
 	case res.Fallback:
 		return rFallbackDenied
+	case err == nil && res.Allowed && res.WouldDeny:
+		return rWouldDeny
 	case err == nil && res.Allowed:
 		return rAllowed
 	case err == nil:
@@ -287,6 +323,20 @@ func (m *Metrics) counter(bucket string, r result) prometheus.Counter {
 	}
 	c := m.decisions.WithLabelValues(m.app, bc.label, results[r])
 	bc.c[r].Store(&c)
+	return c
+}
+
+// nearCounter returns the near-limit counter of bucket, cached like counter.
+func (m *Metrics) nearCounter(bucket string) prometheus.Counter {
+	bc := (*m.buckets.Load())[bucket]
+	if bc == nil {
+		bc = m.bucketCounters(bucket)
+	}
+	if c := bc.near.Load(); c != nil {
+		return *c
+	}
+	c := m.nearVec.WithLabelValues(m.app, bc.label)
+	bc.near.Store(&c)
 	return c
 }
 

@@ -148,6 +148,7 @@ func TestResults(t *testing.T) {
 	fb := client.Result{Fallback: true}
 	for want, d := range map[string]client.Decision{
 		clientmetrics.ResultAllowed:         {Result: client.Result{Allowed: true}},
+		clientmetrics.ResultWouldDeny:       {Result: client.Result{Allowed: true, WouldDeny: true}},
 		clientmetrics.ResultDenied:          {},
 		clientmetrics.ResultFallbackAllowed: {Result: client.Result{Allowed: true, Fallback: true}},
 		clientmetrics.ResultFallbackDenied:  {Result: fb},

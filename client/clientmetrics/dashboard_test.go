@@ -49,6 +49,7 @@ func TestDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Observe(client.Decision{Bucket: "b"})
+	m.Observe(client.Decision{Bucket: "b", Result: client.Result{Allowed: true, Limit: 1}}) // near the limit
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

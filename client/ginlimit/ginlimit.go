@@ -15,7 +15,7 @@ import (
 // Retry-After when denied, 503 when the failure policy refuses and 500 when
 // the bucket cannot serve the Limiter's app, with the RateLimit headers on
 // every limited response.
-func Middleware(l *client.Limiter, bucketFor func(*gin.Context) string) gin.HandlerFunc {
+func Middleware(l client.Acquirer, bucketFor func(*gin.Context) string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		name := bucketFor(c)
 		if name == "" {

@@ -41,6 +41,10 @@ type Bucket struct {
 	// user, an IP): each key gets its own MaxPermits and Rate, unless an
 	// Override gives it others. Fixed when the bucket is created.
 	Keyed bool `json:"keyed"`
+	// Shadow puts the bucket in shadow mode: it decides and counts as
+	// usual but never refuses; callers are told it would have denied. Teams
+	// roll out a new limit with it.
+	Shadow bool `json:"shadow"`
 	// Version counts the saved changes of the bucket, from 1. Updates and
 	// deletes that name a stale version are refused.
 	Version   int64     `json:"version"`

@@ -79,6 +79,7 @@ type row struct {
 	RatePermits string    `db:"rate_permits"`
 	RatePeriod  int64     `db:"rate_period_seconds"`
 	Keyed       bool      `db:"keyed"`
+	Shadow      bool      `db:"shadow"`
 	Version     int64     `db:"version"`
 	CreatedBy   string    `db:"created_by"`
 	UpdatedBy   string    `db:"updated_by"`
@@ -87,7 +88,7 @@ type row struct {
 }
 
 const selectBuckets = `SELECT b.id, b.name, o.name AS owner_app, b.description, b.max_permits,
-	b.rate_permits, b.rate_period_seconds, b.keyed, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at
+	b.rate_permits, b.rate_period_seconds, b.keyed, b.shadow, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at
 	FROM buckets b JOIN apps o ON o.id = b.owner_app_id`
 
 func (r *row) bucket() (*Bucket, error) {
@@ -97,7 +98,7 @@ func (r *row) bucket() (*Bucket, error) {
 	}
 	return &Bucket{
 		ID: r.ID, Name: r.Name, OwnerApp: r.OwnerApp, Description: r.Description,
-		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, Keyed: r.Keyed, Version: r.Version,
+		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, Keyed: r.Keyed, Shadow: r.Shadow, Version: r.Version,
 		CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}, nil
 }
@@ -386,9 +387,9 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO buckets (name, owner_app_id, description, max_permits,
-			rate_permits, rate_period_seconds, keyed, version, created_by, created_at, updated_by, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(), n.Keyed,
+			rate_permits, rate_period_seconds, keyed, shadow, version, created_by, created_at, updated_by, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(), n.Keyed, n.Shadow,
 			n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
 			// Bucket names are one namespace across Sluice, so a taken name
@@ -419,7 +420,7 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 	return nil
 }
 
-// Update saves the description, capacity, rate and allowed apps of the
+// Update saves the description, capacity, rate, shadow mode and allowed apps of the
 // bucket named b.Name. b.Version must be the version the caller read: when
 // the bucket changed since, nothing changes and the error matches
 // errs.ErrConflict. b.ID, when set, must be the row the caller read and
@@ -452,7 +453,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return errs.Invalid("keyed", "cannot be changed; create a new bucket instead")
 		}
 		saved = *old
-		saved.Description, saved.MaxPermits, saved.Rate = b.Description, b.MaxPermits, b.Rate
+		saved.Description, saved.MaxPermits, saved.Rate, saved.Shadow = b.Description, b.MaxPermits, b.Rate, b.Shadow
 		saved.AllowedApps = slices.Clone(b.AllowedApps)
 		saved.Version = old.Version + 1
 		saved.UpdatedBy, saved.UpdatedAt = actor.User, now()
@@ -461,8 +462,8 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE buckets SET description = ?, max_permits = ?, rate_permits = ?,
-			rate_period_seconds = ?, version = ?, updated_by = ?, updated_at = ? WHERE id = ? AND version = ?`,
-			saved.Description, saved.MaxPermits, saved.Rate.Permits(), saved.Rate.PeriodSeconds(),
+			rate_period_seconds = ?, shadow = ?, version = ?, updated_by = ?, updated_at = ? WHERE id = ? AND version = ?`,
+			saved.Description, saved.MaxPermits, saved.Rate.Permits(), saved.Rate.PeriodSeconds(), saved.Shadow,
 			saved.Version, saved.UpdatedBy, saved.UpdatedAt, old.ID, old.Version); err != nil {
 			return fmt.Errorf("update bucket %q: %w", b.Name, database.Translate(err))
 		}

@@ -26,6 +26,10 @@ const (
 	ExceedsCapacity Code = -3
 	// InvalidN: n is not an integer from 1 to 1e9.
 	InvalidN Code = -4
+	// WouldDeny: the bucket is in shadow mode and would have denied; the
+	// caller is allowed, nothing was taken, and RetryAfterMicros says
+	// when the tokens would have been there.
+	WouldDeny Code = 2
 )
 
 // MaxN is the largest n an acquire accepts.
@@ -56,7 +60,7 @@ var ErrBadAnswer = errors.New("malformed acquire answer")
 
 // AnswerOf interprets the acquire script's reply: seven integers.
 func AnswerOf(v []int64) (Answer, error) {
-	if len(v) != 7 || v[0] < int64(InvalidN) || v[0] > int64(Allowed) {
+	if len(v) != 7 || v[0] < int64(InvalidN) || v[0] > int64(WouldDeny) {
 		return Answer{}, fmt.Errorf("%w: %v", ErrBadAnswer, v)
 	}
 	return Answer{Code: Code(v[0]), Remaining: v[1], RetryAfterMicros: v[2], ResetAfterMicros: v[3],

@@ -34,6 +34,10 @@ const (
 	FieldTokens = "tokens"
 	// FieldTS is the time of the last refill in microseconds of Redis TIME.
 	FieldTS = "ts"
+	// FieldShadow is "1" for a bucket in shadow mode: it decides and
+	// counts as usual but never refuses, answering WouldDeny instead.
+	// Absent means "0". (Written by the sync worker once buckets carry it.)
+	FieldShadow = "shadow"
 )
 
 // TombstoneTTLSeconds is how long a tombstone outlives its bucket: long

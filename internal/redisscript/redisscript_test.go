@@ -598,7 +598,7 @@ func TestAnswerOf(t *testing.T) {
 	if err != nil || a != want {
 		t.Fatalf("got %+v, %v", a, err)
 	}
-	for _, bad := range [][]int64{nil, {1}, {1, 2, 3, 4, 5, 6}, {1, 2, 3, 4, 5, 6, 7, 8}, {2, 0, 0, 0, 0, 0, 0}, {-5, 0, 0, 0, 0, 0, 0}} {
+	for _, bad := range [][]int64{nil, {1}, {1, 2, 3, 4, 5, 6}, {1, 2, 3, 4, 5, 6, 7, 8}, {3, 0, 0, 0, 0, 0, 0}, {-5, 0, 0, 0, 0, 0, 0}} {
 		if _, err := redisscript.AnswerOf(bad); !errors.Is(err, redisscript.ErrBadAnswer) {
 			t.Errorf("AnswerOf(%v) err = %v", bad, err)
 		}

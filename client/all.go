@@ -1,0 +1,165 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redisscript"
+)
+
+// Request is one bucket and token count of AcquireAll.
+type Request struct {
+	// Bucket is the bucket name.
+	Bucket string
+	// N is the tokens to take, 1 to 1e9.
+	N int64
+}
+
+// MaxRequests is the most requests one AcquireAll takes.
+const MaxRequests = redisscript.MaxEntries
+
+// Results is the answer to one AcquireAll.
+type Results struct {
+	// Allowed reports whether every request was granted. When false,
+	// nothing was taken from any bucket.
+	Allowed bool
+	// RetryAfter is, when denied, the longest RetryAfter of the requests
+	// that lacked tokens: when all of them could be granted (if nobody
+	// else takes the tokens first).
+	RetryAfter time.Duration
+	// Each holds the answer per request, in the order of the requests,
+	// computed as if the earlier requests were taken: Each[i].Allowed
+	// equals Allowed, and Each[i].RetryAfter is 0 for a request whose
+	// bucket had enough tokens left for it.
+	Each []Result
+	// Fallback is true when the failure policy answered instead of Redis.
+	Fallback bool
+}
+
+// AcquireAll takes the tokens of every request in one atomic call: either
+// all are granted, or none is charged. A bucket may appear more than once;
+// its requests add up. It returns the error of the first request that can
+// never succeed (ErrUnknownBucket, ErrAppNotAllowed, ErrExceedsCapacity,
+// ErrInvalidN, wrapped with the request's index and bucket), ErrInvalidN
+// for no requests or more than MaxRequests, and ErrCrossSlot when, on Redis
+// Cluster, the buckets are not all in one hash slot (see docs/decisions.md).
+// While Redis is unavailable FailOpen grants the set, and FailClosed and
+// FailLocal refuse it with ErrUnavailable: local buckets are per instance
+// and cannot take from several buckets atomically.
+func (l *Limiter) AcquireAll(ctx context.Context, reqs []Request) (Results, error) {
+	var start time.Time
+	if l.opt.observe != nil {
+		start = time.Now()
+	}
+	res, err := l.acquireAll(ctx, reqs)
+	if l.opt.observe != nil {
+		lat := time.Since(start)
+		for i, r := range reqs {
+			d := Decision{Bucket: r.Bucket, N: r.N, Err: err, Latency: lat}
+			if i < len(res.Each) {
+				d.Result = res.Each[i]
+			}
+			l.opt.observe(d)
+		}
+	}
+	return res, err
+}
+
+func (l *Limiter) acquireAll(ctx context.Context, reqs []Request) (Results, error) {
+	if len(reqs) == 0 || len(reqs) > MaxRequests {
+		return Results{}, fmt.Errorf("sluice: %d requests, want 1 to %d: %w", len(reqs), MaxRequests, ErrInvalidN)
+	}
+	entries := make([]redisscript.Entry, len(reqs))
+	for i, r := range reqs {
+		switch {
+		case r.N < 1 || r.N > redisscript.MaxN:
+			return Results{}, requestErr(i, r, ErrInvalidN)
+		case !redisscript.ValidName(r.Bucket):
+			return Results{}, requestErr(i, r, ErrUnknownBucket)
+		}
+		entries[i] = redisscript.Entry{Bucket: r.Bucket, N: r.N}
+	}
+	keys, argv := redisscript.AcquireAllArgs(l.ks, l.app, entries, make([]string, 0, len(reqs)),
+		make([]any, 0, 2+3*len(reqs)))
+	if !sameSlot(l.rdb, keys) {
+		return Results{}, ErrCrossSlot
+	}
+	reply, err := l.runScript(ctx, redisscript.AcquireAllSHA(), redisscript.AcquireAllSource(), keys, argv)
+	var rep errReply
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrUnavailable), errors.As(err, &rep):
+		return l.fallbackAll(reqs)
+	default:
+		return Results{}, err
+	}
+	a, err := redisscript.AllAnswerOf(reply, len(reqs))
+	if err != nil {
+		l.trip(err)
+		return l.fallbackAll(reqs)
+	}
+	res := Results{Allowed: a.Code == redisscript.Allowed, Each: make([]Result, len(a.Entries))}
+	for i, e := range a.Entries {
+		r := Result{
+			Allowed:    res.Allowed,
+			WouldDeny:  e.Code == redisscript.WouldDeny,
+			Remaining:  e.Remaining,
+			RetryAfter: time.Duration(e.RetryAfterMicros) * time.Microsecond,
+			Limit:      e.Capacity,
+			ResetAfter: time.Duration(e.ResetAfterMicros) * time.Microsecond,
+		}
+		if res.Allowed && !r.WouldDeny {
+			r.RetryAfter = 0
+		}
+		res.Each[i] = r
+		if !res.Allowed {
+			res.RetryAfter = max(res.RetryAfter, r.RetryAfter)
+		}
+	}
+	switch a.Code {
+	case redisscript.Allowed, redisscript.Denied:
+		return res, nil
+	}
+	for i, e := range a.Entries {
+		if e.Code == a.Code {
+			return res, requestErr(i, reqs[i], codeErr(a.Code))
+		}
+	}
+	return res, codeErr(a.Code)
+}
+
+// fallbackAll answers AcquireAll by the failure policy.
+func (l *Limiter) fallbackAll(reqs []Request) (Results, error) {
+	res := Results{Fallback: true, Each: make([]Result, len(reqs))}
+	if l.opt.policy == FailOpen {
+		res.Allowed = true
+		for i := range res.Each {
+			res.Each[i] = Result{Allowed: true, Fallback: true}
+		}
+		return res, nil
+	}
+	res.RetryAfter = l.opt.probe
+	for i := range res.Each {
+		res.Each[i] = Result{RetryAfter: l.opt.probe, Fallback: true}
+	}
+	return res, ErrUnavailable
+}
+
+// codeErr maps an error code of a script answer to the client's error.
+func codeErr(c redisscript.Code) error {
+	switch c {
+	case redisscript.UnknownBucket:
+		return ErrUnknownBucket
+	case redisscript.AppNotAllowed:
+		return ErrAppNotAllowed
+	case redisscript.ExceedsCapacity:
+		return ErrExceedsCapacity
+	}
+	return ErrInvalidN
+}
+
+func requestErr(i int, r Request, err error) error {
+	return fmt.Errorf("sluice: request %d (bucket %q): %w", i, r.Bucket, err)
+}

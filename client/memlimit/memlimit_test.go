@@ -1,0 +1,236 @@
+package memlimit_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/client/memlimit"
+	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+func newLimiter(t *testing.T) (*memlimit.Limiter, *memlimit.ManualClock) {
+	t.Helper()
+	clock := memlimit.NewManualClock(time.Unix(1_700_000_000, 0))
+	l := memlimit.New("svc", memlimit.WithClock(clock))
+	if err := l.Define("orders", memlimit.Bucket{Capacity: 10, Permits: 2, Per: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	return l, clock
+}
+
+func TestRefillByTheInjectedClock(t *testing.T) {
+	l, clock := newLimiter(t)
+	ctx := context.Background()
+	if res, err := l.Acquire(ctx, "orders", 10); err != nil || !res.Allowed || res.Remaining != 0 || res.ResetAfter != 5*time.Second {
+		t.Fatalf("take all: %+v %v", res, err)
+	}
+	if res, err := l.Acquire(ctx, "orders", 3); err != nil || res.Allowed || res.RetryAfter != 1500*time.Millisecond || res.Limit != 10 {
+		t.Fatalf("empty: %+v %v", res, err)
+	}
+	clock.Advance(1500 * time.Millisecond)
+	granted := 0
+	for range 4 {
+		if l.Allow(ctx, "orders") {
+			granted++
+		}
+	}
+	if granted != 3 {
+		t.Fatalf("1.5 s at 2/s granted %d, want exactly 3", granted)
+	}
+	clock.Advance(time.Hour)
+	if tok, _ := l.Tokens("orders"); tok != 10 {
+		t.Fatalf("after an hour: %v, want capacity", tok)
+	}
+	clock.Advance(-time.Minute) // back in time: no refill, no loss
+	if res, _ := l.Acquire(ctx, "orders", 1); !res.Allowed || res.Remaining != 9 {
+		t.Fatalf("clock went back: %+v", res)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	l, _ := newLimiter(t)
+	if err := l.Define("billing", memlimit.Bucket{Capacity: 5, Permits: 1, Per: time.Second, Apps: []string{"other"}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		bucket string
+		n      int64
+		want   error
+	}{
+		{"nope", 1, client.ErrUnknownBucket}, {"billing", 1, client.ErrAppNotAllowed},
+		{"orders", 11, client.ErrExceedsCapacity}, {"orders", 0, client.ErrInvalidN},
+	} {
+		if _, err := l.Acquire(ctx, tc.bucket, tc.n); !errors.Is(err, tc.want) {
+			t.Errorf("%s %d: %v, want %v", tc.bucket, tc.n, err, tc.want)
+		}
+	}
+	if err := l.Define("bad", memlimit.Bucket{Capacity: 0, Permits: 1, Per: time.Second}); err == nil {
+		t.Error("capacity 0 accepted")
+	}
+	l.Delete("orders")
+	if _, err := l.Acquire(ctx, "orders", 1); !errors.Is(err, client.ErrUnknownBucket) {
+		t.Errorf("deleted bucket: %v", err)
+	}
+}
+
+func TestAcquireAllRefundCharge(t *testing.T) {
+	l, _ := newLimiter(t)
+	if err := l.Define("small", memlimit.Bucket{Capacity: 2, Permits: 1, Per: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := l.AcquireAll(ctx, []client.Request{{Bucket: "orders", N: 5}, {Bucket: "small", N: 3 - 1}, {Bucket: "small", N: 1}})
+	if !errors.Is(err, client.ErrExceedsCapacity) {
+		t.Fatalf("together over capacity: %+v %v", res, err)
+	}
+	if res, err = l.AcquireAll(ctx, []client.Request{{Bucket: "orders", N: 5}, {Bucket: "small", N: 2}}); err != nil || !res.Allowed {
+		t.Fatalf("both: %+v %v", res, err)
+	}
+	res, err = l.AcquireAll(ctx, []client.Request{{Bucket: "orders", N: 5}, {Bucket: "small", N: 1}})
+	if err != nil || res.Allowed || res.Each[0].RetryAfter != 0 || res.Each[1].RetryAfter <= 0 {
+		t.Fatalf("last denies: %+v %v", res, err)
+	}
+	if tok, _ := l.Tokens("orders"); tok != 5 {
+		t.Fatalf("a denied set charged orders: %v", tok)
+	}
+	if a, err := l.Refund(ctx, "orders", 8); err != nil || a.Applied != 5 || a.Remaining != 10 {
+		t.Fatalf("refund: %+v %v", a, err)
+	}
+	if a, err := l.Charge(ctx, "orders", 25); err != nil || a.Applied != 20 || a.Remaining != -10 {
+		t.Fatalf("charge: %+v %v", a, err)
+	}
+}
+
+// TestSameAnswersAsRedis runs one sequence on the in-memory limiter and on
+// real Redis (with a refill too slow to matter) and compares the answers.
+func TestSameAnswersAsRedis(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	ctx := context.Background()
+	ks := redisscript.Keyspace{Prefix: prefix}
+	for i, name := range []string{"a", "b"} {
+		cfg := redisscript.Config{Name: name, ID: int64(i + 1), Version: 1, Capacity: int64(10 * (i + 1)), PermitsMicro: 1,
+			PeriodSeconds: 3600, Apps: []string{"svc"}}
+		if _, err := redisscript.Apply(ctx, rdb, ks, cfg, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	redisLim, err := client.New(rdb, "svc", client.WithKeyPrefix(prefix), client.WithFailurePolicy(client.FailClosed),
+		client.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer redisLim.Close()
+	mem := memlimit.New("svc", memlimit.WithClock(memlimit.NewManualClock(time.Unix(0, 0))))
+	for i, name := range []string{"a", "b"} {
+		if err := mem.Define(name, memlimit.Bucket{Capacity: int64(10 * (i + 1)), Permits: 1e-6, Per: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type limiter interface {
+		client.Acquirer
+		AcquireAll(context.Context, []client.Request) (client.Results, error)
+		Refund(context.Context, string, int64) (client.Adjustment, error)
+		Charge(context.Context, string, int64) (client.Adjustment, error)
+	}
+	steps := []func(l limiter) (any, error){
+		func(l limiter) (any, error) { return l.Acquire(ctx, "a", 4) },
+		func(l limiter) (any, error) { return l.Acquire(ctx, "a", 7) },
+		func(l limiter) (any, error) {
+			return l.AcquireAll(ctx, []client.Request{{Bucket: "a", N: 2}, {Bucket: "b", N: 19}})
+		},
+		func(l limiter) (any, error) {
+			return l.AcquireAll(ctx, []client.Request{{Bucket: "a", N: 4}, {Bucket: "b", N: 19}, {Bucket: "a", N: 1}})
+		},
+		func(l limiter) (any, error) { return l.Refund(ctx, "b", 30) },
+		func(l limiter) (any, error) { return l.Charge(ctx, "a", 6) },
+		func(l limiter) (any, error) { return l.Acquire(ctx, "a", 1) },
+		func(l limiter) (any, error) { return l.Charge(ctx, "a", 100) },
+		func(l limiter) (any, error) { return l.Acquire(ctx, "a", 11) },
+		func(l limiter) (any, error) { return l.Acquire(ctx, "c", 1) },
+	}
+	for i, step := range steps {
+		want, werr := step(redisLim)
+		got, gerr := step(mem)
+		if !errors.Is(gerr, errors.Unwrap(werr)) && !errors.Is(werr, gerr) {
+			t.Errorf("step %d: error %v, redis %v", i, gerr, werr)
+		}
+		if !sameAnswer(got, want) {
+			t.Errorf("step %d: %+v, redis %+v", i, got, want)
+		}
+	}
+}
+
+// sameAnswer compares the counts of two answers; durations depend on the
+// rate, which differs by rounding between the two.
+func sameAnswer(a, b any) bool {
+	switch x := a.(type) {
+	case client.Result:
+		y := b.(client.Result)
+		return x.Allowed == y.Allowed && x.Remaining == y.Remaining && x.Limit == y.Limit
+	case client.Results:
+		y := b.(client.Results)
+		if x.Allowed != y.Allowed || len(x.Each) != len(y.Each) {
+			return false
+		}
+		for i := range x.Each {
+			if !sameAnswer(x.Each[i], y.Each[i]) || (x.Each[i].RetryAfter == 0) != (y.Each[i].RetryAfter == 0) {
+				return false
+			}
+		}
+		return true
+	case client.Adjustment:
+		y := b.(client.Adjustment)
+		return x.Applied == y.Applied && x.Remaining == y.Remaining && x.Limit == y.Limit
+	}
+	return false
+}
+
+func TestShadow(t *testing.T) {
+	l, _ := newLimiter(t)
+	if err := l.Define("trial", memlimit.Bucket{Capacity: 1, Permits: 1, Per: time.Hour, Shadow: true}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if res, err := l.Acquire(ctx, "trial", 1); err != nil || !res.Allowed || res.WouldDeny {
+		t.Fatalf("first: %+v %v", res, err)
+	}
+	if res, err := l.Acquire(ctx, "trial", 1); err != nil || !res.Allowed || !res.WouldDeny || res.RetryAfter <= 0 {
+		t.Fatalf("would deny: %+v %v", res, err)
+	}
+	res, err := l.AcquireAll(ctx, []client.Request{{Bucket: "orders", N: 1}, {Bucket: "trial", N: 1}})
+	if err != nil || !res.Allowed || !res.Each[1].WouldDeny || res.Each[0].WouldDeny {
+		t.Fatalf("set with a shadow bucket: %+v %v", res, err)
+	}
+	if tok, _ := l.Tokens("orders"); tok != 9 {
+		t.Errorf("orders holds %v, want 9", tok)
+	}
+}
+
+// client.Wait takes any Acquirer: here it waits on the system clock for
+// the in-memory bucket to refill.
+func TestWaitOnTheInterface(t *testing.T) {
+	l := memlimit.New("svc")
+	if err := l.Define("fast", memlimit.Bucket{Capacity: 1, Permits: 1000, Per: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if !l.Allow(ctx, "fast") {
+		t.Fatal("first token")
+	}
+	var a client.Acquirer = l
+	if err := client.Wait(ctx, a, "fast", 1); err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	if tok, _ := l.Tokens("fast"); tok >= 1 {
+		t.Errorf("wait did not take the token: %v left", tok)
+	}
+	// A bucket that can never grant ends the wait with its error.
+	if err := l.Wait(ctx, "fast", 2); !errors.Is(err, client.ErrExceedsCapacity) {
+		t.Errorf("wait for more than capacity: %v", err)
+	}
+}

@@ -1,0 +1,104 @@
+package redisscript
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed acquire_all.lua
+	acquireAllSrc    string
+	acquireAllScript = redis.NewScript(acquireAllSrc)
+)
+
+// AcquireAllSource returns the Lua source of the acquire-all script.
+func AcquireAllSource() string { return acquireAllSrc }
+
+// AcquireAllSHA returns the SHA1 of the acquire-all script, for EVALSHA.
+func AcquireAllSHA() string { return acquireAllScript.Hash() }
+
+// MaxEntries is the most entries one acquire-all call takes.
+const MaxEntries = 32
+
+// Kinds of acquire-all entries. Each kind says how many KEYS an entry uses
+// and what its key argument means; the layout leaves room for a keyed
+// bucket kind, whose entries will carry the caller's key.
+const (
+	// EntryBucket is a plain bucket: one KEYS element (the bucket hash) and
+	// an empty key argument.
+	EntryBucket = "b"
+)
+
+// Entry is one (bucket, n) of an acquire-all call.
+type Entry struct {
+	// Bucket is the bucket name.
+	Bucket string
+	// N is the tokens to take.
+	N int64
+}
+
+// AllAnswer is a parsed acquire-all answer.
+type AllAnswer struct {
+	// Code is Allowed when every entry was granted (and taken), Denied when
+	// at least one had too few tokens, or the first entry's error code
+	// (UnknownBucket, AppNotAllowed, ExceedsCapacity, InvalidN). Nothing is
+	// taken unless Code is Allowed.
+	Code Code
+	// Entries are the answers per entry, in order, as the acquire script
+	// gives them, computed as if the entries were taken one after another:
+	// Allowed means the entry had enough tokens. Empty when the arguments
+	// were malformed as a whole (InvalidN).
+	Entries []Answer
+}
+
+// AcquireAllArgs appends the KEYS and ARGV of an acquire-all call for app
+// and entries to keys and argv and returns them:
+//
+//	KEYS = bucket hash of each entry, in order
+//	ARGV = app, m, then per entry: kind, key, n
+//
+// so that a client can send it in its own pipeline.
+func AcquireAllArgs(ks Keyspace, app string, entries []Entry, keys []string, argv []any) ([]string, []any) {
+	argv = append(argv, app, strconv.Itoa(len(entries)))
+	for _, e := range entries {
+		keys = append(keys, ks.Bucket(e.Bucket))
+		argv = append(argv, EntryBucket, "", strconv.FormatInt(e.N, 10))
+	}
+	return keys, argv
+}
+
+// AllAnswerOf interprets the acquire-all script's reply for m entries.
+func AllAnswerOf(v []int64, m int) (AllAnswer, error) {
+	if len(v) == 1 && v[0] == int64(InvalidN) {
+		return AllAnswer{Code: InvalidN}, nil
+	}
+	if len(v) != 1+7*m || v[0] < int64(InvalidN) || v[0] > int64(Allowed) {
+		return AllAnswer{}, fmt.Errorf("%w: acquire-all: %v", ErrBadAnswer, v)
+	}
+	a := AllAnswer{Code: Code(v[0]), Entries: make([]Answer, m)}
+	for i := range m {
+		e, err := AnswerOf(v[1+7*i : 8+7*i])
+		if err != nil {
+			return AllAnswer{}, err
+		}
+		a.Entries[i] = e
+	}
+	return a, nil
+}
+
+// AcquireAll runs the acquire-all script once: app takes every entry's
+// tokens, or none. It is the plain form used by tests and tools; services
+// use the client package. On Redis Cluster every bucket must be in one
+// slot, or Redis refuses the call (CROSSSLOT) and nothing is taken.
+func AcquireAll(ctx context.Context, rdb redis.Scripter, ks Keyspace, app string, entries []Entry) (AllAnswer, error) {
+	keys, argv := AcquireAllArgs(ks, app, entries, nil, nil)
+	v, err := acquireAllScript.Run(ctx, rdb, keys, argv...).Int64Slice()
+	if err != nil {
+		return AllAnswer{}, fmt.Errorf("acquire all: %w", err)
+	}
+	return AllAnswerOf(v, len(entries))
+}

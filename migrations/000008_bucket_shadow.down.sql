@@ -1,0 +1,2 @@
+ALTER TABLE bucket_events DROP COLUMN shadow;
+ALTER TABLE buckets DROP COLUMN shadow;
