@@ -372,7 +372,7 @@ func TestErrorReplyKeepsBreakerClosed(t *testing.T) {
 }
 
 // TestQueuedCallsDroppedAfterTimeout stalls Redis while calls queue behind
-// the two stuck senders. Those calls time out and get the policy's answer;
+// the two stuck round trips (the most a Limiter has in flight). Those calls time out and get the policy's answer;
 // when Redis comes back they must not be sent (nobody waits for their
 // tokens). Only the two calls already written are run.
 func TestQueuedCallsDroppedAfterTimeout(t *testing.T) {
@@ -419,7 +419,7 @@ func TestQueuedCallsDroppedAfterTimeout(t *testing.T) {
 	waitSeen(2) // the first acquire above, and this one
 	fire(1)
 	waitSeen(3)
-	fire(98) // both senders are stuck: these queue
+	fire(98) // both round trips are stuck: these queue
 	wg.Wait()
 	proxy.release()
 	// Wait for the two calls that were written to run, then give queued

@@ -163,7 +163,7 @@ type Limiter struct {
 	mu      sync.Mutex // guards writes of buckets
 	buckets atomic.Pointer[map[string]*bucket]
 
-	q queue
+	batch *batcher
 }
 
 // maxCachedBuckets bounds the per-name state kept by a Limiter; names past
@@ -175,11 +175,10 @@ const maxCachedBuckets = 10_000
 // not close rdb. Commands the Limiter sends are never retried by go-redis,
 // whatever rdb's MaxRetries, except to reload the script after NOSCRIPT.
 //
-// Over a *redis.Client (single node or Sentinel), a caller that finds no
-// other call in flight sends its call itself, through a copy of rdb made
-// by rdb.WithTimeout(timeout) that shares its connection pool, and keeps
-// one connection of the pool while such calls keep coming. That copy has
-// the hooks rdb had when New was called: add hooks before.
+// Over a *redis.Client (single node or Sentinel), callers send their calls
+// themselves, through a copy of rdb made by rdb.WithTimeout(timeout) that
+// shares its connection pool. That copy has the hooks rdb had when New was
+// called: add hooks before.
 func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error) {
 	if rdb == nil {
 		return nil, errors.New("sluice: nil redis client")
@@ -213,7 +212,7 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 	}
 	empty := map[string]*bucket{}
 	l.buckets.Store(&empty)
-	l.q.init(l)
+	_, l.batch = newSender(l)
 	l.wg.Add(1)
 	go l.prober()
 	return l, nil
@@ -227,7 +226,7 @@ func (l *Limiter) Close() error {
 		return nil
 	}
 	l.cancel()
-	l.q.close()
+	l.batch.close()
 	l.wg.Wait()
 	return nil
 }
@@ -273,8 +272,8 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		return l.fallback(b, n)
 	}
 	c := getCall()
-	c.args[3], c.args[4], c.args[5] = b.keyArg, l.appArg, n
-	reply, err := l.q.do(ctx, c, l.opt.timeout)
+	c.args = [6]any{"evalsha", l.shaArg, "1", b.keyArg, l.appArg, n}
+	reply, err := l.batch.do(ctx, c, l.opt.timeout)
 	switch {
 	case err == nil:
 	case errors.Is(err, errAbandoned):
