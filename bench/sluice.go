@@ -74,15 +74,27 @@ func (s *sluice) close() error {
 	return s.rdb.Close()
 }
 
-// newLimiters returns the three implementations. Sluice gets timeout, so
-// that a scheduling hiccup of this busy machine shows in its latency as it
-// does in the others', instead of tripping its breaker into the fallback.
-func newLimiters(ctx context.Context, opts *redis.Options, w workload, timeout time.Duration) ([]limiter, error) {
+// newLimiters returns Sluice, and redis_rate and the plain script once per
+// pool size (0: go-redis's default, 10 per GOMAXPROCS), so that each peer
+// is compared in its best configuration. Sluice gets timeout, so that a
+// scheduling hiccup of this busy machine shows in its latency as it does
+// in the others', instead of tripping its breaker into the fallback.
+func newLimiters(ctx context.Context, opts *redis.Options, w workload, timeout time.Duration, pools []int) ([]limiter, error) {
 	s, err := newSluice(ctx, opts, w, client.WithTimeout(timeout))
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %w", err)
 	}
-	return []limiter{s, newRedisRate(opts, w), newClassic(opts, w)}, nil
+	impls := []limiter{s}
+	for _, size := range pools {
+		o := *opts
+		o.PoolSize = size
+		suffix := ""
+		if size > 0 {
+			suffix = fmt.Sprintf(" pool=%d", size)
+		}
+		impls = append(impls, newRedisRate(&o, w, "redis_rate"+suffix), newPlain(&o, w, "plain"+suffix))
+	}
+	return impls, nil
 }
 
 type fallbackResult struct {
