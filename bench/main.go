@@ -56,6 +56,7 @@ type config struct {
 	rounds      int
 	timeout     time.Duration
 	pools       []int
+	scriptCalls int
 }
 
 func parseFlags() (config, error) {
@@ -74,6 +75,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write CPU profiles of the measured Sluice runs to this path + .g<goroutines>.r<round>")
 	flag.StringVar(&c.memProfile, "memprofile", "", "write a profile of every allocation to this file (use with -only sluice)")
 	flag.IntVar(&c.fallbackN, "fallback-calls", 2_000_000, "calls measured in the local fallback")
+	flag.IntVar(&c.scriptCalls, "script-calls", 20_000, "calls per round measuring Redis's time per script call (0 skips; only with the private redis-server)")
 	flag.Parse()
 	for f := range strings.SplitSeq(conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -217,6 +219,11 @@ func run() error {
 	if fb != nil {
 		fmt.Fprintf(out, "\nsluice local fallback after Redis died (%d calls, 1 goroutine): %.0f ns/call, %.2f allocs/call; "+
 			"first fallback answer %v after the kill\n", fb.calls, fb.nsPerCall, fb.allocsPerCall, fmtDur(fb.detect))
+	}
+	if cfg.redisAddr == "" && cfg.scriptCalls > 0 && cfg.only == "" {
+		if err := scriptCost(ctx, out, opts, w, cfg.scriptCalls, 9); err != nil {
+			return fmt.Errorf("script cost: %w", err)
+		}
 	}
 	fmt.Fprintf(out, "load average at end: %s\n", loadAverage())
 	printGoals(out, results, fb, cfg.concurrency)
