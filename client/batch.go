@@ -43,7 +43,7 @@ const (
 // caller after it finished, the batcher after it was abandoned) puts it
 // back.
 type call struct {
-	args  [6]any // "evalsha" sha 1 key app n
+	args  [7]any // "evalsha" sha 1 key app n protocol
 	reply []int64
 	err   error
 	state atomic.Int32
@@ -69,7 +69,7 @@ func getCall() *call {
 
 func putCall(c *call) {
 	c.reply, c.err = nil, nil
-	c.args[3], c.args[4], c.args[5] = nil, nil, nil
+	c.args = [7]any{}
 	clear(c.batch)
 	c.batch = c.batch[:0]
 	callPool.Put(c)

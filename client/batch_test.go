@@ -73,7 +73,7 @@ func (f *fakeTransport) recorded() [][]int64 {
 
 func newCall(n int64) *call {
 	c := getCall()
-	c.args = [6]any{"evalsha", "sha", "1", "key", "app", n}
+	c.args = [7]any{"evalsha", "sha", "1", "key", "app", n, "2"}
 	return c
 }
 

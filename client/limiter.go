@@ -163,6 +163,7 @@ type Limiter struct {
 	mu      sync.Mutex // guards writes of buckets
 	buckets atomic.Pointer[map[string]*bucket]
 
+	snd   *sender
 	batch *batcher
 }
 
@@ -212,7 +213,7 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 	}
 	empty := map[string]*bucket{}
 	l.buckets.Store(&empty)
-	_, l.batch = newSender(l)
+	l.snd, l.batch = newSender(l)
 	l.wg.Add(1)
 	go l.prober()
 	return l, nil
@@ -225,6 +226,7 @@ func (l *Limiter) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
+	l.endLeases()
 	l.cancel()
 	l.batch.close()
 	l.wg.Wait()
@@ -268,11 +270,14 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		return Result{}, err
 	}
 	b := l.bucket(name)
+	if ls := b.lease.Load(); ls != nil {
+		return ls.take(ctx, n)
+	}
 	if l.open.Load() {
 		return l.fallback(b, n)
 	}
 	c := getCall()
-	c.args = [6]any{"evalsha", l.shaArg, "1", b.keyArg, l.appArg, n}
+	c.args = [7]any{"evalsha", l.shaArg, "1", b.keyArg, l.appArg, n, "2"}
 	reply, err := l.batch.do(ctx, c, l.opt.timeout)
 	switch {
 	case err == nil:
@@ -297,6 +302,7 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied, redisscript.ExceedsCapacity:
 		b.learn(l, a) // the app may use the bucket: remember it for FailLocal
+		l.startLease(b, name, a)
 	default:
 		b.forget() // the bucket is gone or not ours: FailLocal must refuse it
 	}

@@ -19,6 +19,8 @@ type learned struct {
 type bucket struct {
 	keyArg any // the hash key, boxed once for the command arguments
 
+	lease atomic.Pointer[lease] // lease mode; nil when off
+
 	cfg       atomic.Pointer[learned]
 	remaining atomic.Int64 // whole tokens left at the last Redis answer
 	seen      atomic.Int64 // when that was, in ns since the Limiter started

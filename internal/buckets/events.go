@@ -41,6 +41,7 @@ type Event struct {
 	MaxPermits  int64     `json:"max_permits"`
 	Rate        Rate      `json:"rate"`
 	AllowedApps []string  `json:"allowed_apps"`
+	LeaseMillis int64     `json:"lease_ms"`
 	CreatedAt   time.Time `json:"created_at"`
 }
 
@@ -56,9 +57,9 @@ func writeEvent(ctx context.Context, tx *sqlx.Tx, op Op, b *Bucket, version int6
 		return fmt.Errorf("encode allowed apps: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO bucket_events (bucket_id, bucket_name, op, version, max_permits,
-		rate_permits, rate_period_seconds, allowed_apps, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		rate_permits, rate_period_seconds, allowed_apps, lease_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.ID, b.Name, string(op), version, b.MaxPermits, b.Rate.Permits(), b.Rate.PeriodSeconds(),
-		string(apps), now()); err != nil {
+		string(apps), b.LeaseMillis, now()); err != nil {
 		return fmt.Errorf("write change event of %q: %w", b.Name, database.Translate(err))
 	}
 	return nil
@@ -74,6 +75,7 @@ type eventRow struct {
 	RatePermits string    `db:"rate_permits"`
 	RatePeriod  int64     `db:"rate_period_seconds"`
 	AllowedApps string    `db:"allowed_apps"`
+	LeaseMillis int64     `db:"lease_ms"`
 	CreatedAt   time.Time `db:"created_at"`
 }
 
@@ -93,7 +95,7 @@ func (s *Store) PendingEvents(ctx context.Context, limit int) ([]Event, error) {
 	limit = min(limit, MaxEventLimit)
 	var rows []eventRow
 	if err := s.db.SelectContext(ctx, &rows, `SELECT id, bucket_id, bucket_name, op, version, max_permits,
-		rate_permits, rate_period_seconds, allowed_apps, created_at FROM bucket_events ORDER BY id LIMIT ?`, limit); err != nil {
+		rate_permits, rate_period_seconds, allowed_apps, lease_ms, created_at FROM bucket_events ORDER BY id LIMIT ?`, limit); err != nil {
 		return nil, fmt.Errorf("read change events: %w", database.Translate(err))
 	}
 	out := make([]Event, 0, len(rows))
@@ -108,7 +110,7 @@ func (s *Store) PendingEvents(ctx context.Context, limit int) ([]Event, error) {
 		}
 		out = append(out, Event{
 			ID: r.ID, BucketID: r.BucketID, Name: r.Name, Op: Op(r.Op), Version: r.Version,
-			MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: apps, CreatedAt: r.CreatedAt,
+			MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: apps, LeaseMillis: r.LeaseMillis, CreatedAt: r.CreatedAt,
 		})
 	}
 	return out, nil

@@ -78,6 +78,7 @@ type row struct {
 	MaxPermits  int64     `db:"max_permits"`
 	RatePermits string    `db:"rate_permits"`
 	RatePeriod  int64     `db:"rate_period_seconds"`
+	LeaseMillis int64     `db:"lease_ms"`
 	Version     int64     `db:"version"`
 	CreatedBy   string    `db:"created_by"`
 	UpdatedBy   string    `db:"updated_by"`
@@ -86,7 +87,7 @@ type row struct {
 }
 
 const selectBuckets = `SELECT b.id, b.name, o.name AS owner_app, b.description, b.max_permits,
-	b.rate_permits, b.rate_period_seconds, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at
+	b.rate_permits, b.rate_period_seconds, b.lease_ms, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at
 	FROM buckets b JOIN apps o ON o.id = b.owner_app_id`
 
 func (r *row) bucket() (*Bucket, error) {
@@ -96,7 +97,7 @@ func (r *row) bucket() (*Bucket, error) {
 	}
 	return &Bucket{
 		ID: r.ID, Name: r.Name, OwnerApp: r.OwnerApp, Description: r.Description,
-		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, Version: r.Version,
+		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, LeaseMillis: r.LeaseMillis, Version: r.Version,
 		CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}, nil
 }
@@ -385,9 +386,9 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO buckets (name, owner_app_id, description, max_permits,
-			rate_permits, rate_period_seconds, version, created_by, created_at, updated_by, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(),
+			rate_permits, rate_period_seconds, lease_ms, version, created_by, created_at, updated_by, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(), n.LeaseMillis,
 			n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
 			return conflictf("a bucket named %q already exists", n.Name)
@@ -442,6 +443,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 		}
 		saved = *old
 		saved.Description, saved.MaxPermits, saved.Rate = b.Description, b.MaxPermits, b.Rate
+		saved.LeaseMillis = b.LeaseMillis
 		saved.AllowedApps = slices.Clone(b.AllowedApps)
 		saved.Version = old.Version + 1
 		saved.UpdatedBy, saved.UpdatedAt = actor.User, now()
@@ -450,8 +452,8 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE buckets SET description = ?, max_permits = ?, rate_permits = ?,
-			rate_period_seconds = ?, version = ?, updated_by = ?, updated_at = ? WHERE id = ? AND version = ?`,
-			saved.Description, saved.MaxPermits, saved.Rate.Permits(), saved.Rate.PeriodSeconds(),
+			rate_period_seconds = ?, lease_ms = ?, version = ?, updated_by = ?, updated_at = ? WHERE id = ? AND version = ?`,
+			saved.Description, saved.MaxPermits, saved.Rate.Permits(), saved.Rate.PeriodSeconds(), saved.LeaseMillis,
 			saved.Version, saved.UpdatedBy, saved.UpdatedAt, old.ID, old.Version); err != nil {
 			return fmt.Errorf("update bucket %q: %w", b.Name, database.Translate(err))
 		}
