@@ -96,7 +96,8 @@ func (ls *lease) slow(ctx context.Context, n int64) (Result, error) {
 	if c := ls.capacity.Load(); n > c {
 		return Result{Limit: c}, ErrExceedsCapacity
 	}
-	for waited := false; ; waited = true {
+	deadline := time.Now().Add(ls.l.opt.timeout)
+	for {
 		ls.mu.Lock()
 		now := ls.l.now()
 		if now < ls.expires.Load() {
@@ -106,26 +107,31 @@ func (ls *lease) slow(ctx context.Context, n int64) (Result, error) {
 			}
 			ls.tokens.Add(n)
 		}
-		if ch := ls.fetching; ch != nil && !waited {
-			ls.mu.Unlock()
-			if err := ls.wait(ctx, ch); err != nil {
-				return Result{}, err
-			}
-			continue
-		}
-		if now < ls.notBefore || ls.fetching != nil {
+		if now < ls.notBefore {
 			res := Result{Limit: ls.capacity.Load(), Remaining: max(ls.tokens.Load(), 0),
 				RetryAfter: time.Duration(max(ls.notBefore-now, int64(time.Millisecond)))}
 			ls.mu.Unlock()
 			return res, nil
 		}
+		if ch := ls.fetching; ch != nil {
+			// Another caller is renewing the lease: its new tokens may
+			// serve this call too.
+			ls.mu.Unlock()
+			if err := ls.wait(ctx, ch, deadline); err != nil {
+				return Result{}, err
+			}
+			if time.Now().After(deadline) {
+				return ls.l.fallback(ls.b, n)
+			}
+			continue
+		}
 		return ls.renew(ctx, now, n)
 	}
 }
 
-// wait waits for the request in flight, at most the Limiter's timeout.
-func (ls *lease) wait(ctx context.Context, ch chan struct{}) error {
-	t := time.NewTimer(ls.l.opt.timeout)
+// wait waits for the request in flight, until deadline at most.
+func (ls *lease) wait(ctx context.Context, ch chan struct{}, deadline time.Time) error {
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case <-ch:
