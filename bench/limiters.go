@@ -26,6 +26,7 @@ type workload struct {
 	capacity int64
 	rate     int64 // tokens per second
 	prefix   string
+	lease    int64 // lease time in ms of Sluice's buckets; 0: lease mode off
 }
 
 func (w workload) bucketName(i int) string { return "b" + strconv.Itoa(i%w.buckets) }

@@ -57,6 +57,7 @@ type config struct {
 	timeout     time.Duration
 	pools       []int
 	scriptCalls int
+	lease       time.Duration
 }
 
 func parseFlags() (config, error) {
@@ -75,6 +76,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write CPU profiles of the measured Sluice runs to this path + .g<goroutines>.r<round>")
 	flag.StringVar(&c.memProfile, "memprofile", "", "write a profile of every allocation to this file (use with -only sluice)")
 	flag.IntVar(&c.fallbackN, "fallback-calls", 2_000_000, "calls measured in the local fallback")
+	flag.DurationVar(&c.lease, "lease", 100*time.Millisecond, "lease time of the 'sluice lease' case: Sluice on one hot bucket in lease mode (0 skips it)")
 	flag.IntVar(&c.scriptCalls, "script-calls", 20_000, "calls per round measuring Redis's time per script call (0 skips; only with the private redis-server)")
 	flag.Parse()
 	for f := range strings.SplitSeq(conc, ",") {
@@ -140,7 +142,7 @@ func run() error {
 	fmt.Fprintf(out, "workload: %d buckets (capacity %d, %d/s: every call is granted), n=1; %d rounds of %v per case, each after %v warm-up\n\n",
 		w.buckets, w.capacity, w.rate, cfg.rounds, cfg.duration, cfg.warmup)
 
-	impls, err := newLimiters(ctx, opts, w, cfg.timeout, cfg.pools)
+	impls, err := newLimiters(ctx, opts, w, cfg.timeout, cfg.pools, cfg.lease.Milliseconds())
 	if err != nil {
 		return err
 	}
@@ -472,6 +474,15 @@ func printGoals(out io.Writer, results map[string]map[int]*result, fb *fallbackR
 		}
 		ok := sr.opsPerSec() >= pr.opsPerSec() && sr.hist.quantile(0.5) <= pr.hist.quantile(0.5)
 		fmt.Fprintf(out, "  %3d goroutines: throughput >= plain and p50 <= plain: %s\n", g, verdict(ok))
+	}
+	if ls := results["sluice lease"]; ls != nil {
+		for _, g := range conc {
+			if r := ls[g]; r != nil {
+				ok := r.opsPerSec() >= 1_000_000 && r.hist.quantile(0.5) < time.Microsecond
+				fmt.Fprintf(out, "  lease, %3d goroutines: %.0f decisions/s, p50 %s (goal >= 1,000,000/s, p50 < 1µs): %s\n", g,
+					r.opsPerSec(), fmtDur(r.hist.quantile(0.5)), verdict(ok))
+			}
+		}
 	}
 	if sr := s[100]; sr != nil {
 		if _, rr := best(results, "redis_rate", 100); rr != nil {
