@@ -76,8 +76,10 @@ func (s *sender) send(calls []*call) {
 	p := s.pipes.Get().(*pipeline)
 	defer s.pipes.Put(p)
 	// Bounds the wait for a pooled connection or a dial; reads and writes
-	// are bounded by rdb's timeouts.
-	ctx, cancel := context.WithTimeout(s.l.ctx, s.timeout)
+	// are bounded by rdb's timeouts. Not derived from the Limiter's
+	// context: Close need not cut a round trip short, and a child of a
+	// shared context would take its lock on every round trip.
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	p.noscript = s.roundTrip(ctx, p, calls, p.noscript[:0], true)
 	if len(p.noscript) > 0 {
