@@ -35,7 +35,7 @@ import (
 const leaseChunkParts = 8
 
 // lease is the lease state of one bucket. The fast path (tokens left and
-// the lease not ended) takes two atomic operations; everything else holds
+// the lease not ended) takes a few atomic operations; everything else holds
 // mu.
 type lease struct {
 	l    *Limiter
@@ -78,12 +78,26 @@ func (l *Limiter) now() int64 { return int64(time.Since(l.start)) }
 func (ls *lease) take(ctx context.Context, n int64) (Result, error) {
 	ls.asked.Add(n)
 	if now := ls.l.now(); now < ls.expires.Load() {
-		if left := ls.tokens.Add(-n); left >= 0 {
+		if left, ok := ls.takeTokens(n); ok {
 			return Result{Allowed: true, Remaining: left, Limit: ls.capacity.Load()}, nil
 		}
-		ls.tokens.Add(n)
 	}
 	return ls.slow(ctx, n)
+}
+
+// takeTokens takes n tokens of the current lease if it holds them. A
+// compare-and-swap, not an add undone on failure: an undo landing after a
+// renewal stored the new count would create tokens.
+func (ls *lease) takeTokens(n int64) (left int64, ok bool) {
+	for {
+		cur := ls.tokens.Load()
+		if cur < n {
+			return cur, false
+		}
+		if ls.tokens.CompareAndSwap(cur, cur-n) {
+			return cur - n, true
+		}
+	}
 }
 
 // slow takes n tokens from a new lease, asking Redis for one unless a
@@ -101,11 +115,10 @@ func (ls *lease) slow(ctx context.Context, n int64) (Result, error) {
 		ls.mu.Lock()
 		now := ls.l.now()
 		if now < ls.expires.Load() {
-			if left := ls.tokens.Add(-n); left >= 0 {
+			if left, ok := ls.takeTokens(n); ok {
 				ls.mu.Unlock()
 				return Result{Allowed: true, Remaining: left, Limit: ls.capacity.Load()}, nil
 			}
-			ls.tokens.Add(n)
 		}
 		if now < ls.notBefore {
 			res := Result{Limit: ls.capacity.Load(), Remaining: max(ls.tokens.Load(), 0),
