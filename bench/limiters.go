@@ -26,6 +26,7 @@ type workload struct {
 	capacity int64
 	rate     int64 // tokens per second
 	prefix   string
+	lease    int64 // lease time in ms of Sluice's buckets; 0: lease mode off
 }
 
 func (w workload) bucketName(i int) string { return "b" + strconv.Itoa(i%w.buckets) }
@@ -33,14 +34,15 @@ func (w workload) bucketName(i int) string { return "b" + strconv.Itoa(i%w.bucke
 // redisRate is github.com/go-redis/redis_rate (GCRA, Redis clock).
 type redisRate struct {
 	rdb   *redis.Client
+	label string
 	lim   *redis_rate.Limiter
 	limit redis_rate.Limit
 	keys  []string
 }
 
-func newRedisRate(opts *redis.Options, w workload) *redisRate {
+func newRedisRate(opts *redis.Options, w workload, label string) *redisRate {
 	rdb := redis.NewClient(opts)
-	r := &redisRate{rdb: rdb, lim: redis_rate.NewLimiter(rdb),
+	r := &redisRate{rdb: rdb, label: label, lim: redis_rate.NewLimiter(rdb),
 		limit: redis_rate.Limit{Rate: int(w.rate), Burst: int(w.capacity), Period: time.Second}}
 	for i := range w.buckets {
 		r.keys = append(r.keys, w.prefix+"rr:"+w.bucketName(i))
@@ -48,7 +50,7 @@ func newRedisRate(opts *redis.Options, w workload) *redisRate {
 	return r
 }
 
-func (r *redisRate) name() string { return "redis_rate" }
+func (r *redisRate) name() string { return r.label }
 
 func (r *redisRate) acquire(ctx context.Context, i int) (bool, error) {
 	res, err := r.lim.Allow(ctx, r.keys[i%len(r.keys)], r.limit)
@@ -60,43 +62,45 @@ func (r *redisRate) acquire(ctx context.Context, i int) (bool, error) {
 
 func (r *redisRate) close() error { return r.rdb.Close() }
 
-//go:embed classic.lua
-var classicSource string
+//go:embed plain.lua
+var plainSource string
 
-var classicScript = redis.NewScript(classicSource)
+var plainScript = redis.NewScript(plainSource)
 
-// classic is a hand-written token bucket that trusts the client's clock.
-type classic struct {
+// plain is one EVALSHA of a minimal Redis-clock token bucket per call: the
+// least a script-based limiter can do per call.
+type plain struct {
 	rdb      *redis.Client
+	label    string
 	keys     [][]string
 	capacity int64
 	rate     int64
 }
 
-func newClassic(opts *redis.Options, w workload) *classic {
-	c := &classic{rdb: redis.NewClient(opts), capacity: w.capacity, rate: w.rate}
+func newPlain(opts *redis.Options, w workload, label string) *plain {
+	c := &plain{rdb: redis.NewClient(opts), label: label, capacity: w.capacity, rate: w.rate}
 	for i := range w.buckets {
-		c.keys = append(c.keys, []string{w.prefix + "cl:{" + w.bucketName(i) + "}"})
+		c.keys = append(c.keys, []string{w.prefix + "pl:{" + w.bucketName(i) + "}"})
 	}
 	return c
 }
 
-func (c *classic) name() string { return "classic script" }
+func (c *plain) name() string { return c.label }
 
-func (c *classic) acquire(ctx context.Context, i int) (bool, error) {
-	now := time.Now().UnixMicro()
-	v, err := classicScript.EvalSha(ctx, c.rdb, c.keys[i%len(c.keys)], c.capacity, c.rate, now, 1).Slice()
+func (c *plain) acquire(ctx context.Context, i int) (bool, error) {
+	keys := c.keys[i%len(c.keys)]
+	v, err := plainScript.EvalSha(ctx, c.rdb, keys, c.capacity, c.rate, 1).Slice()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = classicScript.Eval(ctx, c.rdb, c.keys[i%len(c.keys)], c.capacity, c.rate, now, 1).Slice()
+		v, err = plainScript.Eval(ctx, c.rdb, keys, c.capacity, c.rate, 1).Slice()
 	}
 	if err != nil {
 		return false, err
 	}
 	if len(v) != 2 {
-		return false, fmt.Errorf("classic script: unexpected answer %v", v)
+		return false, fmt.Errorf("plain script: unexpected answer %v", v)
 	}
 	allowed, _ := v[0].(int64)
 	return allowed == 1, nil
 }
 
-func (c *classic) close() error { return c.rdb.Close() }
+func (c *plain) close() error { return c.rdb.Close() }

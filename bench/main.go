@@ -1,8 +1,10 @@
 // Command bench compares Sluice's client with go-redis/redis_rate (GCRA)
-// and a classic client-clock token-bucket script, side by side against one
-// redis-server in one run, at several levels of concurrency. It prints
-// ops/s, p50 and p99 latency and heap allocations per call for each, then
-// what an acquire costs in Sluice's local fallback once Redis is dead.
+// and a plain EVALSHA of a minimal Redis-clock token-bucket script, side
+// by side against one redis-server in one run, at several levels of
+// concurrency, each peer with several pool sizes. It prints ops/s, p50 and
+// p99 latency and heap allocations per call for each, checks Sluice against
+// each peer's best pool size, then measures what an acquire costs in
+// Sluice's local fallback once Redis is dead.
 //
 //	cd bench && go run . [-redis 127.0.0.1:6379] [-rounds 3] [-duration 1.5s]
 //
@@ -66,19 +68,23 @@ type config struct {
 	decideBin      string
 	mysqlDSN       string
 	limit          int
+	pools       []int
+	scriptCalls int
+	lease       time.Duration
 }
 
 func parseFlags() (config, error) {
 	var c config
-	var conc string
+	var conc, pools string
 	flag.StringVar(&c.redisAddr, "redis", "", "address of a running redis-server; empty starts a private one")
 	flag.StringVar(&c.redisServer, "redis-server", "redis-server", "redis-server binary used when -redis is empty")
 	flag.DurationVar(&c.duration, "duration", 1500*time.Millisecond, "measured time per implementation, concurrency and round")
 	flag.DurationVar(&c.timeout, "sluice-timeout", time.Second, "Sluice's per-call timeout in the comparison (the others wait up to go-redis's 3 s read timeout)")
 	flag.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every case once, so that noise from the machine falls on all implementations alike")
 	flag.DurationVar(&c.warmup, "warmup", 500*time.Millisecond, "unmeasured time before each measurement")
-	flag.StringVar(&conc, "goroutines", "1,10,100", "comma-separated numbers of concurrent callers")
-	flag.StringVar(&c.only, "only", "", "run only the implementation whose name contains this (sluice, redis_rate, classic)")
+	flag.StringVar(&conc, "goroutines", "1,2,5,10,20,50,100", "comma-separated numbers of concurrent callers")
+	flag.StringVar(&pools, "peer-pools", "0,100", "comma-separated pool sizes the peers run with (0: go-redis's default); each is compared at its best")
+	flag.StringVar(&c.only, "only", "", "run only the implementations whose name contains this (sluice, redis_rate, plain)")
 	flag.IntVar(&c.buckets, "buckets", 16, "buckets the callers spread over (caller i uses bucket i mod buckets)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write CPU profiles of the measured Sluice runs to this path + .g<goroutines>.r<round>")
 	flag.StringVar(&c.memProfile, "memprofile", "", "write a profile of every allocation to this file (use with -only sluice)")
@@ -88,6 +94,8 @@ func parseFlags() (config, error) {
 	flag.StringVar(&c.decideBin, "decide", "", "with -gateway: path of sluice-decide; empty builds ../cmd/decide")
 	flag.StringVar(&c.mysqlDSN, "mysql", "", "with -gateway: DSN of a MySQL database the harness may migrate and add rows to")
 	flag.IntVar(&c.limit, "limit", 1000, "with -gateway: the limit, requests per second (and the bucket's capacity)")
+	flag.DurationVar(&c.lease, "lease", 100*time.Millisecond, "lease time of the 'sluice lease' case: Sluice on one hot bucket in lease mode (0 skips it)")
+	flag.IntVar(&c.scriptCalls, "script-calls", 20_000, "calls per round measuring Redis's time per script call (0 skips; only with the private redis-server)")
 	flag.Parse()
 	for f := range strings.SplitSeq(conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -95,6 +103,13 @@ func parseFlags() (config, error) {
 			return c, fmt.Errorf("-goroutines: %q is not a positive number", f)
 		}
 		c.concurrency = append(c.concurrency, n)
+	}
+	for f := range strings.SplitSeq(pools, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return c, fmt.Errorf("-peer-pools: %q is not a pool size", f)
+		}
+		c.pools = append(c.pools, n)
 	}
 	if c.rounds < 1 {
 		return c, fmt.Errorf("-rounds must be at least 1")
@@ -148,7 +163,7 @@ func run() error {
 	fmt.Fprintf(out, "workload: %d buckets (capacity %d, %d/s: every call is granted), n=1; %d rounds of %v per case, each after %v warm-up\n\n",
 		w.buckets, w.capacity, w.rate, cfg.rounds, cfg.duration, cfg.warmup)
 
-	impls, err := newLimiters(ctx, opts, w, cfg.timeout)
+	impls, err := newLimiters(ctx, opts, w, cfg.timeout, cfg.pools, cfg.lease.Milliseconds())
 	if err != nil {
 		return err
 	}
@@ -168,6 +183,8 @@ func run() error {
 		}
 	}()
 
+	redisCPU, closeCPU := redisCPUFunc(ctx, opts)
+	defer closeCPU()
 	results := map[string]map[int]*result{}
 	for round := 1; round <= cfg.rounds; round++ {
 		log.Printf("round %d of %d", round, cfg.rounds)
@@ -180,7 +197,7 @@ func run() error {
 					return ctx.Err()
 				}
 				profiled := l.name() == "sluice"
-				r := measure(ctx, l, g, cfg.warmup, cfg.duration, func(on bool) {
+				r := measure(ctx, l, g, cfg.warmup, cfg.duration, redisCPU, func(on bool) {
 					if profiled {
 						if err := prof.enable(on, g, round); err != nil {
 							log.Print(err)
@@ -198,15 +215,17 @@ func run() error {
 			}
 		}
 	}
-	fmt.Fprintf(out, "%-15s %5s %10s %10s %10s %10s %8s %7s\n", "implementation", "gor.", "calls", "ops/s", "p50", "p99", "allocs", "errors")
+	fmt.Fprintf(out, "%-20s %5s %10s %10s %10s %10s %8s %9s %9s %7s\n", "implementation", "gor.", "calls", "ops/s", "p50", "p99",
+		"allocs", "cpu/call", "redis/call", "errors")
 	for _, g := range cfg.concurrency {
 		for _, l := range impls {
 			r := results[l.name()][g]
 			if r == nil {
 				continue
 			}
-			fmt.Fprintf(out, "%-15s %5d %10d %10.0f %10s %10s %8.2f %7d\n", l.name(), g, r.calls, r.opsPerSec(),
-				fmtDur(r.hist.quantile(0.50)), fmtDur(r.hist.quantile(0.99)), r.allocsPerCall(), r.errors)
+			cc, rc := r.cpuPerCall()
+			fmt.Fprintf(out, "%-20s %5d %10d %10.0f %10s %10s %8.2f %9s %9s %7d\n", l.name(), g, r.calls, r.opsPerSec(),
+				fmtDur(r.hist.quantile(0.50)), fmtDur(r.hist.quantile(0.99)), r.allocsPerCall(), fmtDur(cc), fmtDur(rc), r.errors)
 			if r.firstErr != nil {
 				fmt.Fprintf(out, "    first error: %v\n", r.firstErr)
 			}
@@ -223,6 +242,11 @@ func run() error {
 	if fb != nil {
 		fmt.Fprintf(out, "\nsluice local fallback after Redis died (%d calls, 1 goroutine): %.0f ns/call, %.2f allocs/call; "+
 			"first fallback answer %v after the kill\n", fb.calls, fb.nsPerCall, fb.allocsPerCall, fmtDur(fb.detect))
+	}
+	if cfg.redisAddr == "" && cfg.scriptCalls > 0 && cfg.only == "" {
+		if err := scriptCost(ctx, out, opts, w, cfg.scriptCalls, 9); err != nil {
+			return fmt.Errorf("script cost: %w", err)
+		}
 	}
 	fmt.Fprintf(out, "load average at end: %s\n", loadAverage())
 	printGoals(out, results, fb, cfg.concurrency)
@@ -278,6 +302,7 @@ type result struct {
 	calls, errors int64
 	mallocs       uint64
 	elapsed       time.Duration
+	cpu, redisCPU time.Duration // CPU time of this process and of redis-server
 	hist          histogram
 	firstErr      error
 }
@@ -287,6 +312,8 @@ func (r *result) add(o *result) {
 	r.errors += o.errors
 	r.mallocs += o.mallocs
 	r.elapsed += o.elapsed
+	r.cpu += o.cpu
+	r.redisCPU += o.redisCPU
 	r.hist.merge(&o.hist)
 	if r.firstErr == nil {
 		r.firstErr = o.firstErr
@@ -294,6 +321,16 @@ func (r *result) add(o *result) {
 }
 
 func (r *result) opsPerSec() float64 { return float64(r.calls) / r.elapsed.Seconds() }
+
+// cpuPerCall returns the CPU time per call of the client process and of
+// Redis: on a machine shared with other work these stay put when the
+// throughput moves.
+func (r *result) cpuPerCall() (client, server time.Duration) {
+	if r.calls == 0 {
+		return 0, 0
+	}
+	return r.cpu / time.Duration(r.calls), r.redisCPU / time.Duration(r.calls)
+}
 
 func (r *result) allocsPerCall() float64 {
 	if r.calls == 0 {
@@ -304,7 +341,7 @@ func (r *result) allocsPerCall() float64 {
 
 // measure runs g callers of l for warmup, then for d while recording each
 // call's latency and the process's heap allocations.
-func measure(ctx context.Context, l limiter, g int, warmup, d time.Duration, profile func(bool)) *result {
+func measure(ctx context.Context, l limiter, g int, warmup, d time.Duration, redisCPU func() time.Duration, profile func(bool)) *result {
 	hists := make([]*histogram, g)
 	for i := range hists {
 		hists[i] = new(histogram)
@@ -339,6 +376,7 @@ func measure(ctx context.Context, l limiter, g int, warmup, d time.Duration, pro
 	profile(true)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	cpu0, rcpu0 := processCPU(), redisCPU()
 	start := time.Now()
 	measuring.Store(true)
 	select {
@@ -347,12 +385,14 @@ func measure(ctx context.Context, l limiter, g int, warmup, d time.Duration, pro
 	}
 	measuring.Store(false)
 	elapsed := time.Since(start)
+	cpu1, rcpu1 := processCPU(), redisCPU()
 	runtime.ReadMemStats(&after)
 	profile(false)
 	stop.Store(true)
 	wg.Wait()
 
-	r := &result{errors: errs.Load(), mallocs: after.Mallocs - before.Mallocs, elapsed: elapsed, firstErr: firstErr}
+	r := &result{errors: errs.Load(), mallocs: after.Mallocs - before.Mallocs, elapsed: elapsed, firstErr: firstErr,
+		cpu: cpu1 - cpu0, redisCPU: rcpu1 - rcpu0}
 	for _, h := range hists {
 		r.hist.merge(h)
 	}
@@ -361,6 +401,36 @@ func measure(ctx context.Context, l limiter, g int, warmup, d time.Duration, pro
 	// histogram but may have allocated after the second ReadMemStats; at
 	// most g calls of hundreds of thousands, so the error is negligible.
 	return r
+}
+
+// processCPU returns the user and system CPU time of this process.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPUFunc returns a function reading redis-server's CPU time (user
+// and system, from INFO cpu).
+func redisCPUFunc(ctx context.Context, opts *redis.Options) (func() time.Duration, func()) {
+	rdb := redis.NewClient(opts)
+	return func() time.Duration {
+		info, err := rdb.Info(ctx, "cpu").Result()
+		if err != nil {
+			return 0
+		}
+		var total float64
+		for line := range strings.SplitSeq(info, "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+				f, _ := strconv.ParseFloat(v, 64)
+				total += f
+			}
+		}
+		return time.Duration(total * float64(time.Second))
+	}, func() { rdb.Close() }
 }
 
 func fmtDur(d time.Duration) string {
@@ -374,23 +444,72 @@ func fmtDur(d time.Duration) string {
 	}
 }
 
+// best returns the configuration of peer (its name, or its name and a
+// pool size) with the highest throughput at g goroutines.
+func best(results map[string]map[int]*result, peer string, g int) (string, *result) {
+	var name string
+	var r *result
+	for n, byG := range results {
+		if n != peer && !strings.HasPrefix(n, peer+" ") {
+			continue
+		}
+		if x := byG[g]; x != nil && (r == nil || x.opsPerSec() > r.opsPerSec()) {
+			name, r = n, x
+		}
+	}
+	return name, r
+}
+
+// printGoals checks the goals of the performance issue: at every
+// concurrency Sluice's throughput at least the plain call's and its p50 at
+// most it; at 100 goroutines at least twice redis_rate's throughput; each
+// peer taken in its best pool configuration.
 func printGoals(out io.Writer, results map[string]map[int]*result, fb *fallbackResult, conc []int) {
-	s, r := results["sluice"], results["redis_rate"]
-	if s == nil || r == nil {
+	s := results["sluice"]
+	if s == nil {
 		return
 	}
-	fmt.Fprintf(out, "\ngoals (issue 3):\n")
-	has := func(g int) bool { _, a := s[g]; _, b := r[g]; return a && b }
-	maxG := conc[len(conc)-1]
-	if has(maxG) {
-		ratio := s[maxG].opsPerSec() / r[maxG].opsPerSec()
-		fmt.Fprintf(out, "  %3d goroutines: sluice/redis_rate throughput %.2fx (goal >= 2x): %s\n", maxG, ratio, verdict(ratio >= 2))
+	fmt.Fprintf(out, "\nsluice against each peer's best pool configuration:\n")
+	fmt.Fprintf(out, "%5s %10s %10s | %-22s %10s %10s | %-22s %10s %10s | %8s %8s %8s\n", "gor.", "sluice", "p50",
+		"plain (best)", "ops/s", "p50", "redis_rate (best)", "ops/s", "p50", "x plain", "p50 x", "x rr")
+	for _, g := range conc {
+		sr := s[g]
+		pn, pr := best(results, "plain", g)
+		rn, rr := best(results, "redis_rate", g)
+		if sr == nil || pr == nil || rr == nil {
+			continue
+		}
+		xp := sr.opsPerSec() / pr.opsPerSec()
+		lp := float64(sr.hist.quantile(0.5)) / float64(pr.hist.quantile(0.5))
+		xr := sr.opsPerSec() / rr.opsPerSec()
+		fmt.Fprintf(out, "%5d %10.0f %10s | %-22s %10.0f %10s | %-22s %10.0f %10s | %7.2fx %7.2fx %7.2fx\n", g,
+			sr.opsPerSec(), fmtDur(sr.hist.quantile(0.5)), pn, pr.opsPerSec(), fmtDur(pr.hist.quantile(0.5)),
+			rn, rr.opsPerSec(), fmtDur(rr.hist.quantile(0.5)), xp, lp, xr)
 	}
-	if has(1) {
-		sp, rp := s[1].hist.quantile(0.5), r[1].hist.quantile(0.5)
-		ratio := float64(sp) / float64(rp)
-		fmt.Fprintf(out, "  1 goroutine: sluice p50 %s vs redis_rate %s = %.2fx (goal <= 1x): %s\n",
-			fmtDur(sp), fmtDur(rp), ratio, verdict(ratio <= 1))
+	fmt.Fprintf(out, "\ngoals:\n")
+	for _, g := range conc {
+		sr := s[g]
+		_, pr := best(results, "plain", g)
+		if sr == nil || pr == nil {
+			continue
+		}
+		ok := sr.opsPerSec() >= pr.opsPerSec() && sr.hist.quantile(0.5) <= pr.hist.quantile(0.5)
+		fmt.Fprintf(out, "  %3d goroutines: throughput >= plain and p50 <= plain: %s\n", g, verdict(ok))
+	}
+	if ls := results["sluice lease"]; ls != nil {
+		for _, g := range conc {
+			if r := ls[g]; r != nil {
+				ok := r.opsPerSec() >= 1_000_000 && r.hist.quantile(0.5) < time.Microsecond
+				fmt.Fprintf(out, "  lease, %3d goroutines: %.0f decisions/s, p50 %s (goal >= 1,000,000/s, p50 < 1µs): %s\n", g,
+					r.opsPerSec(), fmtDur(r.hist.quantile(0.5)), verdict(ok))
+			}
+		}
+	}
+	if sr := s[100]; sr != nil {
+		if _, rr := best(results, "redis_rate", 100); rr != nil {
+			ratio := sr.opsPerSec() / rr.opsPerSec()
+			fmt.Fprintf(out, "  100 goroutines: %.2fx redis_rate's best throughput (goal >= 2x): %s\n", ratio, verdict(ratio >= 2))
+		}
 	}
 	worst := 0.0
 	for _, g := range conc {

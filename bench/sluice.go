@@ -21,6 +21,7 @@ type sluice struct {
 	rdb   *redis.Client
 	lim   *client.Limiter
 	names []string
+	label string
 }
 
 // defineBuckets writes the workload's buckets as the sync worker would.
@@ -28,7 +29,7 @@ func defineBuckets(ctx context.Context, rdb redis.Scripter, w workload) error {
 	ks := redisscript.Keyspace{Prefix: w.prefix}
 	for i := range w.buckets {
 		cfg := redisscript.Config{Name: w.bucketName(i), ID: int64(i + 1), Version: 1, Capacity: w.capacity,
-			PermitsMicro: w.rate * 1_000_000, PeriodSeconds: 1, Apps: []string{benchApp}}
+			PermitsMicro: w.rate * 1_000_000, PeriodSeconds: 1, Apps: []string{benchApp}, LeaseMillis: w.lease}
 		if _, err := redisscript.Apply(ctx, rdb, ks, cfg, true); err != nil {
 			return err
 		}
@@ -56,7 +57,12 @@ func newSluice(ctx context.Context, opts *redis.Options, w workload, extra ...cl
 	return s, nil
 }
 
-func (s *sluice) name() string { return "sluice" }
+func (s *sluice) name() string {
+	if s.label != "" {
+		return s.label
+	}
+	return "sluice"
+}
 
 func (s *sluice) acquire(ctx context.Context, i int) (bool, error) {
 	res, err := s.lim.Acquire(ctx, s.names[i%len(s.names)], 1)
@@ -74,11 +80,14 @@ func (s *sluice) close() error {
 	return s.rdb.Close()
 }
 
-// newLimiters returns the implementations: Sluice plain and keyed, and
-// the two others. Sluice gets timeout, so
-// that a scheduling hiccup of this busy machine shows in its latency as it
-// does in the others', instead of tripping its breaker into the fallback.
-func newLimiters(ctx context.Context, opts *redis.Options, w workload, timeout time.Duration) ([]limiter, error) {
+// newLimiters returns Sluice plain and keyed, and redis_rate and the plain script once per
+// pool size (0: go-redis's default, 10 per GOMAXPROCS), so that each peer
+// is compared in its best configuration; with leaseMillis, also Sluice on
+// one hot bucket in lease mode. Sluice gets timeout, so that a
+// scheduling hiccup of this busy machine shows in its latency as it does
+// in the others', instead of tripping its breaker into the fallback.
+func newLimiters(ctx context.Context, opts *redis.Options, w workload, timeout time.Duration, pools []int,
+	leaseMillis int64) ([]limiter, error) {
 	s, err := newSluice(ctx, opts, w, client.WithTimeout(timeout))
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %w", err)
@@ -87,7 +96,28 @@ func newLimiters(ctx context.Context, opts *redis.Options, w workload, timeout t
 	if err != nil {
 		return nil, fmt.Errorf("sluice keyed: %w", err)
 	}
-	return []limiter{s, k, newRedisRate(opts, w), newClassic(opts, w)}, nil
+	impls := []limiter{s, k}
+	if leaseMillis > 0 {
+		// One hot bucket in lease mode, every caller on it.
+		lw := w
+		lw.prefix, lw.buckets, lw.lease = w.prefix+"lease:", 1, leaseMillis
+		ls, err := newSluice(ctx, opts, lw, client.WithTimeout(timeout))
+		if err != nil {
+			return nil, fmt.Errorf("sluice lease: %w", err)
+		}
+		ls.label = "sluice lease"
+		impls = append(impls, ls)
+	}
+	for _, size := range pools {
+		o := *opts
+		o.PoolSize = size
+		suffix := ""
+		if size > 0 {
+			suffix = fmt.Sprintf(" pool=%d", size)
+		}
+		impls = append(impls, newRedisRate(&o, w, "redis_rate"+suffix), newPlain(&o, w, "plain"+suffix))
+	}
+	return impls, nil
 }
 
 type fallbackResult struct {

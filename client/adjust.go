@@ -71,7 +71,7 @@ func (l *Limiter) adjust(ctx context.Context, bucket string, op redisscript.Op, 
 	}
 	a, err := redisscript.AdjustAnswerOf(reply)
 	if err != nil {
-		l.trip(err)
+		l.failed()
 		return redisscript.AdjustAnswer{}, ErrUnavailable
 	}
 	switch a.Code {

@@ -97,7 +97,7 @@ func (l *Limiter) acquireAll(ctx context.Context, reqs []Request) (Results, erro
 	}
 	a, err := redisscript.AllAnswerOf(reply, len(reqs))
 	if err != nil {
-		l.trip(err)
+		l.failed()
 		return l.fallbackAll(reqs)
 	}
 	res := Results{Allowed: a.Code == redisscript.Allowed, Each: make([]Result, len(a.Entries))}

@@ -11,8 +11,8 @@ import (
 	"github.com/sluicehq/sluice/client"
 )
 
-// A lone call sends its script itself, on a connection it keeps. When the
-// pool has no connection to give it, the Limiter's timeout must still
+// A lone call sends its script itself, on a connection from the pool. When
+// the pool has no connection to give it, the Limiter's timeout must still
 // bound the call, not go-redis's PoolTimeout.
 func TestLoneCallBoundedWhenPoolExhausted(t *testing.T) {
 	t.Parallel()
@@ -44,9 +44,9 @@ func TestLoneCallBoundedWhenPoolExhausted(t *testing.T) {
 	}
 }
 
-// The connection a lone caller keeps goes back to the pool after a while
-// unused, so that a connection the server closed meanwhile is noticed by
-// the pool's health check instead of failing a call.
+// A lone caller takes its connection from the pool, whose health check
+// notices a connection the server closed meanwhile instead of failing a
+// call.
 func TestLoneCallAfterServerClosedIdleConnection(t *testing.T) {
 	t.Parallel()
 	e, _ := privateRedis(t)

@@ -145,10 +145,10 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 		return l.keyFallback(kb, name, key, state, n)
 	}
 	c := getCall()
-	c.args[1], c.args[2], c.args[3], c.args[4] = keyedSHAArg, "2", grp.configArg, stateKey
+	c.args[0], c.args[1], c.args[2], c.args[3], c.args[4] = "evalsha", keyedSHAArg, "2", grp.configArg, stateKey
 	c.args[5], c.args[6], c.args[7] = l.appArg, n, key
 	c.nargs, c.src = 8, keyedSrcArg
-	reply, err := l.q.do(ctx, c, l.opt.timeout)
+	reply, err := l.batch.do(ctx, c, l.opt.timeout)
 	switch {
 	case err == nil:
 	case errors.Is(err, errAbandoned):
@@ -159,14 +159,15 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 		l.opt.log.Debug("sluice: keyed acquire failed", "bucket", name, "err", err)
 		return l.keyFallback(kb, name, key, state, n)
 	default:
-		l.trip(err)
+		l.failed()
 		return l.keyFallback(kb, name, key, state, n)
 	}
 	a, err := redisscript.KeyedAnswerOf(reply)
 	if err != nil {
-		l.trip(err)
+		l.failed()
 		return l.keyFallback(kb, name, key, state, n)
 	}
+	l.answered()
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied, redisscript.ExceedsCapacity:
 		if kb.gone.Load() {

@@ -227,7 +227,8 @@ type Limiter struct {
 
 	keyed keyedBuckets // state of keyed buckets (keyed.go)
 
-	q queue
+	snd   *sender
+	batch *batcher
 }
 
 // maxCachedBuckets bounds the per-name state kept by a Limiter; names past
@@ -239,11 +240,10 @@ const maxCachedBuckets = 10_000
 // not close rdb. Commands the Limiter sends are never retried by go-redis,
 // whatever rdb's MaxRetries, except to reload the script after NOSCRIPT.
 //
-// Over a *redis.Client (single node or Sentinel), a caller that finds no
-// other call in flight sends its call itself, through a copy of rdb made
-// by rdb.WithTimeout(timeout) that shares its connection pool, and keeps
-// one connection of the pool while such calls keep coming. That copy has
-// the hooks rdb had when New was called: add hooks before.
+// Over a *redis.Client (single node or Sentinel), callers send their calls
+// themselves, through a copy of rdb made by rdb.WithTimeout(timeout) that
+// shares its connection pool. That copy has the hooks rdb had when New was
+// called: add hooks before.
 func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error) {
 	if rdb == nil {
 		return nil, errors.New("sluice: nil redis client")
@@ -285,7 +285,7 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 	}
 	empty := map[string]*bucket{}
 	l.buckets.Store(&empty)
-	l.q.init(l)
+	l.snd, l.batch = newSender(l)
 	l.wg.Add(1)
 	go l.prober()
 	return l, nil
@@ -298,8 +298,9 @@ func (l *Limiter) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
+	l.endLeases()
 	l.cancel()
-	l.q.close()
+	l.batch.close()
 	l.wg.Wait()
 	return nil
 }
@@ -346,13 +347,16 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		return Result{}, err
 	}
 	b := l.bucket(name)
+	if ls := b.lease.Load(); ls != nil {
+		return ls.take(ctx, n)
+	}
 	if l.open.Load() {
 		return l.fallback(b, n)
 	}
 	c := getCall()
-	c.args[1], c.args[2], c.args[3], c.args[4], c.args[5] = l.shaArg, "1", b.keyArg, l.appArg, n
-	c.nargs, c.src = 6, l.srcArg
-	reply, err := l.q.do(ctx, c, l.opt.timeout)
+	c.args[0], c.args[1], c.args[2], c.args[3], c.args[4], c.args[5], c.args[6] = "evalsha", l.shaArg, "1", b.keyArg, l.appArg, n, "2"
+	c.nargs, c.src = 7, l.srcArg
+	reply, err := l.batch.do(ctx, c, l.opt.timeout)
 	switch {
 	case err == nil:
 	case errors.Is(err, errAbandoned):
@@ -378,6 +382,7 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny, redisscript.ExceedsCapacity:
 		b.learn(l, name, a) // the app may use the bucket: remember it for FailLocal
+		l.startLease(b, name, a)
 	case redisscript.UnknownBucket:
 		if l.stateLost(ctx, b, name) {
 			return l.fallback(b, n)
@@ -451,10 +456,6 @@ func unavailable(err error) bool {
 	}
 	return false
 }
-
-// trip is the queue's report that a round trip failed. The breaker counts
-// failures once per call, in acquire, so the report adds nothing.
-func (l *Limiter) trip(error) {}
 
 // now is the Limiter's monotonic clock.
 func (l *Limiter) now() time.Duration { return time.Since(l.start) }

@@ -20,6 +20,8 @@ type learned struct {
 type bucket struct {
 	keyArg any // the hash key, boxed once for the command arguments
 
+	lease atomic.Pointer[lease] // lease mode; nil when off
+
 	cfg  atomic.Pointer[learned]
 	seen atomic.Int64 // when Redis last reported the config, ns since the Limiter started
 	// lostAt is 1 + when Redis was found to have lost the bucket (ns since

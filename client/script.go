@@ -52,13 +52,14 @@ func (l *Limiter) runScript(ctx context.Context, sha, src string, keys []string,
 	}
 	switch {
 	case err == nil:
+		l.answered()
 		return reply, nil
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case redis.HasErrorPrefix(err, "CROSSSLOT"):
 		return nil, ErrCrossSlot
 	case tctx.Err() != nil || unavailable(err):
-		l.trip(err)
+		l.failed()
 		return nil, ErrUnavailable
 	}
 	l.opt.log.Debug("sluice: script failed", "err", err)

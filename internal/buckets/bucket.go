@@ -21,6 +21,11 @@ const (
 	// MaxAllowedApps caps the allowed apps of one bucket; the list travels
 	// with every change event and sits in the bucket's Redis hash.
 	MaxAllowedApps = 100
+	// MinLeaseMillis and MaxLeaseMillis bound the lease time of a bucket in
+	// lease mode: long enough to save round trips, short enough that tokens
+	// held by a process that stalls or dies come back soon.
+	MinLeaseMillis = 10
+	MaxLeaseMillis = 10_000
 )
 
 // Bucket is a token bucket definition. It belongs to its owner app and
@@ -45,6 +50,10 @@ type Bucket struct {
 	// usual but never refuses; callers are told it would have denied. Teams
 	// roll out a new limit with it.
 	Shadow bool `json:"shadow"`
+	// LeaseMillis turns lease mode on when not 0: clients take tokens in
+	// batches and hand them out in-process for at most this many
+	// milliseconds (docs/protocol.md). 0, the default, is off.
+	LeaseMillis int64 `json:"lease_ms"`
 	// Version counts the saved changes of the bucket, from 1. Updates and
 	// deletes that name a stale version are refused.
 	Version   int64     `json:"version"`
@@ -80,6 +89,10 @@ func (b *Bucket) Validate() error {
 	}
 	if err := b.Rate.Validate(); err != nil {
 		v.Add("rate", errs.Fields(err).For("rate"))
+	}
+	if b.LeaseMillis != 0 && (b.LeaseMillis < MinLeaseMillis || b.LeaseMillis > MaxLeaseMillis) {
+		v.Add("lease_ms", fmt.Sprintf("must be 0 (off) or a whole number of milliseconds from %d to %d",
+			MinLeaseMillis, MaxLeaseMillis))
 	}
 	if r := allowedAppsProblem(b.AllowedApps); r != "" {
 		v.Add("allowed_apps", r)

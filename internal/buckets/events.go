@@ -48,8 +48,9 @@ type Event struct {
 	Rate        Rate     `json:"rate"`
 	AllowedApps []string `json:"allowed_apps"`
 	// Keyed is set for every event of a keyed bucket.
-	Keyed  bool `json:"keyed"`
-	Shadow bool `json:"shadow"`
+	Keyed       bool  `json:"keyed"`
+	Shadow      bool  `json:"shadow"`
+	LeaseMillis int64 `json:"lease_ms"`
 	// Override events name the override (ID, match and key); Version is
 	// then the override's version, MaxPermits and Rate its limit, and
 	// AllowedApps is empty. An override is never re-created under its ID,
@@ -72,9 +73,9 @@ func writeEvent(ctx context.Context, tx *sqlx.Tx, op Op, b *Bucket, version int6
 		return fmt.Errorf("encode allowed apps: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO bucket_events (bucket_id, bucket_name, op, version, max_permits,
-		rate_permits, rate_period_seconds, allowed_apps, keyed, shadow, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		rate_permits, rate_period_seconds, allowed_apps, keyed, shadow, lease_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.ID, b.Name, string(op), version, b.MaxPermits, b.Rate.Permits(), b.Rate.PeriodSeconds(),
-		string(apps), b.Keyed, b.Shadow, now()); err != nil {
+		string(apps), b.Keyed, b.Shadow, b.LeaseMillis, now()); err != nil {
 		return fmt.Errorf("write change event of %q: %w", b.Name, database.Translate(err))
 	}
 	return nil
@@ -107,6 +108,7 @@ type eventRow struct {
 	Match       string    `db:"override_match"`
 	Key         []byte    `db:"override_key"`
 	Shadow      bool      `db:"shadow"`
+	LeaseMillis int64     `db:"lease_ms"`
 	CreatedAt   time.Time `db:"created_at"`
 }
 
@@ -126,7 +128,7 @@ func (s *Store) PendingEvents(ctx context.Context, limit int) ([]Event, error) {
 	limit = min(limit, MaxEventLimit)
 	var rows []eventRow
 	if err := s.db.SelectContext(ctx, &rows, `SELECT id, bucket_id, bucket_name, op, version, max_permits,
-		rate_permits, rate_period_seconds, allowed_apps, keyed, shadow, override_id, override_match, override_key, created_at
+		rate_permits, rate_period_seconds, allowed_apps, keyed, shadow, lease_ms, override_id, override_match, override_key, created_at
 		FROM bucket_events ORDER BY id LIMIT ?`, limit); err != nil {
 		return nil, fmt.Errorf("read change events: %w", database.Translate(err))
 	}
@@ -142,7 +144,7 @@ func (s *Store) PendingEvents(ctx context.Context, limit int) ([]Event, error) {
 		}
 		out = append(out, Event{
 			ID: r.ID, BucketID: r.BucketID, Name: r.Name, Op: Op(r.Op), Version: r.Version,
-			MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: apps, Keyed: r.Keyed, Shadow: r.Shadow,
+			MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: apps, Keyed: r.Keyed, Shadow: r.Shadow, LeaseMillis: r.LeaseMillis,
 			OverrideID: r.OverrideID, OverrideMatch: Match(r.Match), OverrideKey: string(r.Key), CreatedAt: r.CreatedAt,
 		})
 	}

@@ -80,6 +80,7 @@ type row struct {
 	RatePeriod  int64     `db:"rate_period_seconds"`
 	Keyed       bool      `db:"keyed"`
 	Shadow      bool      `db:"shadow"`
+	LeaseMillis int64     `db:"lease_ms"`
 	Version     int64     `db:"version"`
 	CreatedBy   string    `db:"created_by"`
 	UpdatedBy   string    `db:"updated_by"`
@@ -88,7 +89,7 @@ type row struct {
 }
 
 const selectBuckets = `SELECT b.id, b.name, o.name AS owner_app, b.description, b.max_permits,
-	b.rate_permits, b.rate_period_seconds, b.keyed, b.shadow, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at
+	b.rate_permits, b.rate_period_seconds, b.keyed, b.shadow, b.lease_ms, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at
 	FROM buckets b JOIN apps o ON o.id = b.owner_app_id`
 
 func (r *row) bucket() (*Bucket, error) {
@@ -98,7 +99,7 @@ func (r *row) bucket() (*Bucket, error) {
 	}
 	return &Bucket{
 		ID: r.ID, Name: r.Name, OwnerApp: r.OwnerApp, Description: r.Description,
-		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, Keyed: r.Keyed, Shadow: r.Shadow, Version: r.Version,
+		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, Keyed: r.Keyed, Shadow: r.Shadow, LeaseMillis: r.LeaseMillis, Version: r.Version,
 		CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}, nil
 }
@@ -387,9 +388,9 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO buckets (name, owner_app_id, description, max_permits,
-			rate_permits, rate_period_seconds, keyed, shadow, version, created_by, created_at, updated_by, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(), n.Keyed, n.Shadow,
+			rate_permits, rate_period_seconds, keyed, shadow, lease_ms, version, created_by, created_at, updated_by, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(), n.Keyed, n.Shadow, n.LeaseMillis,
 			n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
 			// Bucket names are one namespace across Sluice, so a taken name
@@ -454,6 +455,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 		}
 		saved = *old
 		saved.Description, saved.MaxPermits, saved.Rate, saved.Shadow = b.Description, b.MaxPermits, b.Rate, b.Shadow
+		saved.LeaseMillis = b.LeaseMillis
 		saved.AllowedApps = slices.Clone(b.AllowedApps)
 		saved.Version = old.Version + 1
 		saved.UpdatedBy, saved.UpdatedAt = actor.User, now()
@@ -462,8 +464,8 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE buckets SET description = ?, max_permits = ?, rate_permits = ?,
-			rate_period_seconds = ?, shadow = ?, version = ?, updated_by = ?, updated_at = ? WHERE id = ? AND version = ?`,
-			saved.Description, saved.MaxPermits, saved.Rate.Permits(), saved.Rate.PeriodSeconds(), saved.Shadow,
+			rate_period_seconds = ?, shadow = ?, lease_ms = ?, version = ?, updated_by = ?, updated_at = ? WHERE id = ? AND version = ?`,
+			saved.Description, saved.MaxPermits, saved.Rate.Permits(), saved.Rate.PeriodSeconds(), saved.Shadow, saved.LeaseMillis,
 			saved.Version, saved.UpdatedBy, saved.UpdatedAt, old.ID, old.Version); err != nil {
 			return fmt.Errorf("update bucket %q: %w", b.Name, database.Translate(err))
 		}

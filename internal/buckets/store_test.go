@@ -236,6 +236,7 @@ func TestUpdate(t *testing.T) {
 	b.MaxPermits = 500
 	b.Rate = rate(t, "100/min")
 	b.AllowedApps = []string{"search", "ads"}
+	b.LeaseMillis = 100
 	ev, entry := mutation(t, db, "bucket.update", func() error { return s.Update(ctx, bob, b) })
 	if b.Version != 2 || b.UpdatedBy != "bob" || b.CreatedBy != "alice" || !b.UpdatedAt.After(created.UpdatedAt) ||
 		!b.CreatedAt.Equal(created.CreatedAt) || b.ID != created.ID {
@@ -249,7 +250,7 @@ func TestUpdate(t *testing.T) {
 		t.Fatalf("Get = %+v\nwant %+v", *got, *b)
 	}
 	if ev.Op != buckets.OpUpsert || ev.Version != 2 || ev.MaxPermits != 500 || ev.Rate.String() != "100/min" ||
-		!slices.Equal(ev.AllowedApps, []string{"ads", "search"}) {
+		!slices.Equal(ev.AllowedApps, []string{"ads", "search"}) || ev.LeaseMillis != 100 || got.LeaseMillis != 100 {
 		t.Fatalf("update event %+v", ev)
 	}
 	if entry.Actor != "bob (api)" || !strings.Contains(entry.Before, `"max_permits":10`) || !strings.Contains(entry.After, `"max_permits":500`) {

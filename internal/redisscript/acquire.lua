@@ -1,7 +1,9 @@
 -- Sluice acquire: take ARGV[2] tokens for app ARGV[1] from the bucket hash
 -- KEYS[1]. One atomic call; the only clock is Redis TIME. The answer is an
 -- array of seven integers: {code, remaining, retry_us, reset_us, capacity,
--- permits_micro, period} (docs/protocol.md). Every value is a whole number
+-- permits_micro, period} (docs/protocol.md). A client that passes ARGV[3]
+-- = '2' gets an eighth, lease_ms, on allowed and denied answers of a bucket
+-- in lease mode. Every value is a whole number
 -- below 2^53, so Redis converts it to an integer reply exactly. State is
 -- written with string.format because tostring loses precision.
 local MAX_N = 1000000000
@@ -17,7 +19,7 @@ if n > MAX_N then
   return {-4, 0, 0, 0, 0, 0, 0}
 end
 
-local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts')
+local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms')
 local capacity = tonumber(f[1])
 local permits = tonumber(f[2])
 local period = tonumber(f[3])
@@ -70,8 +72,15 @@ if tokens >= n then
   local fmt = '%.17g'
   if whole == tokens then fmt = '%d' end
   redis.call('HSET', KEYS[1], 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
+  if ARGV[3] == '2' and f[7] then
+    return {1, whole, 0, until_us(capacity - tokens), capacity, pm, period, tonumber(f[7]) or 0}
+  end
   return {1, whole, 0, until_us(capacity - tokens), capacity, pm, period}
 end
 -- Denied: nothing is written. Refill is a pure function of time, so the
 -- stored (tokens, ts) pair still yields the same count later.
+if ARGV[3] == '2' and f[7] then
+  return {0, math.floor(tokens), until_us(n - tokens), until_us(capacity - tokens), capacity, pm, period,
+    tonumber(f[7]) or 0}
+end
 return {0, math.floor(tokens), until_us(n - tokens), until_us(capacity - tokens), capacity, pm, period}

@@ -53,18 +53,68 @@ type Answer struct {
 	PermitsMicro int64
 	// PeriodSeconds is the bucket's period.
 	PeriodSeconds int64
+	// LeaseMillis is the bucket's lease time when it is in lease mode and
+	// the call asked for it (protocol 2); else 0.
+	LeaseMillis int64
 }
 
 // ErrBadAnswer is returned by AnswerOf for a malformed answer.
 var ErrBadAnswer = errors.New("malformed acquire answer")
 
-// AnswerOf interprets the acquire script's reply: seven integers.
+// AnswerOf interprets the acquire script's reply: seven integers, or
+// eight (the lease time) when the call passed protocol 2.
 func AnswerOf(v []int64) (Answer, error) {
-	if len(v) != 7 || v[0] < int64(InvalidN) || v[0] > int64(WouldDeny) {
+	if (len(v) != 7 && len(v) != 8) || v[0] < int64(InvalidN) || v[0] > int64(WouldDeny) {
 		return Answer{}, fmt.Errorf("%w: %v", ErrBadAnswer, v)
 	}
-	return Answer{Code: Code(v[0]), Remaining: v[1], RetryAfterMicros: v[2], ResetAfterMicros: v[3],
-		Capacity: v[4], PermitsMicro: v[5], PeriodSeconds: v[6]}, nil
+	a := Answer{Code: Code(v[0]), Remaining: v[1], RetryAfterMicros: v[2], ResetAfterMicros: v[3],
+		Capacity: v[4], PermitsMicro: v[5], PeriodSeconds: v[6]}
+	if len(v) == 8 {
+		a.LeaseMillis = v[7]
+	}
+	return a, nil
+}
+
+// LeaseAnswer is a parsed lease answer. Granted tokens were taken from the
+// bucket; they may be handed out until the lease ends.
+type LeaseAnswer struct {
+	// Code is Allowed when tokens were granted, Denied when none were, or
+	// one of the error codes of acquire (never ExceedsCapacity: a request
+	// above capacity is cut to it).
+	Code Code
+	// Granted is the tokens leased, 0 to the tokens asked for.
+	Granted int64
+	// Remaining is the whole tokens left in the bucket.
+	Remaining int64
+	// RetryAfterMicros is, when nothing was granted, the time until one
+	// token is there.
+	RetryAfterMicros int64
+	// Capacity, PermitsMicro and PeriodSeconds are the bucket's config.
+	Capacity, PermitsMicro, PeriodSeconds int64
+	// LeaseMillis is the bucket's lease time; 0 when it is not (or no
+	// longer) in lease mode, and then nothing is granted.
+	LeaseMillis int64
+}
+
+// LeaseAnswerOf interprets the lease script's reply: eight integers.
+func LeaseAnswerOf(v []int64) (LeaseAnswer, error) {
+	if len(v) != 8 || v[0] < int64(InvalidN) || v[0] > int64(Allowed) {
+		return LeaseAnswer{}, fmt.Errorf("%w: %v", ErrBadAnswer, v)
+	}
+	return LeaseAnswer{Code: Code(v[0]), Granted: v[1], Remaining: v[2], RetryAfterMicros: v[3],
+		Capacity: v[4], PermitsMicro: v[5], PeriodSeconds: v[6], LeaseMillis: v[7]}, nil
+}
+
+// Lease runs the lease script once for app: it gives back back unused
+// tokens of an ended lease and takes up to want tokens as a new one. It
+// is the plain form used by tests and tools; services use the client.
+func Lease(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, app string, want, back int64) (LeaseAnswer, error) {
+	v, err := leaseScript.Run(ctx, rdb, []string{ks.Bucket(name)}, app, strconv.FormatInt(want, 10),
+		strconv.FormatInt(back, 10)).Int64Slice()
+	if err != nil {
+		return LeaseAnswer{}, fmt.Errorf("lease %q: %w", name, err)
+	}
+	return LeaseAnswerOf(v)
 }
 
 // Acquire runs the acquire script once (EVALSHA, EVAL after NOSCRIPT) for

@@ -1,6 +1,7 @@
 -- Sluice apply: write a bucket config, guarded by (id, version).
 -- KEYS[1] bucket hash, KEYS[2] tombstone.
--- ARGV: id, version, capacity, permits, period, apps, force ("1" or "0").
+-- ARGV: id, version, capacity, permits, period, apps, force ("1" or "0"),
+-- lease_ms (optional, "0" when absent: lease mode off).
 -- Returns 1 created, 2 updated, 3 unchanged, 4 stale, 5 tombstoned.
 
 -- Arguments: exactly the formats of docs/protocol.md ("Argument formats"),
@@ -62,6 +63,10 @@ if not period then return invalid('period') end
 if not apps_arg(ARGV[6]) then return invalid('apps') end
 if ARGV[7] ~= '1' and ARGV[7] ~= '0' then return invalid('force') end
 local force = ARGV[7] == '1'
+-- lease_ms: 0 (off) or a lease time in milliseconds; the sync worker
+-- sends only 0 or MinLeaseMillis..MaxLeaseMillis.
+local lease = ARGV[8] or '0'
+if not int_arg(lease, 0, 10000) then return invalid('lease_ms') end
 -- ---- end of argument validation ----
 
 -- A deleted incarnation, or an older one, never comes back.
@@ -70,13 +75,15 @@ if tomb and tomb >= id then
   return 5
 end
 
-local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts')
+local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts',
+  'lease_ms')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local function write(tokens, ts)
   redis.call('HSET', KEYS[1], 'id', ARGV[1], 'version', ARGV[2], 'capacity', ARGV[3], 'permits', ARGV[4],
-    'period', ARGV[5], 'apps', ARGV[6], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts))
+    'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'tokens', string.format('%.17g', tokens),
+    'ts', string.format('%d', ts))
 end
 
 local cid = tonumber(cur[1])
@@ -92,7 +99,7 @@ if not force and (cid > id or (cid == id and cver > version)) then
   return 4
 end
 if cid == id and cver == version and cur[3] == ARGV[3] and cur[4] == ARGV[4] and cur[5] == ARGV[5]
-    and cur[6] == ARGV[6] then
+    and cur[6] == ARGV[6] and (cur[9] or '0') == lease then
   return 3
 end
 

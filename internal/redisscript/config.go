@@ -18,6 +18,10 @@ const (
 	// MaxID is the largest id and version, 2^53-1: larger integers are not
 	// exact as Lua numbers, so the scripts refuse them.
 	MaxID = 1<<53 - 1
+	// MinLeaseMillis and MaxLeaseMillis bound the lease time of a bucket
+	// in lease mode.
+	MinLeaseMillis = 10
+	MaxLeaseMillis = 10_000
 )
 
 // ErrInvalidConfig is wrapped by the errors of Validate and ParsePermits.
@@ -40,6 +44,9 @@ type Config struct {
 	PeriodSeconds int64
 	// Apps are the apps allowed to take tokens.
 	Apps []string
+	// LeaseMillis is how long a client may hand out leased tokens of the
+	// bucket, in milliseconds; 0 turns lease mode off.
+	LeaseMillis int64
 }
 
 // Validate reports whether c can be written to Redis.
@@ -57,6 +64,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: permits must be between 0.000001 and 1000000000", ErrInvalidConfig)
 	case c.PeriodSeconds < 1 || c.PeriodSeconds > MaxPeriodSeconds:
 		return fmt.Errorf("%w: period %d s must be between 1 and %d", ErrInvalidConfig, c.PeriodSeconds, MaxPeriodSeconds)
+	case c.LeaseMillis != 0 && (c.LeaseMillis < MinLeaseMillis || c.LeaseMillis > MaxLeaseMillis):
+		return fmt.Errorf("%w: lease %d ms must be 0 (off) or between %d and %d", ErrInvalidConfig, c.LeaseMillis,
+			MinLeaseMillis, MaxLeaseMillis)
 	case len(c.Apps) == 0:
 		return fmt.Errorf("%w: at least one allowed app is needed", ErrInvalidConfig)
 	}

@@ -30,6 +30,9 @@ const (
 	FieldPeriod = "period"
 	// FieldApps lists the allowed apps as ",a,b,".
 	FieldApps = "apps"
+	// FieldLeaseMillis is how long a lease of the bucket lives, in
+	// milliseconds; absent or 0 when the bucket is not in lease mode.
+	FieldLeaseMillis = "lease_ms"
 	// FieldTokens is the fractional token count at FieldTS ("%.17g").
 	FieldTokens = "tokens"
 	// FieldTS is the time of the last refill in microseconds of Redis TIME.

@@ -598,7 +598,7 @@ func TestAnswerOf(t *testing.T) {
 	if err != nil || a != want {
 		t.Fatalf("got %+v, %v", a, err)
 	}
-	for _, bad := range [][]int64{nil, {1}, {1, 2, 3, 4, 5, 6}, {1, 2, 3, 4, 5, 6, 7, 8}, {3, 0, 0, 0, 0, 0, 0}, {-5, 0, 0, 0, 0, 0, 0}} {
+	for _, bad := range [][]int64{nil, {1}, {1, 2, 3, 4, 5, 6}, {1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 0, 0, 0, 0, 0, 0}, {-5, 0, 0, 0, 0, 0, 0}} {
 		if _, err := redisscript.AnswerOf(bad); !errors.Is(err, redisscript.ErrBadAnswer) {
 			t.Errorf("AnswerOf(%v) err = %v", bad, err)
 		}
@@ -614,7 +614,8 @@ func TestFieldsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []string{redisscript.FieldID, redisscript.FieldVersion, redisscript.FieldCapacity,
-		redisscript.FieldPermits, redisscript.FieldPeriod, redisscript.FieldApps, redisscript.FieldTokens, redisscript.FieldTS} {
+		redisscript.FieldPermits, redisscript.FieldPeriod, redisscript.FieldApps, redisscript.FieldTokens, redisscript.FieldTS,
+		redisscript.FieldLeaseMillis} {
 		if !strings.Contains(redisscript.AcquireSource()+applySource(t), "'"+f+"'") {
 			t.Errorf("field %q is not used by the scripts", f)
 		}
@@ -718,4 +719,85 @@ func TestScriptLoadSHA(t *testing.T) {
 	if err != nil || sha != redisscript.AcquireSHA() {
 		t.Fatalf("SCRIPT LOAD = %s, %v; want %s", sha, err, redisscript.AcquireSHA())
 	}
+}
+
+func (s server) lease(t *testing.T, name, app string, want, back int64) redisscript.LeaseAnswer {
+	t.Helper()
+	a, err := redisscript.Lease(context.Background(), s.rdb, s.ks, name, app, want, back)
+	if err != nil {
+		t.Fatalf("lease %s %s %d %d: %v", name, app, want, back, err)
+	}
+	return a
+}
+
+// TestLease: a lease takes up to the tokens asked for from the same bucket
+// as acquire, gives returned tokens back (never above capacity), and
+// grants nothing to a bucket not in lease mode.
+func TestLease(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		c := cfg("leased", 100, 1, 86400, "svc") // refills 1 token a day: none while the test runs
+		c.LeaseMillis = 100
+		s.apply(t, c, false)
+		a := s.lease(t, "leased", "svc", 30, 0)
+		if a.Code != redisscript.Allowed || a.Granted != 30 || a.Remaining != 70 || a.LeaseMillis != 100 || a.Capacity != 100 {
+			t.Fatalf("first lease: %+v", a)
+		}
+		if got := s.acquire(t, "leased", "svc", 70); got.Code != redisscript.Allowed || got.Remaining != 0 {
+			t.Fatalf("acquire after the lease: %+v", got)
+		}
+		a = s.lease(t, "leased", "svc", 10, 0)
+		if a.Code != redisscript.Denied || a.Granted != 0 || a.RetryAfterMicros <= 0 {
+			t.Fatalf("lease of an empty bucket: %+v", a)
+		}
+		// Give back 20 of the 30 and ask for 50: the 20 are all there is.
+		a = s.lease(t, "leased", "svc", 50, 20)
+		if a.Code != redisscript.Allowed || a.Granted != 20 || a.Remaining != 0 {
+			t.Fatalf("lease with 20 given back: %+v", a)
+		}
+		// Giving back more than fits is cut at capacity.
+		a = s.lease(t, "leased", "svc", 0, 500)
+		if a.Code != redisscript.Denied || a.Granted != 0 || a.Remaining != 100 || a.RetryAfterMicros != 0 {
+			t.Fatalf("give back only: %+v", a)
+		}
+		// Asking for more than capacity is cut to it.
+		if a = s.lease(t, "leased", "svc", 1000, 0); a.Granted != 100 {
+			t.Fatalf("lease above capacity: %+v", a)
+		}
+		if a = s.lease(t, "leased", "other", 1, 0); a.Code != redisscript.AppNotAllowed {
+			t.Fatalf("lease by another app: %+v", a)
+		}
+		if a = s.lease(t, "nope", "svc", 1, 0); a.Code != redisscript.UnknownBucket {
+			t.Fatalf("lease of an unknown bucket: %+v", a)
+		}
+		for _, bad := range [][2]string{{"-1", "0"}, {"1", "1.5"}, {"01", "0"}, {"1000000001", "0"}, {"1e3", "0"}} {
+			v, err := s.rdb.EvalSha(context.Background(), redisscript.LeaseSHA(), []string{s.ks.Bucket("leased")},
+				"svc", bad[0], bad[1]).Int64Slice()
+			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				v, err = s.rdb.Eval(context.Background(), redisscript.LeaseSource(), []string{s.ks.Bucket("leased")},
+					"svc", bad[0], bad[1]).Int64Slice()
+			}
+			if err != nil || len(v) != 8 || v[0] != int64(redisscript.InvalidN) {
+				t.Errorf("lease want %q back %q: %v %v, want invalid", bad[0], bad[1], v, err)
+			}
+		}
+		// Lease mode off: returned tokens are taken back, nothing is granted.
+		c.Version, c.LeaseMillis = 2, 0
+		s.apply(t, c, false)
+		if a = s.lease(t, "leased", "svc", 10, 0); a.Code != redisscript.Denied || a.Granted != 0 || a.LeaseMillis != 0 {
+			t.Fatalf("lease of a bucket not in lease mode: %+v", a)
+		}
+		// Acquire with protocol 2 reports the lease time.
+		c.Version, c.LeaseMillis = 3, 250
+		s.apply(t, c, false)
+		v, err := s.rdb.Eval(context.Background(), redisscript.AcquireSource(), []string{s.ks.Bucket("leased")}, "svc", "1", "2").Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := redisscript.AnswerOf(v); err != nil || got.LeaseMillis != 250 {
+			t.Fatalf("acquire, protocol 2: %+v %v", got, err)
+		}
+		if got := s.acquire(t, "leased", "svc", 1); got.LeaseMillis != 0 {
+			t.Fatalf("acquire, protocol 1, must not carry the lease: %+v", got)
+		}
+	})
 }

@@ -21,11 +21,14 @@ var (
 	deleteSrc string
 	//go:embed read.lua
 	readSrc string
+	//go:embed lease.lua
+	leaseSrc string
 
 	acquireScript = redis.NewScript(acquireSrc)
 	applyScript   = redis.NewScript(applySrc)
 	deleteScript  = redis.NewScript(deleteSrc)
 	readScript    = redis.NewScript(readSrc)
+	leaseScript   = redis.NewScript(leaseSrc)
 )
 
 // AcquireSource returns the Lua source of the acquire script, for EVAL and
@@ -34,6 +37,12 @@ func AcquireSource() string { return acquireSrc }
 
 // AcquireSHA returns the SHA1 of the acquire script, for EVALSHA.
 func AcquireSHA() string { return acquireScript.Hash() }
+
+// LeaseSource returns the Lua source of the lease script.
+func LeaseSource() string { return leaseSrc }
+
+// LeaseSHA returns the SHA1 of the lease script.
+func LeaseSHA() string { return leaseScript.Hash() }
 
 // ApplyOutcome says what Apply did.
 type ApplyOutcome int
@@ -90,7 +99,8 @@ func Apply(ctx context.Context, rdb redis.Scripter, ks Keyspace, cfg Config, for
 	}
 	n, err := applyScript.Run(ctx, rdb, []string{ks.Bucket(name), ks.Tombstone(name)},
 		strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
-		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f).Int64()
+		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f,
+		strconv.FormatInt(cfg.LeaseMillis, 10)).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("apply bucket %q: %w", name, err)
 	}
@@ -205,5 +215,8 @@ func parseConfig(h map[string]string) (Config, bool) {
 		return Config{}, false
 	}
 	c.Apps = splitApps(h[FieldApps])
+	if v, ok := h[FieldLeaseMillis]; ok {
+		c.LeaseMillis, _ = strconv.ParseInt(v, 10, 64)
+	}
 	return c, true
 }

@@ -403,7 +403,8 @@ func (w *Worker) removeExtra(ctx context.Context, t *tally, name string) error {
 // sameConfig compares configs, allowed apps as a set.
 func sameConfig(a, b redisscript.Config) bool {
 	if a.ID != b.ID || a.Version != b.Version || a.Capacity != b.Capacity ||
-		a.PermitsMicro != b.PermitsMicro || a.PeriodSeconds != b.PeriodSeconds || len(a.Apps) != len(b.Apps) {
+		a.PermitsMicro != b.PermitsMicro || a.PeriodSeconds != b.PeriodSeconds || a.LeaseMillis != b.LeaseMillis ||
+		len(a.Apps) != len(b.Apps) {
 		return false
 	}
 	x, y := slices.Clone(a.Apps), slices.Clone(b.Apps)

@@ -1,0 +1,257 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Batching: callers send their own calls, and only calls that arrive
+// while the round trips allowed in flight are all busy wait and go
+// together. A caller that finds a free place sends at once on its own
+// goroutine (a lone caller never waits for anyone and wakes no one). When a
+// round trip ends and calls are waiting, its sender hands the place to one
+// of them, which takes everything queued by then and sends it as one
+// pipeline. So there is no sender goroutine to wake, load turns into
+// larger pipelines rather than a longer queue, and each call still runs
+// as its own atomic script in Redis.
+//
+// The batcher knows nothing of Redis: it groups calls and hands each group
+// to its send function, which fills in every call's reply or error.
+
+var (
+	errAbandoned = errors.New("sluice: caller gave up")
+	errTimeout   = errors.New("sluice: redis did not answer in time")
+)
+
+// Call states. A call is waiting in the queue or in a round trip; done
+// when its sender filled it in; abandoned when its caller gave up first;
+// promoted when it was handed a place in flight and its caller must send
+// the queue; sending while its own caller sends it and reads it directly.
+const (
+	callWaiting int32 = iota
+	callDone
+	callAbandoned
+	callPromoted
+	callSending
+)
+
+// call is one acquire. Calls are pooled; whoever owns a call last (its
+// caller after it finished, the batcher after it was abandoned) puts it
+// back.
+type call struct {
+	// args are the command: "evalsha" sha numkeys keys... argv..., of
+	// which the first nargs are sent; src is the script's source, sent
+	// with "eval" after NOSCRIPT.
+	args  [8]any
+	nargs int
+	src   any
+	reply []int64
+	err   error
+	state atomic.Int32
+	done  chan struct{}
+	timer *time.Timer
+	batch []*call // the calls this call's caller sends when it leads
+	// cmd is the command object of the call, kept with it so that it is
+	// reused; the sender owns it.
+	cmd any
+}
+
+var callPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &call{done: make(chan struct{}, 1), timer: t}
+}}
+
+func getCall() *call {
+	c := callPool.Get().(*call)
+	c.state.Store(callWaiting)
+	return c
+}
+
+func putCall(c *call) {
+	c.reply, c.err = nil, nil
+	c.args, c.nargs, c.src = [8]any{}, 0, nil
+	clear(c.batch)
+	c.batch = c.batch[:0]
+	callPool.Put(c)
+}
+
+// finish hands a sent call's outcome to its caller, or recycles it if
+// the caller gave up.
+func (c *call) finish() {
+	if c.state.Load() == callSending {
+		return // its caller reads it after send returns
+	}
+	if c.state.CompareAndSwap(callWaiting, callDone) {
+		c.done <- struct{}{}
+		return
+	}
+	putCall(c)
+}
+
+// batcher lets at most limit round trips be in flight and coalesces the
+// calls that arrive while they are.
+type batcher struct {
+	// send runs calls as one round trip and sets every call's reply or
+	// err. It must not call finish.
+	send func(calls []*call)
+	// limit is the most round trips in flight at once.
+	limit int
+	// detached runs every round trip on a goroutine of its own, for a
+	// transport that cannot bound a blocked read by the caller's timeout:
+	// the caller then waits for its call like a queued one.
+	detached bool
+
+	mu       sync.Mutex
+	inflight int     // round trips being sent, and places handed to promoted calls
+	queue    []*call // calls waiting for a place
+	closed   bool
+}
+
+func newBatcher(send func([]*call), limit int, detached bool) *batcher {
+	return &batcher{send: send, limit: max(1, limit), detached: detached}
+}
+
+// do sends c, alone or with others, and waits up to timeout for its reply
+// (a round trip the caller sends itself is bounded by the transport).
+// It owns c from here: the caller must not touch c afterwards.
+func (b *batcher) do(ctx context.Context, c *call, timeout time.Duration) ([]int64, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		putCall(c)
+		return nil, ErrClosed
+	}
+	if b.inflight < b.limit && len(b.queue) == 0 {
+		b.inflight++
+		b.mu.Unlock()
+		c.batch = append(c.batch, c)
+		if b.detached {
+			b.runDetached(c)
+			return b.wait(ctx, c, timeout)
+		}
+		return b.lead(c)
+	}
+	b.queue = append(b.queue, c)
+	b.mu.Unlock()
+	return b.wait(ctx, c, timeout)
+}
+
+// lead sends c.batch, which holds c, on the caller's goroutine.
+func (b *batcher) lead(c *call) ([]int64, error) {
+	c.state.Store(callSending)
+	b.run(c.batch)
+	reply, err := c.reply, c.err
+	putCall(c)
+	return reply, err
+}
+
+// run sends one round trip, hands out its outcomes and passes its place on.
+func (b *batcher) run(calls []*call) {
+	b.send(calls)
+	for _, c := range calls {
+		c.finish()
+	}
+	b.release()
+}
+
+// runDetached sends c.batch on a goroutine of its own. The batch is
+// copied: c may be finished and recycled before the others are.
+func (b *batcher) runDetached(c *call) {
+	calls := slices.Clone(c.batch)
+	clear(c.batch)
+	c.batch = c.batch[:0]
+	go b.run(calls)
+}
+
+// wait waits for a queued call, which may be promoted to send the queue.
+func (b *batcher) wait(ctx context.Context, c *call, timeout time.Duration) ([]int64, error) {
+	c.timer.Reset(timeout)
+	var gaveUp error
+	select {
+	case <-c.done:
+		c.timer.Stop()
+	case <-c.timer.C:
+		gaveUp = errTimeout
+	case <-ctx.Done():
+		c.timer.Stop()
+		gaveUp = errAbandoned
+	}
+	if gaveUp != nil {
+		if c.state.CompareAndSwap(callWaiting, callAbandoned) {
+			return nil, gaveUp // whoever holds c recycles it
+		}
+		<-c.done // finished or promoted meanwhile
+	}
+	if c.state.Load() == callPromoted {
+		if gaveUp != nil {
+			// Too late to send: pass the place on.
+			putCall(c)
+			b.release()
+			return nil, gaveUp
+		}
+		b.takeQueue(c)
+		if b.detached {
+			c.state.Store(callWaiting)
+			b.runDetached(c)
+			return b.wait(ctx, c, timeout)
+		}
+		return b.lead(c)
+	}
+	reply, err := c.reply, c.err
+	putCall(c)
+	return reply, err
+}
+
+// takeQueue puts c and every call still waiting in the queue into c.batch.
+func (b *batcher) takeQueue(c *call) {
+	c.batch = append(c.batch, c)
+	b.mu.Lock()
+	for _, q := range b.queue {
+		if q.state.Load() == callAbandoned {
+			putCall(q) // its caller gave up while it queued: nobody waits for it
+			continue
+		}
+		c.batch = append(c.batch, q)
+	}
+	clear(b.queue)
+	b.queue = b.queue[:0]
+	b.mu.Unlock()
+}
+
+// release ends a round trip's hold on its place: the place goes to a
+// queued call, if one still waits, or becomes free.
+func (b *batcher) release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(b.queue) > 0 {
+		last := len(b.queue) - 1
+		c := b.queue[last]
+		b.queue[last] = nil
+		b.queue = b.queue[:last]
+		if c.state.CompareAndSwap(callWaiting, callPromoted) {
+			c.done <- struct{}{}
+			return
+		}
+		putCall(c) // abandoned
+	}
+	b.inflight--
+}
+
+// close fails every queued call with ErrClosed; later calls get it at
+// once. Round trips in flight end on their own.
+func (b *batcher) close() {
+	b.mu.Lock()
+	left := b.queue
+	b.queue = nil
+	b.closed = true
+	b.mu.Unlock()
+	for _, c := range left {
+		c.err = ErrClosed
+		c.finish()
+	}
+}

@@ -1,0 +1,240 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeTransport answers every call with its n argument. While gated it
+// holds each round trip until release; it records the n of every batch.
+type fakeTransport struct {
+	mu       sync.Mutex
+	batches  [][]int64
+	gate     chan struct{} // nil: answer at once
+	entered  chan struct{} // receives one value per round trip started
+	inflight atomic.Int32
+	most     atomic.Int32
+}
+
+func newFake(gated bool) *fakeTransport {
+	f := &fakeTransport{entered: make(chan struct{}, 1000)}
+	if gated {
+		f.gate = make(chan struct{})
+	}
+	return f
+}
+
+func (f *fakeTransport) send(calls []*call) {
+	n := f.inflight.Add(1)
+	for m := f.most.Load(); n > m && !f.most.CompareAndSwap(m, n); m = f.most.Load() {
+	}
+	var ns []int64
+	for _, c := range calls {
+		ns = append(ns, c.args[5].(int64))
+	}
+	f.mu.Lock()
+	f.batches = append(f.batches, ns)
+	gate := f.gate
+	f.mu.Unlock()
+	select {
+	case f.entered <- struct{}{}:
+	default: // nobody counts them
+	}
+	if gate != nil {
+		<-gate
+	}
+	for _, c := range calls {
+		c.reply = []int64{c.args[5].(int64)}
+	}
+	f.inflight.Add(-1)
+}
+
+// release lets every held and later round trip through.
+func (f *fakeTransport) release() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gate != nil {
+		close(f.gate)
+		f.gate = nil
+	}
+}
+
+func (f *fakeTransport) recorded() [][]int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.batches)
+}
+
+func newCall(n int64) *call {
+	c := getCall()
+	c.args, c.nargs = [8]any{"evalsha", "sha", "1", "key", "app", n, "2"}, 7
+	return c
+}
+
+// queued waits, without a clock, until n calls wait in b's queue.
+func queued(b *batcher, n int) {
+	for {
+		b.mu.Lock()
+		k := len(b.queue)
+		b.mu.Unlock()
+		if k >= n {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+type outcome struct {
+	reply []int64
+	err   error
+}
+
+func doAsync(b *batcher, ctx context.Context, n int64) chan outcome {
+	ch := make(chan outcome, 1)
+	go func() {
+		r, err := b.do(ctx, newCall(n), time.Hour)
+		ch <- outcome{r, err}
+	}()
+	return ch
+}
+
+func TestBatcherLoneCallIsSentAloneAtOnce(t *testing.T) {
+	f := newFake(false)
+	b := newBatcher(f.send, 2, false)
+	for i := range int64(3) {
+		r, err := b.do(context.Background(), newCall(i+1), time.Hour)
+		if err != nil || !slices.Equal(r, []int64{i + 1}) {
+			t.Fatalf("call %d: %v %v", i+1, r, err)
+		}
+	}
+	if got := f.recorded(); !slices.EqualFunc(got, [][]int64{{1}, {2}, {3}}, slices.Equal) {
+		t.Fatalf("batches %v, want each call alone", got)
+	}
+}
+
+func TestBatcherCoalescesCallsQueuedWhileRoundTripsAreInFlight(t *testing.T) {
+	f := newFake(true)
+	b := newBatcher(f.send, 1, false)
+	first := doAsync(b, context.Background(), 1)
+	<-f.entered // the only place is taken
+	var later []chan outcome
+	for n := int64(2); n <= 5; n++ {
+		later = append(later, doAsync(b, context.Background(), n))
+	}
+	queued(b, 4)
+	f.release()
+	for i, ch := range append([]chan outcome{first}, later...) {
+		o := <-ch
+		if o.err != nil || !slices.Equal(o.reply, []int64{int64(i + 1)}) {
+			t.Fatalf("call %d: %v %v", i+1, o.reply, o.err)
+		}
+	}
+	got := f.recorded()
+	if len(got) != 2 {
+		t.Fatalf("batches %v, want the first call alone and the four queued ones together", got)
+	}
+	last := slices.Clone(got[1])
+	slices.Sort(last)
+	if !slices.Equal(last, []int64{2, 3, 4, 5}) {
+		t.Fatalf("second batch %v, want [2 3 4 5]", got[1])
+	}
+}
+
+func TestBatcherNeverExceedsItsRoundTrips(t *testing.T) {
+	f := newFake(false)
+	b := newBatcher(f.send, 2, false)
+	var wg sync.WaitGroup
+	var wrong atomic.Int32
+	for g := range int64(40) {
+		wg.Go(func() {
+			for i := range int64(200) {
+				n := g*1000 + i + 1
+				r, err := b.do(context.Background(), newCall(n), time.Hour)
+				if err != nil || !slices.Equal(r, []int64{n}) {
+					wrong.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if wrong.Load() != 0 {
+		t.Fatalf("%d calls got another call's reply or an error", wrong.Load())
+	}
+	if m := f.most.Load(); m > 2 {
+		t.Fatalf("%d round trips in flight at once, want at most 2", m)
+	}
+	calls := 0
+	for _, batch := range f.recorded() {
+		calls += len(batch)
+	}
+	if calls != 40*200 {
+		t.Fatalf("%d calls sent, want %d: each exactly once", calls, 40*200)
+	}
+}
+
+func TestBatcherDropsCallsWhoseCallerGaveUpWhileQueued(t *testing.T) {
+	f := newFake(true)
+	b := newBatcher(f.send, 1, false)
+	first := doAsync(b, context.Background(), 1)
+	<-f.entered
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := doAsync(b, ctx, 2)
+	queued(b, 1)
+	kept := doAsync(b, context.Background(), 3)
+	queued(b, 2)
+	cancel()
+	if o := <-gone; !errors.Is(o.err, errAbandoned) {
+		t.Fatalf("cancelled call: %v %v, want errAbandoned", o.reply, o.err)
+	}
+	f.release()
+	if o := <-first; o.err != nil {
+		t.Fatal(o.err)
+	}
+	if o := <-kept; o.err != nil || !slices.Equal(o.reply, []int64{3}) {
+		t.Fatalf("queued call: %v %v", o.reply, o.err)
+	}
+	if got := f.recorded(); !slices.EqualFunc(got, [][]int64{{1}, {3}}, slices.Equal) {
+		t.Fatalf("batches %v: the abandoned call was sent", got)
+	}
+}
+
+func TestBatcherCloseFailsQueuedAndLaterCalls(t *testing.T) {
+	f := newFake(true)
+	b := newBatcher(f.send, 1, false)
+	first := doAsync(b, context.Background(), 1)
+	<-f.entered
+	waiting := doAsync(b, context.Background(), 2)
+	queued(b, 1)
+	b.close()
+	if o := <-waiting; !errors.Is(o.err, ErrClosed) {
+		t.Fatalf("queued call after close: %v %v, want ErrClosed", o.reply, o.err)
+	}
+	if _, err := b.do(context.Background(), newCall(3), time.Hour); !errors.Is(err, ErrClosed) {
+		t.Fatalf("call after close: %v, want ErrClosed", err)
+	}
+	f.release()
+	if o := <-first; o.err != nil || !slices.Equal(o.reply, []int64{1}) {
+		t.Fatalf("call in flight at close: %v %v", o.reply, o.err)
+	}
+}
+
+func TestBatcherDetachedCallerStopsWaitingAtItsTimeout(t *testing.T) {
+	f := newFake(true)
+	b := newBatcher(f.send, 1, true)
+	_, err := b.do(context.Background(), newCall(1), time.Millisecond)
+	if !errors.Is(err, errTimeout) {
+		t.Fatalf("call held by the transport: %v, want errTimeout", err)
+	}
+	f.release()
+	// The place is given back once the round trip ends: later calls go through.
+	r, err := b.do(context.Background(), newCall(2), time.Hour)
+	if err != nil || !slices.Equal(r, []int64{2}) {
+		t.Fatalf("call after the held one: %v %v", r, err)
+	}
+}

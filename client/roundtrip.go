@@ -1,0 +1,135 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var errOpen = errors.New("sluice: circuit breaker open")
+
+// acquireCmd is a script call go-redis must never resend on its own: after
+// a network error Redis may already have run it. (NOSCRIPT, which means it
+// did not run, is resent by roundTrip.)
+type acquireCmd struct{ *redis.IntSliceCmd }
+
+// NoRetry tells go-redis not to retry the command.
+func (acquireCmd) NoRetry() bool { return true }
+
+// sender sends batches of acquire calls to Redis for a Limiter.
+type sender struct {
+	l *Limiter
+	// rdb sends the calls. Over a single-node or Sentinel client it is a
+	// clone made by WithTimeout, sharing the pool, whose read and write
+	// timeouts are the Limiter's, so that a caller sending its own round
+	// trip is never blocked for longer.
+	rdb     redis.UniversalClient
+	timeout time.Duration
+	pipes   sync.Pool // of *pipeline
+}
+
+// pipeline is a reusable go-redis pipeline with its command slice.
+type pipeline struct {
+	pipe     redis.Pipeliner
+	cmds     []redis.Cmder
+	noscript []*call
+}
+
+// roundTrips is the most round trips a Limiter has in flight: while Redis
+// answers one, the callers of the other get their replies and queue again.
+// Measured (docs/benchmarks.md), one connection per caller, as a plain
+// call per goroutine has, costs Redis and the client twice the CPU per
+// call at 10 goroutines and more; a single round trip in flight makes two
+// callers wait for each other's.
+const roundTrips = 2
+
+// newSender returns the Limiter's sender and the batcher that uses it.
+// Over a *redis.Client the round trips run on the callers' goroutines;
+// over any other client (Cluster) they run detached, since a blocked read
+// there is bounded only by the client's own read timeout.
+func newSender(l *Limiter) (*sender, *batcher) {
+	s := &sender{l: l, rdb: l.rdb, timeout: l.opt.timeout}
+	detached := true
+	if c, ok := l.rdb.(*redis.Client); ok {
+		s.rdb, detached = c.WithTimeout(l.opt.timeout), false
+	}
+	s.pipes.New = func() any { return &pipeline{pipe: s.rdb.Pipeline()} }
+	return s, newBatcher(s.send, roundTrips, detached)
+}
+
+// send runs calls as one round trip (a pipeline when there are several),
+// and resends those answered NOSCRIPT once with the script's source. When
+// the breaker is open nothing is sent: the policy answers. Each caller
+// reports its own outcome to the breaker.
+func (s *sender) send(calls []*call) {
+	if s.l.open.Load() {
+		for _, c := range calls {
+			c.err = errOpen
+		}
+		return
+	}
+	p := s.pipes.Get().(*pipeline)
+	defer s.pipes.Put(p)
+	// Bounds the wait for a pooled connection or a dial; reads and writes
+	// are bounded by rdb's timeouts. Not derived from the Limiter's
+	// context: Close need not cut a round trip short, and a child of a
+	// shared context would take its lock on every round trip.
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	p.noscript = s.roundTrip(ctx, p, calls, p.noscript[:0], true)
+	if len(p.noscript) > 0 {
+		// NOSCRIPT: these calls did not run. Send them once more with the
+		// full source (EVAL), which also caches the script.
+		for _, c := range p.noscript {
+			c.args[0], c.args[1] = "eval", c.src
+		}
+		s.roundTrip(ctx, p, p.noscript, nil, false)
+		clear(p.noscript)
+	}
+}
+
+// roundTrip sends calls and sets their outcome, except for those answered
+// NOSCRIPT when resend is set: those are appended to noscript.
+func (s *sender) roundTrip(ctx context.Context, p *pipeline, calls, noscript []*call, resend bool) []*call {
+	for _, c := range calls {
+		cmd := c.command()
+		p.cmds = append(p.cmds, acquireCmd{cmd})
+	}
+	if len(p.cmds) == 1 {
+		_ = s.rdb.Process(ctx, p.cmds[0])
+	} else {
+		_ = p.pipe.BatchProcess(ctx, p.cmds...)
+		_, _ = p.pipe.Exec(ctx)
+	}
+	clear(p.cmds)
+	p.cmds = p.cmds[:0]
+	for _, c := range calls {
+		cmd := c.cmd.(*redis.IntSliceCmd)
+		err := cmd.Err()
+		if err != nil && resend && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			noscript = append(noscript, c)
+			continue
+		}
+		if err == nil {
+			c.reply = cmd.Val()
+		}
+		c.err = err
+	}
+	return noscript
+}
+
+// command returns the call's command, reset for sending; its arguments
+// are c.args.
+func (c *call) command() *redis.IntSliceCmd {
+	cmd, _ := c.cmd.(*redis.IntSliceCmd)
+	if cmd == nil || len(cmd.Args()) != c.nargs {
+		cmd = redis.NewIntSliceCmd(context.Background(), c.args[:c.nargs]...)
+		c.cmd = cmd
+	}
+	cmd.SetErr(nil)
+	cmd.SetVal(nil)
+	return cmd
+}
