@@ -20,16 +20,13 @@ import (
 
 	"github.com/sluicehq/sluice/internal/accounts"
 	"github.com/sluicehq/sluice/internal/api"
-	"github.com/sluicehq/sluice/internal/apps"
-	"github.com/sluicehq/sluice/internal/audit"
-	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/redisscript"
 	"github.com/sluicehq/sluice/internal/startup"
-	"github.com/sluicehq/sluice/internal/usage"
 	"github.com/sluicehq/sluice/migrations"
 )
 
@@ -171,10 +168,14 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	svc, err := manage.New(manage.Config{DB: st.db, Enforcer: enf, Redis: st.rdb, Keyspace: st.ks, Logger: log})
+	if err != nil {
+		return fmt.Errorf("build use cases: %w", err)
+	}
+	defer svc.Close()
 	ccfg := console.Config{
-		DB: st.db, Redis: st.rdb, Keyspace: st.ks, Enforcer: enf,
-		SecureCookies: cfg.secureCookies, TrustedProxies: cfg.trustedProxies, Logger: log,
-		API: newAPI(st, enf, log), Usage: usage.NewReader(st.rdb, st.ks),
+		Service: svc, SecureCookies: cfg.secureCookies, TrustedProxies: cfg.trustedProxies, Logger: log,
+		API: api.New(api.Config{Service: svc, Logger: log}),
 	}
 	if reg != nil { // a nil *Registry would not be a nil Registerer
 		ccfg.Metrics = reg
@@ -183,7 +184,6 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 	if err != nil {
 		return fmt.Errorf("build console: %w", err)
 	}
-	defer con.Close()
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
@@ -243,15 +243,6 @@ func metricsServer(reg *prometheus.Registry, log *slog.Logger) *http.Server {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-}
-
-// newAPI builds the JSON API (issue 6) served beside the console under
-// /api/v1, on the same stores and permission checks.
-func newAPI(st stores, enf *rbac.Enforcer, log *slog.Logger) http.Handler {
-	return api.New(api.Config{
-		DB: st.db, Apps: apps.NewStore(st.db), Buckets: buckets.NewStore(st.db), Audit: audit.NewStore(st.db),
-		Accounts: accounts.NewStore(st.db), Enforcer: enf, Redis: st.rdb, Keyspace: st.ks, Logger: log,
-	})
 }
 
 // displayAddr turns ":8080" into "localhost:8080" for people to click.

@@ -99,12 +99,6 @@ func (r *userRow) user() *User {
 // role subjects.
 func UsernameProblem(name string) string { return apps.NameProblem(name) }
 
-// conflict is an errs.ErrConflict whose message is fit to show a user as is.
-type conflict string
-
-func (c conflict) Error() string        { return string(c) }
-func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
-
 const userColumns = `id, username, password_hash, disabled, created_at, updated_at`
 
 // CreateUser creates an enabled account. Invalid names and passwords give
@@ -130,7 +124,7 @@ func (s *Store) CreateUser(ctx context.Context, actor audit.Actor, username, pas
 		res, err := tx.ExecContext(ctx, `INSERT INTO users (username, password_hash, disabled, created_at, updated_at)
 			VALUES (?, ?, FALSE, ?, ?)`, username, hash, u.CreatedAt, u.UpdatedAt)
 		if database.IsDuplicate(err) {
-			return conflict(fmt.Sprintf("a user named %q already exists", username))
+			return errs.Conflictf("a user named %q already exists", username)
 		}
 		if err != nil {
 			return fmt.Errorf("insert user %q: %w", username, database.Translate(err))

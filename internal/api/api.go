@@ -28,18 +28,9 @@ import (
 	"net/http"
 	"path"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-	"github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice/internal/accounts"
-	"github.com/sluicehq/sluice/internal/apps"
-	"github.com/sluicehq/sluice/internal/audit"
-	"github.com/sluicehq/sluice/internal/buckets"
-	"github.com/sluicehq/sluice/internal/rbac"
-	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
 // Prefix is the path every API route starts with.
@@ -52,21 +43,10 @@ const MaxBodyBytes = 64 << 10
 // RequestTimeout bounds the work of one request, store calls included.
 const RequestTimeout = 10 * time.Second
 
-// Config holds what the API is built on. Every field but Redis and Logger
-// is required.
+// Config holds what the API is built on.
 type Config struct {
-	// DB is the pool the stores use; denied accesses and token uses are
-	// audited through it.
-	DB       *sqlx.DB
-	Apps     *apps.Store
-	Buckets  *buckets.Store
-	Audit    *audit.Store
-	Accounts *accounts.Store
-	Enforcer *rbac.Enforcer
-	// Redis and Keyspace serve a bucket's live state; without Redis that
-	// endpoint answers 503.
-	Redis    redis.UniversalClient
-	Keyspace redisscript.Keyspace
+	// Service runs every use case.
+	Service *manage.Service
 	// Logger receives internal errors, which callers only see as a 500
 	// with a generic message; nil means slog.Default().
 	Logger *slog.Logger
@@ -74,19 +54,13 @@ type Config struct {
 
 // server holds the dependencies of the handlers.
 type server struct {
-	Config
+	svc *manage.Service
 	log *slog.Logger
-
-	// uses remembers when each token's use was last audited, so that a
-	// busy token writes at most one "token.use" row a minute.
-	usesMu sync.Mutex
-	uses   map[int64]time.Time
-	now    func() time.Time
 }
 
 // handlerFunc is an API handler: it writes its response on success and
 // returns an error otherwise, which serve turns into a JSON error body.
-type handlerFunc func(w http.ResponseWriter, r *http.Request, c *caller) error
+type handlerFunc func(w http.ResponseWriter, r *http.Request, c manage.Caller) error
 
 // route is one API operation. The table of routes is the single source
 // for the mux and for the test that keeps openapi.json true.
@@ -128,7 +102,7 @@ func (s *server) routes() []route {
 // every other path with a JSON 404, so it is mounted as is:
 // mux.Handle("/api/v1/", api.New(cfg)).
 func New(cfg Config) http.Handler {
-	s := &server{Config: cfg, log: cfg.Logger, uses: map[int64]time.Time{}, now: time.Now}
+	s := &server{svc: cfg.Service, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -228,7 +202,7 @@ func (s *server) serve(rt route) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), RequestTimeout)
 		defer cancel()
 		r = r.WithContext(ctx)
-		var c *caller
+		var c manage.Caller
 		if !rt.public {
 			var err error
 			if c, err = s.authenticate(r); err != nil {

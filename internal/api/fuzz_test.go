@@ -37,7 +37,8 @@ func FuzzBucketBody(f *testing.F) {
 			return
 		}
 		b := &buckets.Bucket{}
-		err := validate(b, in.apply(b))
+		p := in.patch()
+		err := p.Apply(b)
 		if err != nil {
 			v := errs.Fields(err)
 			if v == nil || len(v.Fields) == 0 {

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
 // apiError is an error that is already an HTTP answer: the request itself
@@ -76,10 +77,6 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code := errs.Code(err)
 		body.Error = errorDetail{Code: code, Message: messages[code]}
 		switch code {
-		case "conflict":
-			// The stores word conflicts for people ("a bucket named "x"
-			// already exists").
-			body.Error.Message = err.Error()
 		case "invalid":
 			if v := errs.Fields(err); v != nil {
 				body.Error.Fields = v.Fields
@@ -89,9 +86,8 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		case "unavailable":
 			s.log.WarnContext(r.Context(), "api request: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
-		var pe publicError
-		if errors.As(err, &pe) {
-			body.Error.Message = pe.publicMessage()
+		if msg, ok := errs.PublicMessage(err); ok {
+			body.Error.Message = msg
 		}
 	}
 	if status == http.StatusUnauthorized {
@@ -101,33 +97,6 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", "5")
 	}
 	writeJSON(w, status, body)
-}
-
-// publicError is a domain error whose message is written for the caller.
-type publicError interface {
-	error
-	publicMessage() string
-}
-
-// refusal is a 403 or 404 worded by the API: it names only what the caller
-// asked for, and reads the same for a missing and an invisible object.
-type refusal struct {
-	kind    error // errs.ErrNotFound or errs.ErrForbidden
-	message string
-}
-
-func (e *refusal) Error() string         { return e.message }
-func (e *refusal) Is(target error) bool  { return target == e.kind }
-func (e *refusal) publicMessage() string { return e.message }
-
-// notFound is the 404 of a missing or invisible object.
-func notFound(kind, name string) error {
-	return &refusal{kind: errs.ErrNotFound, message: kind + " " + strconv.Quote(name) + " not found"}
-}
-
-// forbidden is the 403 for a visible object the caller may not change.
-func forbidden(format string, args ...any) error {
-	return &refusal{kind: errs.ErrForbidden, message: fmt.Sprintf(format, args...)}
 }
 
 // writeJSON writes v with status. Encoding cannot fail for the API's own
@@ -266,10 +235,12 @@ func preconditionFailed(message string) error {
 	return &apiError{status: http.StatusPreconditionFailed, code: "precondition_failed", message: message}
 }
 
-// stale turns the stores' version conflict into a 412.
+// stale turns a change based on an older version into a 412.
 func stale(err error) error {
-	if errors.Is(err, errs.ErrConflict) {
-		return preconditionFailed(err.Error())
+	var se *manage.StaleError
+	if errors.As(err, &se) {
+		return preconditionFailed("bucket " + se.Current.Name + " is now at version " + etag(se.Current.Version) +
+			", not " + etag(se.Based) + "; GET it again and reapply your change")
 	}
 	return err
 }

@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
 func statusOf(err error) int {
@@ -175,7 +177,7 @@ func TestRateText(t *testing.T) {
 // JSON 500, not the process or a stack trace in the response.
 func TestPanicIsA500(t *testing.T) {
 	s := &server{log: slog.New(slog.DiscardHandler)}
-	h := s.serve(route{public: true, handle: func(http.ResponseWriter, *http.Request, *caller) error {
+	h := s.serve(route{public: true, handle: func(http.ResponseWriter, *http.Request, manage.Caller) error {
 		panic("secret detail")
 	}})
 	w := httptest.NewRecorder()

@@ -53,16 +53,6 @@ type Page struct {
 	Total int `json:"total"`
 }
 
-// conflict is an errs.ErrConflict whose message is fit to show a user as is.
-type conflict string
-
-func (c conflict) Error() string        { return string(c) }
-func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
-
-// conflictf returns an error matching errs.ErrConflict whose message is the
-// formatted sentence, without a prefix, so that it can be shown as is.
-func conflictf(format string, args ...any) error { return conflict(fmt.Sprintf(format, args...)) }
-
 const columns = `id, name, description, version, created_by, updated_by, created_at, updated_at`
 
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
@@ -86,7 +76,7 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, a *App, also ...f
 			VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			n.Name, n.Description, n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
-			return conflictf("an app named %q already exists", n.Name)
+			return errs.Conflictf("an app named %q already exists", n.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("insert app: %w", database.Translate(err))
@@ -213,7 +203,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, a *App) error {
 			return err
 		}
 		if old.Version != a.Version {
-			return conflictf("app %q was changed by someone else (now version %d, you edited version %d); reload and try again",
+			return errs.Conflictf("app %q was changed by someone else (now version %d, you edited version %d); reload and try again",
 				a.Name, old.Version, a.Version)
 		}
 		saved = *old
@@ -250,7 +240,7 @@ func (s *Store) Delete(ctx context.Context, actor audit.Actor, name string, vers
 			return err
 		}
 		if version != 0 && old.Version != version {
-			return conflictf("app %q was changed by someone else (now version %d, you saw version %d); reload and try again",
+			return errs.Conflictf("app %q was changed by someone else (now version %d, you saw version %d); reload and try again",
 				name, old.Version, version)
 		}
 		var used int
@@ -286,7 +276,7 @@ func inUse(name string, n int) error {
 	if n == 1 {
 		noun = "bucket uses"
 	}
-	return conflictf("app %q cannot be deleted: %d %s it as owner or allowed app; delete those buckets or remove the app from them first",
+	return errs.Conflictf("app %q cannot be deleted: %d %s it as owner or allowed app; delete those buckets or remove the app from them first",
 		name, n, noun)
 }
 

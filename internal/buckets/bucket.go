@@ -7,6 +7,7 @@ package buckets
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,7 +69,7 @@ func (b *Bucket) Validate() error {
 		v.Add("description", r)
 	}
 	if b.MaxPermits < 1 || b.MaxPermits > MaxCapacity {
-		v.Add("max_permits", "must be a whole number from 1 to 1000000000")
+		v.Add("max_permits", maxPermitsRule)
 	}
 	if err := b.Rate.Validate(); err != nil {
 		v.Add("rate", errs.Fields(err).For("rate"))
@@ -77,6 +78,28 @@ func (b *Bucket) Validate() error {
 		v.Add("allowed_apps", r)
 	}
 	return v.Err()
+}
+
+// maxPermitsRule is what a capacity must be, in words.
+var maxPermitsRule = fmt.Sprintf("must be a whole number from 1 to %d", MaxCapacity)
+
+// ParseMaxPermits reads a capacity as people type it, allowing the
+// separators of large numbers ("1,000", "1 000", "1_000"). A value that is
+// not a capacity is a *errs.Validation on max_permits.
+func ParseMaxPermits(s string) (int64, error) {
+	s = strings.NewReplacer(",", "", "_", "", " ", "").Replace(s)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1 || n > MaxCapacity {
+		return 0, errs.Invalid("max_permits", maxPermitsRule)
+	}
+	return n, nil
+}
+
+// SameSettings reports whether b and o, both validated, have the same
+// user-set fields, so that saving b over o would change nothing.
+func (b *Bucket) SameSettings(o *Bucket) bool {
+	return b.Name == o.Name && b.OwnerApp == o.OwnerApp && b.Description == o.Description &&
+		b.MaxPermits == o.MaxPermits && b.Rate == o.Rate && slices.Equal(b.AllowedApps, o.AllowedApps)
 }
 
 // normalizeApps trims, sorts and dedupes names, defaulting to owner.

@@ -57,14 +57,6 @@ type Page struct {
 	Total int `json:"total"`
 }
 
-// conflict is an errs.ErrConflict whose message is fit to show a user as is.
-type conflict string
-
-func (c conflict) Error() string        { return string(c) }
-func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
-
-func conflictf(format string, args ...any) error { return conflict(fmt.Sprintf(format, args...)) }
-
 func notFound(name string) error { return fmt.Errorf("bucket %q: %w", name, errs.ErrNotFound) }
 
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
@@ -390,7 +382,7 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(),
 			n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
-			return conflictf("a bucket named %q already exists", n.Name)
+			return errs.Conflictf("a bucket named %q already exists", n.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("insert bucket %q: %w", n.Name, database.Translate(err))
@@ -434,7 +426,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return err
 		}
 		if old.Version != b.Version {
-			return conflictf("bucket %q was changed by someone else (now version %d, you edited version %d); reload it and apply your change again",
+			return errs.Conflictf("bucket %q was changed by someone else (now version %d, you edited version %d); reload it and apply your change again",
 				b.Name, old.Version, b.Version)
 		}
 		if old.OwnerApp != b.OwnerApp {
@@ -488,7 +480,7 @@ func (s *Store) Delete(ctx context.Context, actor audit.Actor, name string, vers
 			return err
 		}
 		if version != 0 && old.Version != version {
-			return conflictf("bucket %q was changed by someone else (now version %d, you saw version %d); reload it and try again",
+			return errs.Conflictf("bucket %q was changed by someone else (now version %d, you saw version %d); reload it and try again",
 				name, old.Version, version)
 		}
 		// Allowed apps first: the schema's cascade is not relied on, so the

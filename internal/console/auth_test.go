@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
 func TestSignInRotatesSessionAndSignOutEndsIt(t *testing.T) {
@@ -100,7 +102,7 @@ func TestSignInThrottle(t *testing.T) {
 		from := func(i int) map[string]string {
 			return map[string]string{"X-Forwarded-For": "10.0.0." + string(rune('0'+i)), "Sec-Fetch-Site": "same-origin"}
 		}
-		for i := 1; i <= loginAttempts; i++ {
+		for i := 1; i <= manage.SignInAttempts; i++ {
 			r := e.browser().postWith("/login", url.Values{"username": {"alice"}, "password": {"wrong password!"}}, from(i))
 			wantStatus(t, "attempt", r, http.StatusUnauthorized)
 		}
@@ -119,7 +121,7 @@ func TestSignInThrottle(t *testing.T) {
 	t.Run("per address", func(t *testing.T) {
 		e := newEnv(t)
 		e.user("alice", false)
-		for i := 1; i <= loginAttempts; i++ {
+		for i := 1; i <= manage.SignInAttempts; i++ {
 			r := e.browser().post("/login", url.Values{"username": {"user" + string(rune('a'+i))}, "password": {"wrong password!"}})
 			wantStatus(t, "attempt", r, http.StatusUnauthorized)
 		}
@@ -129,7 +131,7 @@ func TestSignInThrottle(t *testing.T) {
 	t.Run("buckets live in redis under the internal prefix", func(t *testing.T) {
 		e := newEnv(t)
 		e.browser().post("/login", url.Values{"username": {"alice"}, "password": {"whatever it is"}})
-		keys, err := e.rdb.Keys(context.Background(), e.s.cfg.ThrottlePrefix+"*").Result()
+		keys, err := e.rdb.Keys(context.Background(), e.throttlePrefix+"*").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,19 +151,6 @@ func TestSignInThrottle(t *testing.T) {
 			t.Fatalf("throttle buckets leaked into the sync worker's key space: %v %v", n, err)
 		}
 	})
-}
-
-func TestSignInThrottleFallsBackWithoutRedis(t *testing.T) {
-	th := newThrottle(nil, "x:", nil)
-	for i := 0; i < loginAttempts; i++ {
-		if ok, _ := th.allow(context.Background(), "10.0.0.1", "bob"); !ok {
-			t.Fatalf("attempt %d refused", i+1)
-		}
-	}
-	ok, wait := th.allow(context.Background(), "10.0.0.1", "bob")
-	if ok || wait <= 0 {
-		t.Fatalf("6th attempt: ok=%v wait=%v, want refused with a wait", ok, wait)
-	}
 }
 
 func TestCrossOriginPostsAreRefused(t *testing.T) {

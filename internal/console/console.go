@@ -25,43 +25,22 @@ package console
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/accounts"
-	"github.com/sluicehq/sluice/internal/apps"
-	"github.com/sluicehq/sluice/internal/audit"
-	"github.com/sluicehq/sluice/internal/buckets"
-	"github.com/sluicehq/sluice/internal/rbac"
-	"github.com/sluicehq/sluice/internal/redisscript"
-	"github.com/sluicehq/sluice/internal/usage"
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
-// Config holds what the console is built on. DB and Enforcer are
-// required; the rest have defaults. Without Redis the console works, but
-// shows no live bucket state and throttles sign-ins per process only.
+// Config holds what the console is built on. Service is required; the
+// rest have defaults.
 type Config struct {
-	// DB is the MySQL pool of every store.
-	DB *sqlx.DB
-	// Redis serves the live state of buckets and the sign-in throttle.
-	Redis redis.UniversalClient
-	// Keyspace is the sync worker's key prefix, to read live bucket state.
-	Keyspace redisscript.Keyspace
-	// Enforcer answers every permission question.
-	Enforcer *rbac.Enforcer
-	// ThrottlePrefix is the Redis key prefix of the console's own sign-in
-	// throttle buckets. It must differ from Keyspace's prefix, so that the
-	// sync worker never sees (nor deletes) them. Empty means
-	// "sluice-internal:".
-	ThrottlePrefix string
+	// Service runs every use case the pages offer.
+	Service *manage.Service
 	// SecureCookies marks the session cookie Secure even on plain HTTP
 	// requests: set it behind a proxy that terminates TLS.
 	SecureCookies bool
@@ -77,9 +56,6 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Logger receives internal errors; nil means slog.Default().
 	Logger *slog.Logger
-	// Usage reads the usage counts of the bucket charts and the overview.
-	// Nil means a reader on Redis and Keyspace (none without Redis).
-	Usage *usage.Reader
 	// Metrics, when set, receives the console's Prometheus collectors:
 	// requests and their latency by route template, and sign-in results.
 	// Nil means no metrics. The console does not serve them: expose the
@@ -90,24 +66,15 @@ type Config struct {
 // server holds the console's dependencies; handlers are its methods, one
 // file per resource.
 type server struct {
-	cfg      Config
-	log      *slog.Logger
-	db       *sqlx.DB
-	rdb      redis.UniversalClient
-	ks       redisscript.Keyspace
-	enf      *rbac.Enforcer
-	apps     *apps.Store
-	buckets  *buckets.Store
-	audit    *audit.Store
-	accounts *accounts.Store
-	views    *views
-	throttle *throttle
-	metrics  *metrics
-	usage    *usage.Reader
-	engine   *gin.Engine
+	cfg     Config
+	log     *slog.Logger
+	svc     *manage.Service
+	views   *views
+	metrics *metrics
+	engine  *gin.Engine
 }
 
-// Console is the web console, an http.Handler. Close it when done.
+// Console is the web console, an http.Handler.
 type Console struct {
 	s *server
 	h http.Handler
@@ -117,8 +84,8 @@ type Console struct {
 // template is a programming error reported here, at start-up, never per
 // request.
 func New(cfg Config) (*Console, error) {
-	if cfg.DB == nil || cfg.Enforcer == nil {
-		return nil, errors.New("console: DB and Enforcer are required")
+	if cfg.Service == nil {
+		return nil, errors.New("console: Service is required")
 	}
 	s, err := newServer(cfg)
 	if err != nil {
@@ -131,30 +98,13 @@ func New(cfg Config) (*Console, error) {
 // configured, the JSON API.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.h.ServeHTTP(w, r) }
 
-// Close stops the background work of the sign-in throttle. It does not
-// close the stores.
-func (c *Console) Close() error {
-	c.s.throttle.close()
-	return nil
-}
-
 func newServer(cfg Config) (*server, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
-	if cfg.ThrottlePrefix == "" {
-		cfg.ThrottlePrefix = "sluice-internal:"
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
-	}
-	ksPrefix := cfg.Keyspace.Prefix
-	if ksPrefix == "" {
-		ksPrefix = redisscript.DefaultPrefix
-	}
-	if strings.HasPrefix(cfg.ThrottlePrefix, ksPrefix) || strings.HasPrefix(ksPrefix, cfg.ThrottlePrefix) {
-		return nil, fmt.Errorf("console: throttle prefix %q overlaps the bucket key prefix %q", cfg.ThrottlePrefix, ksPrefix)
 	}
 	v, err := parseViews()
 	if err != nil {
@@ -165,15 +115,7 @@ func newServer(cfg Config) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{
-		cfg: cfg, log: log, db: cfg.DB, rdb: cfg.Redis, ks: cfg.Keyspace, enf: cfg.Enforcer,
-		apps: apps.NewStore(cfg.DB), buckets: buckets.NewStore(cfg.DB), audit: audit.NewStore(cfg.DB),
-		accounts: accounts.NewStore(cfg.DB), views: v,
-		throttle: newThrottle(cfg.Redis, cfg.ThrottlePrefix, log), metrics: m, usage: cfg.Usage,
-	}
-	if s.usage == nil && cfg.Redis != nil {
-		s.usage = usage.NewReader(cfg.Redis, cfg.Keyspace)
-	}
+	s := &server{cfg: cfg, log: log, svc: cfg.Service, views: v, metrics: m}
 	s.engine, err = s.routes()
 	if err != nil {
 		return nil, err
@@ -230,13 +172,12 @@ func (s *server) routes() (*gin.Engine, error) {
 	u.POST("/tokens", s.createToken)
 	u.POST("/tokens/:id/revoke", s.revokeToken)
 
-	a := u.Group("", s.adminOnly)
-	a.GET("/users", s.listUsers)
-	a.POST("/users", s.createUser)
-	a.POST("/users/:user/disable", s.disableUser)
-	a.POST("/users/:user/enable", s.enableUser)
-	a.POST("/users/:user/admin", s.setAdmin)
-	a.POST("/users/:user/password", s.resetPassword)
+	u.GET("/users", s.listUsers)
+	u.POST("/users", s.createUser)
+	u.POST("/users/:user/disable", s.disableUser)
+	u.POST("/users/:user/enable", s.enableUser)
+	u.POST("/users/:user/admin", s.setAdmin)
+	u.POST("/users/:user/password", s.resetPassword)
 	return e, nil
 }
 

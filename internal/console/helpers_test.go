@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisscript"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -45,6 +46,8 @@ type env struct {
 	apps   *apps.Store
 	bkts   *buckets.Store
 	system audit.Actor
+	// throttlePrefix is the key prefix of the sign-in throttle.
+	throttlePrefix string
 }
 
 func newEnv(t testing.TB) *env {
@@ -54,7 +57,7 @@ func newEnv(t testing.TB) *env {
 
 // newEnvOn builds the console on db; each of with may change the Config
 // before the console is built.
-func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*Config)) *env {
+func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*manage.Config, *Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	rdb, prefix := testenv.Redis(t)
@@ -67,22 +70,29 @@ func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*Config)) *env {
 	t.Cleanup(cancel)
 	go func() { _ = enf.Run(rctx) }()
 	ks := redisscript.Keyspace{Prefix: prefix + "b:"}
-	cfg := Config{DB: db, Redis: rdb, Keyspace: ks, Enforcer: enf, ThrottlePrefix: prefix + "internal:",
-		Logger: slog.New(slog.DiscardHandler), RequestTimeout: 3 * time.Second}
+	acc := accounts.NewStore(db)
+	acc.Hash = cheapHash
+	throttlePrefix := prefix + "internal:"
+	mcfg := manage.Config{DB: db, Redis: rdb, Keyspace: ks, Enforcer: enf, Accounts: acc,
+		ThrottlePrefix: throttlePrefix, Logger: slog.New(slog.DiscardHandler)}
+	cfg := Config{Logger: slog.New(slog.DiscardHandler), RequestTimeout: 3 * time.Second}
 	for _, f := range with {
-		f(&cfg)
+		f(&mcfg, &cfg)
 	}
+	svc, err := manage.New(mcfg)
+	if err != nil {
+		t.Fatalf("manage.New: %v", err)
+	}
+	t.Cleanup(svc.Close)
+	cfg.Service = svc
 	s, err := newServer(cfg)
 	if err != nil {
 		t.Fatalf("newServer: %v", err)
 	}
-	s.accounts.Hash = cheapHash
 	srv := httptest.NewServer(s.handler())
 	t.Cleanup(srv.Close)
-	t.Cleanup(s.throttle.close)
-	e := &env{t: t, db: db, rdb: rdb, ks: ks, enf: enf, s: s, srv: srv, acc: accounts.NewStore(db),
+	e := &env{t: t, db: db, rdb: rdb, ks: ks, enf: enf, s: s, srv: srv, acc: acc, throttlePrefix: throttlePrefix,
 		apps: apps.NewStore(db), bkts: buckets.NewStore(db), system: audit.Actor{User: "system", Via: "test"}}
-	e.acc.Hash = cheapHash
 	return e
 }
 

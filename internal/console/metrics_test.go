@@ -11,11 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sluicehq/sluice/internal/accounts"
 	"github.com/sluicehq/sluice/internal/api"
-	"github.com/sluicehq/sluice/internal/apps"
-	"github.com/sluicehq/sluice/internal/audit"
-	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -24,11 +21,9 @@ import (
 func newMeteredEnv(t *testing.T) (*env, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	e := newEnvOn(t, testenv.MySQL(t), func(c *Config) {
+	e := newEnvOn(t, testenv.MySQL(t), func(_ *manage.Config, c *Config) {
 		c.Metrics = reg
-		c.API = api.New(api.Config{DB: c.DB, Apps: apps.NewStore(c.DB), Buckets: buckets.NewStore(c.DB),
-			Audit: audit.NewStore(c.DB), Accounts: accounts.NewStore(c.DB), Enforcer: c.Enforcer,
-			Redis: c.Redis, Keyspace: c.Keyspace, Logger: c.Logger})
+		c.API = api.New(api.Config{Service: c.Service, Logger: c.Logger})
 	})
 	return e, reg
 }
@@ -193,7 +188,7 @@ func TestSignInMetrics(t *testing.T) {
 	}
 	// Four more attempts from this address are refused on their merits,
 	// the sixth is throttled before any password is checked.
-	for i := 0; i < loginAttempts-1; i++ {
+	for i := 0; i < manage.SignInAttempts-1; i++ {
 		r := e.browser().post("/login", url.Values{"username": {"alice"}, "password": {"wrong password!"}})
 		wantStatus(t, "wrong password", r, http.StatusUnauthorized)
 	}

@@ -2,18 +2,16 @@ package console
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"runtime/debug"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/internal/accounts"
-	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
 // contentSecurityPolicy allows only this origin's own files: no inline
@@ -100,9 +98,9 @@ func (s *server) signedIn(c *gin.Context) {
 		s.denyAnonymous(c, "no session")
 		return
 	}
-	_, user, err := s.accounts.Session(ctx(c), token)
+	user, err := s.svc.Session(ctx(c), token)
 	if err != nil {
-		if errors.Is(err, errs.ErrUnavailable) || errs.HTTPStatus(err) >= 500 {
+		if errs.HTTPStatus(err) >= 500 {
 			s.fail(c, err)
 			return
 		}
@@ -112,29 +110,20 @@ func (s *server) signedIn(c *gin.Context) {
 	}
 	c.Set(keyUser, user)
 	c.Set(keySession, token)
-	c.Set(keyAdmin, s.enf.IsAdmin(user.Username))
+	c.Set(keyAdmin, s.svc.IsAdmin(manage.Caller{User: user}))
 	c.Next()
 }
 
 // denyAnonymous refuses a request without a valid session.
 func (s *server) denyAnonymous(c *gin.Context, why string) {
-	s.auditDenied(c, "", "", "", why)
+	err := s.svc.Refuse(ctx(c), caller(c), manage.Refusal{Why: why}, errs.ErrUnauthenticated)
 	if c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead {
 		next := c.Request.URL.RequestURI()
 		c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(next))
 		c.Abort()
 		return
 	}
-	s.fail(c, errs.ErrUnauthenticated)
-}
-
-// adminOnly lets only admins through.
-func (s *server) adminOnly(c *gin.Context) {
-	if !isAdmin(c) {
-		s.deny(c, "", "user", c.Param("user"), "admin role required")
-		return
-	}
-	c.Next()
+	s.fail(c, err)
 }
 
 // me returns the signed-in user; only handlers behind signedIn call it.
@@ -154,55 +143,16 @@ func username(c *gin.Context) string {
 
 func isAdmin(c *gin.Context) bool { return c.GetBool(keyAdmin) }
 
-// actor is who the stores record as the author of a change.
-func actor(c *gin.Context) audit.Actor {
-	return audit.Actor{User: username(c), Via: "console", Addr: c.ClientIP()}
-}
-
-// deny refuses a request the signed-in user may not make: it is audited
-// and answered 403.
-func (s *server) deny(c *gin.Context, app, objectType, objectName, why string) {
-	s.auditDenied(c, app, objectType, objectName, why)
-	s.fail(c, errs.ErrForbidden)
-}
-
-// hide refuses access to an object the user may not even see: audited, and
-// answered 404 exactly like a missing one, so names do not leak.
-func (s *server) hide(c *gin.Context, app, objectType, objectName string) {
-	s.auditDenied(c, app, objectType, objectName, "not visible to the user")
-	s.fail(c, fmt.Errorf("%s %q: %w", objectType, objectName, errs.ErrNotFound))
-}
-
-// auditDenied writes an "access.denied" row. A failure to write it is
-// logged; the request is refused either way.
-func (s *server) auditDenied(c *gin.Context, app, objectType, objectName, why string) {
-	a := actor(c)
-	if a.User == "" {
-		a.User = "anonymous"
-	}
-	// Names come from the request: keep them storable whatever was sent.
-	valid := func(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
-	e := audit.Entry{
-		Action: "access.denied", ObjectType: objectType, ObjectName: valid(objectName), App: clip(valid(app), 63),
-		Detail: valid(c.Request.Method + " " + c.Request.URL.Path + ": " + why),
-	}
-	if e.ObjectType == "" {
-		e.ObjectType = "route"
-	}
-	if err := audit.Write(ctx(c), s.db, a, e); err != nil {
-		s.log.WarnContext(ctx(c), "console: cannot audit a denied access", "err", err, "user", a.User,
-			"path", c.Request.URL.Path)
-	}
+// caller is who the request is, for the application layer.
+func caller(c *gin.Context) manage.Caller {
+	return manage.Caller{User: me(c), Addr: c.ClientIP(), Request: c.Request.Method + " " + c.Request.URL.Path}
 }
 
 // crossOriginDenied answers a state-changing request that a browser marked
 // as coming from another site.
 func (s *server) crossOriginDenied(w http.ResponseWriter, r *http.Request) {
-	e := audit.Entry{Action: "access.denied", ObjectType: "route",
-		Detail: r.Method + " " + r.URL.Path + ": cross-origin request refused"}
-	if err := audit.Write(r.Context(), s.db, audit.Actor{User: "anonymous", Via: "console", Addr: remoteIP(r)}, e); err != nil {
-		s.log.WarnContext(r.Context(), "console: cannot audit a cross-origin refusal", "err", err)
-	}
+	who := manage.Caller{Addr: remoteIP(r), Request: r.Method + " " + r.URL.Path}
+	_ = s.svc.Refuse(r.Context(), who, manage.Refusal{Why: "cross-origin request refused"}, errs.ErrForbidden)
 	s.views.renderError(w, http.StatusForbidden, "Request refused",
 		"This form was sent from another site, so it was refused. Reload the page and try again.")
 }

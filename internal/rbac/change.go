@@ -14,12 +14,6 @@ import (
 	"github.com/sluicehq/sluice/internal/errs"
 )
 
-// conflict is an errs.ErrConflict whose message is fit to show a user as is.
-type conflict string
-
-func (c conflict) Error() string        { return string(c) }
-func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
-
 // validName reports whether s is a valid user or app name; both follow the
 // app name rule, which also keeps them safe as Casbin values.
 func validName(s string) bool { return apps.ValidName(s) }
@@ -209,7 +203,7 @@ func (e *Enforcer) SetAdmin(ctx context.Context, actor audit.Actor, user string,
 			}
 		} else {
 			if len(admins) == 1 {
-				return conflict(fmt.Sprintf("%q is the last admin and cannot lose the admin role; make someone else an admin first", user))
+				return errs.Conflictf("%q is the last admin and cannot lose the admin role; make someone else an admin first", user)
 			}
 			if _, err := deleteRule(ctx, tx, "g", rule); err != nil {
 				return err
@@ -342,7 +336,7 @@ func owners(ms []Member) int {
 }
 
 func lastOwner(user, app string) error {
-	return conflict(fmt.Sprintf("%q is the last owner of app %q and cannot be removed; make someone else an owner first", user, app))
+	return errs.Conflictf("%q is the last owner of app %q and cannot be removed; make someone else an owner first", user, app)
 }
 
 func memberSnapshot(user string, r Role) string {
