@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/router"
 	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/migrations"
 )
@@ -173,24 +174,27 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 		return fmt.Errorf("build use cases: %w", err)
 	}
 	defer svc.Close()
-	ccfg := console.Config{
-		Service: svc, SecureCookies: cfg.secureCookies, TrustedProxies: cfg.trustedProxies, Logger: log,
-		API: api.New(api.Config{Service: svc, Logger: log}),
-	}
+	// One router serves the pages and the JSON API under /api/v1.
+	rcfg := router.Config{TrustedProxies: cfg.trustedProxies, Logger: log}
+	ccfg := console.Config{Service: svc, SecureCookies: cfg.secureCookies, Logger: log}
 	if reg != nil { // a nil *Registry would not be a nil Registerer
-		ccfg.Metrics = reg
+		rcfg.Metrics, ccfg.Metrics = reg, reg
 	}
-	con, err := console.New(ccfg)
+	rt, err := router.New(rcfg)
 	if err != nil {
+		return fmt.Errorf("build router: %w", usageError{err})
+	}
+	if err := console.Mount(rt, ccfg); err != nil {
 		return fmt.Errorf("build console: %w", err)
 	}
+	api.Mount(rt, api.Config{Service: svc, Logger: log})
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
 	}
 	srv := &http.Server{
-		Handler:           con,
+		Handler:           rt,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/manage"
+	"github.com/sluicehq/sluice/internal/router"
 )
 
 // apiError is an error that is already an HTTP answer: the request itself
@@ -118,7 +119,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // decode reads the JSON request body into v strictly: the media type must
 // be JSON, unknown fields and trailing data are refused, and every
-// problem is a 400 (413 for a body over MaxBodyBytes) whose message says
+// problem is a 400 (413 for a body over router.MaxBodyBytes) whose message says
 // what is wrong and where.
 func decode(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -153,7 +154,7 @@ func decodeError(err error) error {
 	switch {
 	case errors.As(err, &mbe):
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: "too_large",
-			message: fmt.Sprintf("the body must be at most %d bytes", MaxBodyBytes)}
+			message: fmt.Sprintf("the body must be at most %d bytes", router.MaxBodyBytes)}
 	case errors.Is(err, io.EOF):
 		return badRequest("a JSON body is required")
 	case errors.Is(err, io.ErrUnexpectedEOF):

@@ -162,7 +162,7 @@ func TestAccessMatrix(t *testing.T) {
 	e.bucket("beta-api", "beta")
 
 	table := probes()
-	routes := e.s.engine.Routes()
+	routes := e.rt.Engine().Routes()
 	if len(routes) < 20 {
 		t.Fatalf("only %d routes registered", len(routes))
 	}

@@ -41,19 +41,19 @@ func (s *server) login(c *gin.Context) {
 	switch {
 	case err == nil:
 		s.setSessionCookie(c, session)
-		s.metrics.signin(signinSuccess)
+		s.signin(signinSuccess)
 		s.redirect(c, p.Next, "")
 	case errors.As(err, &throttled):
-		s.metrics.signin(signinThrottled)
+		s.signin(signinThrottled)
 		c.Header("Retry-After", fmt.Sprint(int(math.Ceil(throttled.Wait.Seconds()))))
 		p.Error = "Too many sign-in attempts. Try again in " + roughly(throttled.Wait) + "."
 		s.render(c, http.StatusTooManyRequests, "login", p)
 	case errors.Is(err, manage.ErrMissingCredentials):
-		s.metrics.signin(signinFailure)
+		s.signin(signinFailure)
 		p.Error = "Enter your user name and password."
 		s.render(c, http.StatusUnauthorized, "login", p)
 	case errors.Is(err, manage.ErrWrongCredentials):
-		s.metrics.signin(signinFailure)
+		s.signin(signinFailure)
 		p.Error = "Wrong user name or password."
 		s.render(c, http.StatusUnauthorized, "login", p)
 	default:

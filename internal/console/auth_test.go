@@ -96,7 +96,7 @@ func TestSignInThrottle(t *testing.T) {
 		e.user("alice", false)
 		// Each attempt comes from its own address (through a trusted
 		// proxy), so only the user's bucket runs dry.
-		if err := e.s.engine.SetTrustedProxies([]string{"127.0.0.1"}); err != nil {
+		if err := e.rt.SetTrustedProxies([]string{"127.0.0.1"}); err != nil {
 			t.Fatal(err)
 		}
 		from := func(i int) map[string]string {

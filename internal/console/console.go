@@ -27,39 +27,25 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/manage"
+	"github.com/sluicehq/sluice/internal/router"
 )
 
-// Config holds what the console is built on. Service is required; the
-// rest have defaults.
+// Config holds what the console is built on. Service is required.
 type Config struct {
 	// Service runs every use case the pages offer.
 	Service *manage.Service
 	// SecureCookies marks the session cookie Secure even on plain HTTP
 	// requests: set it behind a proxy that terminates TLS.
 	SecureCookies bool
-	// TrustedProxies lists the proxies whose X-Forwarded-For is believed
-	// when telling the client address (for the audit log and the sign-in
-	// throttle). Empty means the connection's address is used as is.
-	TrustedProxies []string
-	// API, when set, serves /api/v1/ (the JSON API, which authenticates by
-	// token, not by cookie).
-	API http.Handler
-	// RequestTimeout bounds the store calls of one request, so that a hung
-	// database gives a 503 rather than a hung page. 0 means 10 s.
-	RequestTimeout time.Duration
 	// Logger receives internal errors; nil means slog.Default().
 	Logger *slog.Logger
-	// Metrics, when set, receives the console's Prometheus collectors:
-	// requests and their latency by route template, and sign-in results.
-	// Nil means no metrics. The console does not serve them: expose the
-	// registry on a listener of its own.
+	// Metrics, when set, receives the sign-in counter. The request
+	// counters are the router's.
 	Metrics prometheus.Registerer
 }
 
@@ -70,38 +56,25 @@ type server struct {
 	log     *slog.Logger
 	svc     *manage.Service
 	views   *views
-	metrics *metrics
-	engine  *gin.Engine
+	signins *prometheus.CounterVec
 }
 
-// Console is the web console, an http.Handler.
-type Console struct {
-	s *server
-	h http.Handler
-}
-
-// New returns the console. It parses every template once; a broken
-// template is a programming error reported here, at start-up, never per
-// request.
-func New(cfg Config) (*Console, error) {
+// Mount adds the console's pages to rt, as the area of every path that no
+// other area claims. It parses every template once; a broken template is
+// a programming error reported here, at start-up, never per request.
+func Mount(rt *router.Router, cfg Config) error {
 	if cfg.Service == nil {
-		return nil, errors.New("console: Service is required")
+		return errors.New("console: Service is required")
 	}
 	s, err := newServer(cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &Console{s: s, h: s.handler()}, nil
+	s.routes(rt)
+	return nil
 }
 
-// ServeHTTP serves the console's pages, its static files and, when
-// configured, the JSON API.
-func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.h.ServeHTTP(w, r) }
-
 func newServer(cfg Config) (*server, error) {
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = 10 * time.Second
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -111,33 +84,20 @@ func newServer(cfg Config) (*server, error) {
 		return nil, err
 	}
 	v.log = log
-	m, err := newMetrics(cfg.Metrics)
+	signins, err := newSignins(cfg.Metrics)
 	if err != nil {
 		return nil, err
 	}
-	s := &server{cfg: cfg, log: log, svc: cfg.Service, views: v, metrics: m}
-	s.engine, err = s.routes()
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+	return &server{cfg: cfg, log: log, svc: cfg.Service, views: v, signins: signins}, nil
 }
 
-// routes builds the gin engine. Every route is listed here, with the
+// routes adds the pages area to rt. Every route is listed here, with the
 // guard that decides who may call it; the access-control test walks
 // exactly this table.
-func (s *server) routes() (*gin.Engine, error) {
-	gin.SetMode(gin.ReleaseMode)
-	e := gin.New()
-	e.HandleMethodNotAllowed = true
-	e.RedirectFixedPath = false
-	e.ContextWithFallback = true
-	if err := e.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
-		return nil, err
-	}
-	e.Use(markRoute, s.recoverer, s.withTimeout)
-	e.NoRoute(s.notFound)
-	e.NoMethod(s.methodNotAllowed)
+func (s *server) routes(rt *router.Router) {
+	cop := http.NewCrossOriginProtection()
+	e := rt.Area(router.Area{Headers: securityHeaders, Guard: s.sameOrigin(cop), Fail: s.fail,
+		NotFound: s.notFound, MethodNotAllowed: s.methodNotAllowed})
 
 	e.GET("/static/*file", s.static)
 	e.GET("/healthz", s.healthz)
@@ -178,35 +138,7 @@ func (s *server) routes() (*gin.Engine, error) {
 	u.POST("/users/:user/enable", s.enableUser)
 	u.POST("/users/:user/admin", s.setAdmin)
 	u.POST("/users/:user/password", s.resetPassword)
-	return e, nil
 }
 
-// handler wraps the engine in what must hold for every page response,
-// including the router's own 404 and 405 and cross-origin refusals: the
-// security headers, the body size cap and the forgery check. The JSON API,
-// when configured, is served beside the pages with headers of its own.
-func (s *server) handler() http.Handler {
-	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(s.crossOriginDenied))
-	pages := securityHeaders(limitBody(cop.Handler(s.engine)))
-	h := pages
-	if api := s.cfg.API; api != nil {
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == apiPrefix || strings.HasPrefix(r.URL.Path, apiPrefix+"/") {
-				api.ServeHTTP(w, r)
-				return
-			}
-			pages.ServeHTTP(w, r)
-		})
-	}
-	if s.metrics != nil {
-		h = s.metrics.instrument(h)
-	}
-	return h
-}
-
-// apiPrefix is where Config.API is mounted.
-const apiPrefix = "/api/v1"
-
-// ctx returns the request's context, bounded by RequestTimeout.
+// ctx returns the request's context, bounded by the router's timeout.
 func ctx(c *gin.Context) context.Context { return c.Request.Context() }

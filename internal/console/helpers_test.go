@@ -13,15 +13,18 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/accounts"
+	"github.com/sluicehq/sluice/internal/api"
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/router"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -41,6 +44,8 @@ type env struct {
 	ks     redisscript.Keyspace
 	enf    *rbac.Enforcer
 	s      *server
+	rt     *router.Router
+	reg    *prometheus.Registry
 	srv    *httptest.Server
 	acc    *accounts.Store
 	apps   *apps.Store
@@ -57,7 +62,17 @@ func newEnv(t testing.TB) *env {
 
 // newEnvOn builds the console on db; each of with may change the Config
 // before the console is built.
-func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*manage.Config, *Config)) *env {
+// setup is what newEnvOn builds from; options change it.
+type setup struct {
+	manage  manage.Config
+	console Config
+	// metrics, when set, receives the router's and the console's metrics.
+	metrics *prometheus.Registry
+	// api mounts the JSON API beside the pages, as cmd/admin runs it.
+	api bool
+}
+
+func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*setup)) *env {
 	t.Helper()
 	ctx := context.Background()
 	rdb, prefix := testenv.Redis(t)
@@ -73,13 +88,20 @@ func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*manage.Config, *Config)) 
 	acc := accounts.NewStore(db)
 	acc.Hash = cheapHash
 	throttlePrefix := prefix + "internal:"
-	mcfg := manage.Config{DB: db, Redis: rdb, Keyspace: ks, Enforcer: enf, Accounts: acc,
-		ThrottlePrefix: throttlePrefix, Logger: slog.New(slog.DiscardHandler)}
-	cfg := Config{Logger: slog.New(slog.DiscardHandler), RequestTimeout: 3 * time.Second}
-	for _, f := range with {
-		f(&mcfg, &cfg)
+	st := setup{
+		manage: manage.Config{DB: db, Redis: rdb, Keyspace: ks, Enforcer: enf, Accounts: acc,
+			ThrottlePrefix: throttlePrefix, Logger: slog.New(slog.DiscardHandler)},
+		console: Config{Logger: slog.New(slog.DiscardHandler)},
 	}
-	svc, err := manage.New(mcfg)
+	for _, f := range with {
+		f(&st)
+	}
+	cfg := st.console
+	var reg prometheus.Registerer
+	if st.metrics != nil {
+		reg, cfg.Metrics = st.metrics, st.metrics
+	}
+	svc, err := manage.New(st.manage)
 	if err != nil {
 		t.Fatalf("manage.New: %v", err)
 	}
@@ -89,9 +111,17 @@ func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*manage.Config, *Config)) 
 	if err != nil {
 		t.Fatalf("newServer: %v", err)
 	}
-	srv := httptest.NewServer(s.handler())
+	rt, err := router.New(router.Config{Logger: cfg.Logger, RequestTimeout: 3 * time.Second, Metrics: reg})
+	if err != nil {
+		t.Fatalf("router: %v", err)
+	}
+	s.routes(rt)
+	if st.api {
+		api.Mount(rt, api.Config{Service: svc, Logger: cfg.Logger})
+	}
+	srv := httptest.NewServer(rt)
 	t.Cleanup(srv.Close)
-	e := &env{t: t, db: db, rdb: rdb, ks: ks, enf: enf, s: s, srv: srv, acc: acc, throttlePrefix: throttlePrefix,
+	e := &env{t: t, db: db, rdb: rdb, ks: ks, enf: enf, s: s, rt: rt, srv: srv, reg: st.metrics, acc: acc, throttlePrefix: throttlePrefix,
 		apps: apps.NewStore(db), bkts: buckets.NewStore(db), system: audit.Actor{User: "system", Via: "test"}}
 	return e
 }
