@@ -31,6 +31,10 @@ import (
 	"github.com/sluicehq/sluice/migrations"
 )
 
+// devCommand runs the whole product in one process from a checkout: -dev
+// needs the embedded stores, which only builds with the dev tag carry.
+const devCommand = "go run -tags dev ./cmd/admin -dev"
+
 // serveConfig is everything `serve` is started with.
 type serveConfig struct {
 	listen         string
