@@ -15,12 +15,11 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/sluicehq/sluice/internal/settings"
 )
 
 func main() {
@@ -31,16 +30,4 @@ func main() {
 }
 
 // exitCode reports err on stderr and maps it to the process exit code.
-func exitCode(err error) int {
-	var ue usageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "sluice-admin: %v\nRun sluice-admin -h for the subcommands.\n", err)
-		return 2
-	default:
-		fmt.Fprintf(os.Stderr, "sluice-admin: %v\n", err)
-		return 1
-	}
-}
+func exitCode(err error) int { return settings.ExitCode("sluice-admin", err, os.Stderr) }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/redisscript"
 	"github.com/sluicehq/sluice/internal/router"
+	"github.com/sluicehq/sluice/internal/settings"
 	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/migrations"
 )
@@ -50,52 +50,33 @@ type serveConfig struct {
 	startupTimeout time.Duration
 }
 
-func parseServe(e env) (serveConfig, error) {
-	cfg := serveConfig{
-		listen:         ":8080",
-		metricsAddr:    e.getenv("SLUICE_METRICS_ADDR"),
-		mysqlDSN:       e.getenv("SLUICE_MYSQL_DSN"),
-		keyPrefix:      e.getenv("SLUICE_KEY_PREFIX"),
-		migrate:        true,
-		startupTimeout: 15 * time.Second,
-	}
-	var err error
-	if cfg.redis, err = redisconn.FromEnv(e.getenv); err != nil {
-		return cfg, usageError{err}
-	}
-	if v, ok := lookup(e.getenv, "SLUICE_LISTEN"); ok {
-		cfg.listen = v
-	}
-	if v, ok := lookup(e.getenv, "SLUICE_SECURE_COOKIES"); ok {
-		if cfg.secureCookies, err = strconv.ParseBool(v); err != nil {
-			return cfg, usagef("SLUICE_SECURE_COOKIES=%q: want true or false", v)
-		}
-	}
-	proxies := e.getenv("SLUICE_TRUSTED_PROXIES")
-	level := e.getenv("SLUICE_LOG_LEVEL")
-	if level == "" {
-		level = "info"
-	}
+// bindServe binds serve's settings to a fresh set.
+func bindServe(cfg *serveConfig, level *string, e env) *settings.Set {
+	s := settings.New("sluice-admin", "sluice-admin [serve] [flags] | sluice-admin SUBCOMMAND [flags]", e.getenv, e.stderr)
+	s.Footer(subcommandsText)
+	s.Secret(&cfg.mysqlDSN, "mysql-dsn", "SLUICE_MYSQL_DSN", "required: MySQL DSN, as user:password@tcp(host:port)/sluice (prefer the variable: flags show in ps)")
+	cfg.redis.Bind(s)
+	s.String(&cfg.keyPrefix, "key-prefix", "SLUICE_KEY_PREFIX", `Redis key prefix of bucket hashes, as the sync worker's; empty means "sluice:"`)
+	s.String(&cfg.listen, "listen", "SLUICE_LISTEN", "address the console and the API listen on")
+	s.Bool(&cfg.secureCookies, "secure-cookies", "SLUICE_SECURE_COOKIES", "mark cookies Secure even on plain HTTP, behind a TLS-terminating proxy")
+	s.List(&cfg.trustedProxies, "trusted-proxies", "SLUICE_TRUSTED_PROXIES", "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For is believed")
+	s.String(level, "log-level", "SLUICE_LOG_LEVEL", "debug, info, warn or error; JSON logs on stderr")
+	s.String(&cfg.metricsAddr, "metrics-addr", "SLUICE_METRICS_ADDR", "address of a separate listener serving Prometheus /metrics; empty disables")
+	s.Duration(&cfg.startupTimeout, "startup-timeout", "SLUICE_STARTUP_TIMEOUT", "how long to wait for MySQL and Redis at start-up")
+	s.Bool(&cfg.migrate, "migrate", "SLUICE_MIGRATE", "apply database migrations at start-up")
+	s.Bool(&cfg.dev, "dev", "", "everything in this process, in memory, with a seeded admin and a demo app (builds with -tags dev)")
+	return s
+}
 
-	fs := newFlags(e, "serve", "[serve] [flags]")
-	fs.StringVar(&cfg.listen, "listen", cfg.listen, "`address` the console listens on (env SLUICE_LISTEN)")
-	fs.StringVar(&cfg.metricsAddr, "metrics-addr", cfg.metricsAddr, "`address` of a separate listener serving Prometheus metrics at /metrics; empty disables (env SLUICE_METRICS_ADDR)")
-	fs.StringVar(&cfg.mysqlDSN, "mysql-dsn", cfg.mysqlDSN, "MySQL `DSN`, as user:password@tcp(host:port)/sluice (env SLUICE_MYSQL_DSN)")
-	cfg.redis.RegisterFlags(fs)
-	fs.StringVar(&cfg.keyPrefix, "key-prefix", cfg.keyPrefix, "Redis key `prefix` of bucket hashes, as the sync worker's; empty means \"sluice:\" (env SLUICE_KEY_PREFIX)")
-	fs.BoolVar(&cfg.secureCookies, "secure-cookies", cfg.secureCookies, "mark cookies Secure even on plain HTTP, behind a TLS-terminating proxy (env SLUICE_SECURE_COOKIES)")
-	fs.StringVar(&proxies, "trusted-proxies", proxies, "comma-separated `addresses or CIDRs` of proxies whose X-Forwarded-For is believed (env SLUICE_TRUSTED_PROXIES)")
-	fs.BoolVar(&cfg.migrate, "migrate", cfg.migrate, "apply database migrations at start-up")
-	fs.BoolVar(&cfg.dev, "dev", false, "run everything in this process with in-memory stores, a seeded admin and a demo app")
-	fs.StringVar(&level, "log-level", level, "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
-	fs.DurationVar(&cfg.startupTimeout, "startup-timeout", cfg.startupTimeout, "how long to wait for MySQL and Redis at start-up")
-	if err := parse(fs, e.args); err != nil {
+func parseServe(e env) (serveConfig, error) {
+	cfg := serveConfig{listen: ":8080", migrate: true, startupTimeout: 15 * time.Second}
+	level := "info"
+	s := bindServe(&cfg, &level, e)
+	if err := s.Parse(e.args); err != nil {
 		return cfg, err
 	}
-	for _, p := range strings.Split(proxies, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			cfg.trustedProxies = append(cfg.trustedProxies, p)
-		}
+	if err := s.NoArgs(); err != nil {
+		return cfg, err
 	}
 	if err := cfg.logLevel.UnmarshalText([]byte(level)); err != nil {
 		return cfg, usagef("log level %q: want debug, info, warn or error", level)
@@ -106,13 +87,25 @@ func parseServe(e env) (serveConfig, error) {
 	if cfg.dev {
 		return cfg, nil // the in-memory stores need no addresses
 	}
-	if strings.TrimSpace(cfg.mysqlDSN) == "" {
-		return cfg, usagef("mysql is not configured: set SLUICE_MYSQL_DSN or -mysql-dsn")
+	if err := checkDSN(cfg.mysqlDSN); err != nil {
+		return cfg, err
 	}
 	if err := cfg.redis.Validate(); err != nil {
-		return cfg, usageError{err}
+		return cfg, usageError{Err: fmt.Errorf("%w (the console needs Redis for live state and the sign-in throttle)", err)}
 	}
 	return cfg, nil
+}
+
+// checkDSN refuses a missing or malformed DSN at once: retrying it for the
+// start-up timeout, as if MySQL were down, could never help.
+func checkDSN(dsn string) error {
+	if strings.TrimSpace(dsn) == "" {
+		return usagef("mysql is not configured: set SLUICE_MYSQL_DSN or -mysql-dsn")
+	}
+	if _, err := database.Config(dsn); err != nil {
+		return usagef("SLUICE_MYSQL_DSN or -mysql-dsn: %v", err)
+	}
+	return nil
 }
 
 // serve connects to MySQL and Redis, applies migrations and serves the
@@ -186,7 +179,7 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 	}
 	rt, err := router.New(rcfg)
 	if err != nil {
-		return fmt.Errorf("build router: %w", usageError{err})
+		return fmt.Errorf("build router: %w", usageError{Err: err})
 	}
 	if err := console.Mount(rt, ccfg); err != nil {
 		return fmt.Errorf("build console: %w", err)

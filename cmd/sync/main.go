@@ -12,12 +12,11 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/sluicehq/sluice/internal/settings"
 )
 
 func main() {
@@ -28,18 +27,4 @@ func main() {
 }
 
 // exitCode reports err on stderr and maps it to the process exit code.
-func exitCode(err error) int {
-	var ue usageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "sluice-sync: %v\nRun sluice-sync -h for the flags and environment variables.\n", err)
-		return 2
-	default:
-		fmt.Fprintf(os.Stderr, "sluice-sync: %v\n", err)
-		return 1
-	}
-}
+func exitCode(err error) int { return settings.ExitCode("sluice-sync", err, os.Stderr) }

@@ -172,13 +172,13 @@ func healthcheck(ctx context.Context, args []string, output io.Writer) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
 	if err != nil {
-		return usageError{fmt.Errorf("healthcheck url: %w", err)}
+		return usageError{Err: fmt.Errorf("healthcheck url: %w", err)}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
