@@ -17,10 +17,10 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/names"
 )
 
 // Session lifetimes by default.
@@ -94,18 +94,15 @@ func (r *userRow) user() *User {
 	return &u
 }
 
-// UsernameProblem says why name cannot be a user name, or returns "" when
-// it can. User names follow the app name rule, which keeps them safe as
-// role subjects.
-func UsernameProblem(name string) string { return apps.NameProblem(name) }
-
 const userColumns = `id, username, password_hash, disabled, created_at, updated_at`
 
 // CreateUser creates an enabled account. Invalid names and passwords give
 // a *errs.Validation ("username", "password"); a taken name errs.ErrConflict.
 func (s *Store) CreateUser(ctx context.Context, actor audit.Actor, username, password string) (*User, error) {
 	var v errs.Validation
-	if p := UsernameProblem(username); p != "" {
+	// User names follow the app name rule, which keeps them safe as role
+	// subjects.
+	if p := names.Problem(username); p != "" {
 		v.Add("username", p)
 	}
 	if p := PasswordProblem(password); p != "" {
@@ -209,7 +206,7 @@ func (s *Store) SetDisabled(ctx context.Context, actor audit.Actor, username str
 func (s *Store) Authenticate(ctx context.Context, username, password string) (*User, error) {
 	username = strings.ToLower(strings.TrimSpace(username))
 	h := s.hasher()
-	if !apps.ValidName(username) || len(password) > MaxPassword {
+	if !names.Valid(username) || len(password) > MaxPassword {
 		if err := h.burn(ctx, password[:min(len(password), MaxPassword)]); err != nil {
 			return nil, err
 		}
@@ -279,7 +276,7 @@ func (s *Store) ListUsers(ctx context.Context) ([]*User, error) {
 // userBy reads one user by column ("id" or "username"); lock takes a row
 // lock for a change.
 func userBy(ctx context.Context, q sqlx.QueryerContext, column string, value any, lock bool) (*User, error) {
-	if name, ok := value.(string); ok && !apps.ValidName(name) {
+	if name, ok := value.(string); ok && !names.Valid(name) {
 		return nil, fmt.Errorf("user %q: %w", name, errs.ErrNotFound)
 	}
 	query := `SELECT ` + userColumns + ` FROM users WHERE ` + column + ` = ?`

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/internal/router"
 )
 
@@ -183,5 +185,14 @@ func TestRoutePatternsParse(t *testing.T) {
 	Mount(rt, Config{})
 	if got, want := len(rt.Engine().Routes()), len((&server{}).routes()); got != want {
 		t.Fatalf("%d routes registered, want %d", got, want)
+	}
+}
+
+// TestOpenAPILimits: the document states the capacity limit the stores
+// enforce.
+func TestOpenAPILimits(t *testing.T) {
+	want := `"maximum": ` + strconv.Itoa(limits.MaxCapacity)
+	if n := strings.Count(string(openAPIDoc), want); n < 2 {
+		t.Fatalf("openapi.json states %s %d times, want it on every max_permits", want, n)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/names"
 )
 
 // Page sizes of List.
@@ -107,7 +108,7 @@ func (s *Store) Get(ctx context.Context, name string) (*App, error) {
 }
 
 func get(ctx context.Context, q sqlx.QueryerContext, name string, forUpdate bool) (*App, error) {
-	if !ValidName(name) {
+	if !names.Valid(name) {
 		return nil, fmt.Errorf("app %q: %w", name, errs.ErrNotFound)
 	}
 	query := `SELECT ` + columns + ` FROM apps WHERE name = ?`
@@ -133,7 +134,7 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	}
 	limit = min(limit, MaxLimit)
 	if f.Names != nil {
-		f.Names = slices.DeleteFunc(slices.Clone(f.Names), func(n string) bool { return !ValidName(n) })
+		f.Names = slices.DeleteFunc(slices.Clone(f.Names), func(n string) bool { return !names.Valid(n) })
 	}
 	// Input that no app can match is answered without a query, which also
 	// keeps invalid UTF-8 away from the server.
@@ -282,18 +283,18 @@ func inUse(name string, n int) error {
 
 // Exist returns the names among names that are not registered apps, sorted
 // and without duplicates; nil when all exist.
-func (s *Store) Exist(ctx context.Context, names []string) (missing []string, err error) {
-	return findMissing(ctx, s.db, names)
+func (s *Store) Exist(ctx context.Context, list []string) (missing []string, err error) {
+	return findMissing(ctx, s.db, list)
 }
 
-func findMissing(ctx context.Context, q sqlx.QueryerContext, names []string) ([]string, error) {
-	want := slices.Clone(names)
+func findMissing(ctx context.Context, q sqlx.QueryerContext, list []string) ([]string, error) {
+	want := slices.Clone(list)
 	slices.Sort(want)
 	want = slices.Compact(want)
 	var valid []string
 	var missing []string
 	for _, n := range want {
-		if ValidName(n) {
+		if names.Valid(n) {
 			valid = append(valid, n)
 		} else {
 			missing = append(missing, n)

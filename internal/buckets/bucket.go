@@ -13,12 +13,14 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/internal/names"
 )
 
 // Limits of a Bucket.
 const (
 	// MaxCapacity is the largest max_permits.
-	MaxCapacity = 1_000_000_000
+	MaxCapacity = limits.MaxCapacity
 	// MaxAllowedApps caps the allowed apps of one bucket; the list travels
 	// with every change event and sits in the bucket's Redis hash.
 	MaxAllowedApps = 100
@@ -47,10 +49,6 @@ type Bucket struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// ValidName reports whether s is a valid bucket name; the rule is the same
-// as for apps: ^[a-z0-9][a-z0-9._-]{0,62}$.
-func ValidName(s string) bool { return apps.ValidName(s) }
-
 // Validate checks every field a user sets and returns a *errs.Validation
 // naming each invalid one (name, owner_app, description, max_permits, rate,
 // allowed_apps), or nil. It first puts AllowedApps in canonical form:
@@ -59,10 +57,10 @@ func ValidName(s string) bool { return apps.ValidName(s) }
 func (b *Bucket) Validate() error {
 	b.AllowedApps = normalizeApps(b.AllowedApps, b.OwnerApp)
 	var v errs.Validation
-	if r := apps.NameProblem(b.Name); r != "" {
+	if r := names.Problem(b.Name); r != "" {
 		v.Add("name", r)
 	}
-	if r := apps.NameProblem(b.OwnerApp); r != "" {
+	if r := names.Problem(b.OwnerApp); r != "" {
 		v.Add("owner_app", r)
 	}
 	if r := apps.DescriptionProblem(b.Description); r != "" {
@@ -120,16 +118,16 @@ func normalizeApps(names []string, owner string) []string {
 	return slices.Compact(out)
 }
 
-func allowedAppsProblem(names []string) string {
-	if len(names) == 0 {
+func allowedAppsProblem(list []string) string {
+	if len(list) == 0 {
 		return "must list at least one app"
 	}
-	if len(names) > MaxAllowedApps {
+	if len(list) > MaxAllowedApps {
 		return fmt.Sprintf("must list at most %d apps", MaxAllowedApps)
 	}
 	var bad []string
-	for _, n := range names {
-		if !apps.ValidName(n) {
+	for _, n := range list {
+		if !names.Valid(n) {
 			bad = append(bad, n)
 		}
 	}

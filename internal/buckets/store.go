@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/names"
 )
 
 // Page sizes of List.
@@ -164,7 +165,7 @@ func selectRows(ctx context.Context, q sqlx.QueryerContext, query string, args .
 }
 
 func get(ctx context.Context, q sqlx.QueryerContext, name string) (*Bucket, error) {
-	if !ValidName(name) {
+	if !names.Valid(name) {
 		return nil, notFound(name)
 	}
 	bs, err := selectRows(ctx, q, selectBuckets+` WHERE b.name = ?`, name)
@@ -183,7 +184,7 @@ func get(ctx context.Context, q sqlx.QueryerContext, name string) (*Bucket, erro
 // lock takes the row lock of the bucket named name in tx and returns the
 // bucket as committed. Only the bucket row is locked, not its owner app's.
 func lock(ctx context.Context, tx *sqlx.Tx, name string) (*Bucket, error) {
-	if !ValidName(name) {
+	if !names.Valid(name) {
 		return nil, notFound(name)
 	}
 	var id int64
@@ -236,11 +237,11 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	}
 	limit = min(limit, MaxLimit)
 	if f.VisibleTo != nil {
-		f.VisibleTo = slices.DeleteFunc(slices.Clone(f.VisibleTo), func(n string) bool { return !ValidName(n) })
+		f.VisibleTo = slices.DeleteFunc(slices.Clone(f.VisibleTo), func(n string) bool { return !names.Valid(n) })
 	}
 	// Input that no bucket can match is answered without a query, which
 	// also keeps invalid UTF-8 away from the server.
-	if (f.VisibleTo != nil && len(f.VisibleTo) == 0) || (f.App != "" && !ValidName(f.App)) ||
+	if (f.VisibleTo != nil && len(f.VisibleTo) == 0) || (f.App != "" && !names.Valid(f.App)) ||
 		!utf8.ValidString(f.Search) || !utf8.ValidString(f.After) {
 		return Page{Buckets: []*Bucket{}}, nil
 	}

@@ -8,23 +8,19 @@ import (
 	"github.com/casbin/casbin/v2"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/names"
 )
-
-// validName reports whether s is a valid user or app name; both follow the
-// app name rule, which also keeps them safe as Casbin values.
-func validName(s string) bool { return apps.ValidName(s) }
 
 // check validates a user name, an app name and, when non-empty, a role.
 func check(user, app string, r Role, needRole bool) error {
 	var v errs.Validation
-	if p := apps.NameProblem(user); p != "" {
+	if p := names.Problem(user); p != "" {
 		v.Add("user", p)
 	}
-	if p := apps.NameProblem(app); p != "" {
+	if p := names.Problem(app); p != "" {
 		v.Add("app", p)
 	}
 	if needRole && !r.Valid() {
@@ -171,7 +167,7 @@ func (e *Enforcer) Revoke(ctx context.Context, actor audit.Actor, user, app stri
 // A change is audited ("user.admin"); asking for the current state changes
 // nothing.
 func (e *Enforcer) SetAdmin(ctx context.Context, actor audit.Actor, user string, admin bool) error {
-	if p := apps.NameProblem(user); p != "" {
+	if p := names.Problem(user); p != "" {
 		return errs.Invalid("user", p)
 	}
 	var rev int64
@@ -257,7 +253,7 @@ func (e *Enforcer) DeleteAppTx(ctx context.Context, tx *sqlx.Tx, app string) err
 }
 
 func deleteApp(ctx context.Context, tx *sqlx.Tx, app string) (int64, error) {
-	if p := apps.NameProblem(app); p != "" {
+	if p := names.Problem(app); p != "" {
 		return 0, errs.Invalid("app", p)
 	}
 	rev, err := bumpRevision(ctx, tx)

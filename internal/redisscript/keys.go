@@ -70,6 +70,11 @@ func (ks Keyspace) Tombstone(name string) string {
 	return ks.prefix() + "{" + name + "}:deleted"
 }
 
+// SyncMarker returns the key the sync worker writes at each reconcile and
+// whose absence tells it that Redis lost its data: "<prefix>sync:marker".
+// It sits beside the bucket hashes but outside their SCAN pattern.
+func (ks Keyspace) SyncMarker() string { return ks.prefix() + "sync:marker" }
+
 // Pattern returns the SCAN MATCH pattern of bucket hashes (not tombstones).
 // Glob characters of the prefix are escaped.
 func (ks Keyspace) Pattern() string {

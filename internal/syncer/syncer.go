@@ -97,7 +97,7 @@ func New(cfg Config) *Worker {
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
 	}
-	w.marker = markerKey(w.ks)
+	w.marker = w.ks.SyncMarker()
 	return w
 }
 
@@ -374,12 +374,3 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// markerKey is the key whose absence tells that Redis lost its data. It
-// sits beside the bucket hashes but outside their SCAN pattern.
-func markerKey(ks redisscript.Keyspace) string {
-	p := ks.Prefix
-	if p == "" {
-		p = redisscript.DefaultPrefix
-	}
-	return p + "sync:marker"
-}
