@@ -15,9 +15,6 @@ import (
 //go:embed openapi.json
 var openAPIDoc []byte
 
-// OpenAPI returns the API's OpenAPI 3.1 document.
-func OpenAPI() []byte { return append([]byte(nil), openAPIDoc...) }
-
 // openAPI: GET /openapi.json, public: the contract is no secret.
 func (s *server) openAPI(w http.ResponseWriter, r *http.Request, _ manage.Caller) error {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")

@@ -104,19 +104,11 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, a *App, also ...f
 
 // Get returns the app named name, or an error matching errs.ErrNotFound.
 func (s *Store) Get(ctx context.Context, name string) (*App, error) {
-	return get(ctx, s.db, name, false)
-}
-
-func get(ctx context.Context, q sqlx.QueryerContext, name string, forUpdate bool) (*App, error) {
 	if !names.Valid(name) {
 		return nil, fmt.Errorf("app %q: %w", name, errs.ErrNotFound)
 	}
-	query := `SELECT ` + columns + ` FROM apps WHERE name = ?`
-	if forUpdate {
-		query += ` FOR UPDATE`
-	}
 	var a App
-	err := sqlx.GetContext(ctx, q, &a, query, name)
+	err := s.db.GetContext(ctx, &a, `SELECT `+columns+` FROM apps WHERE name = ?`, name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("app %q: %w", name, errs.ErrNotFound)
 	}
@@ -187,137 +179,6 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 		page.Next = page.Apps[limit-1].Name
 	}
 	return page, nil
-}
-
-// Update saves a's description. a.Version must be the version the caller
-// read: when the app changed since, Update changes nothing and returns an
-// error matching errs.ErrConflict. On success a holds the stored app, its
-// Version one higher.
-func (s *Store) Update(ctx context.Context, actor audit.Actor, a *App) error {
-	if err := a.Validate(); err != nil {
-		return err
-	}
-	var saved App
-	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		old, err := get(ctx, tx, a.Name, true)
-		if err != nil {
-			return err
-		}
-		if old.Version != a.Version {
-			return errs.Conflictf("app %q was changed by someone else (now version %d, you edited version %d); reload and try again",
-				a.Name, old.Version, a.Version)
-		}
-		saved = *old
-		saved.Description = a.Description
-		saved.Version = old.Version + 1
-		saved.UpdatedBy, saved.UpdatedAt = actor.User, now()
-		if _, err := tx.ExecContext(ctx, `UPDATE apps SET description = ?, version = ?, updated_by = ?, updated_at = ?
-			WHERE id = ? AND version = ?`,
-			saved.Description, saved.Version, saved.UpdatedBy, saved.UpdatedAt, old.ID, old.Version); err != nil {
-			return fmt.Errorf("update app %q: %w", a.Name, database.Translate(err))
-		}
-		return audit.Write(ctx, tx, actor, audit.Entry{
-			Action: "app.update", ObjectType: "app", ObjectName: a.Name, App: a.Name,
-			Before: audit.Snapshot(old), After: audit.Snapshot(saved),
-		})
-	})
-	if err != nil {
-		return err
-	}
-	*a = saved
-	return nil
-}
-
-// Delete removes the app named name. version is the version the caller
-// read, or 0 for whatever is stored. An app still used by a bucket, as its
-// owner or an allowed app, is not deleted: the error matches
-// errs.ErrConflict and says how many buckets use it. Each of also runs in
-// the same transaction before the delete (for example to drop the app's
-// role assignments).
-func (s *Store) Delete(ctx context.Context, actor audit.Actor, name string, version int64, also ...func(ctx context.Context, tx *sqlx.Tx) error) error {
-	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		old, err := get(ctx, tx, name, true)
-		if err != nil {
-			return err
-		}
-		if version != 0 && old.Version != version {
-			return errs.Conflictf("app %q was changed by someone else (now version %d, you saw version %d); reload and try again",
-				name, old.Version, version)
-		}
-		var used int
-		if err := tx.GetContext(ctx, &used, `SELECT COUNT(*) FROM buckets b
-			WHERE b.owner_app_id = ? OR EXISTS (SELECT 1 FROM bucket_apps ba WHERE ba.bucket_id = b.id AND ba.app_id = ?)`,
-			old.ID, old.ID); err != nil {
-			return fmt.Errorf("count buckets of app %q: %w", name, database.Translate(err))
-		}
-		if used > 0 {
-			return inUse(name, used)
-		}
-		for _, fn := range also {
-			if err := fn(ctx, tx); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM apps WHERE id = ?`, old.ID); err != nil {
-			if database.IsReferenced(err) {
-				// A bucket started to use the app after the count above.
-				return inUse(name, 1)
-			}
-			return fmt.Errorf("delete app %q: %w", name, database.Translate(err))
-		}
-		return audit.Write(ctx, tx, actor, audit.Entry{
-			Action: "app.delete", ObjectType: "app", ObjectName: name, App: name,
-			Before: audit.Snapshot(old),
-		})
-	})
-}
-
-func inUse(name string, n int) error {
-	noun := "buckets use"
-	if n == 1 {
-		noun = "bucket uses"
-	}
-	return errs.Conflictf("app %q cannot be deleted: %d %s it as owner or allowed app; delete those buckets or remove the app from them first",
-		name, n, noun)
-}
-
-// Exist returns the names among names that are not registered apps, sorted
-// and without duplicates; nil when all exist.
-func (s *Store) Exist(ctx context.Context, list []string) (missing []string, err error) {
-	return findMissing(ctx, s.db, list)
-}
-
-func findMissing(ctx context.Context, q sqlx.QueryerContext, list []string) ([]string, error) {
-	want := slices.Clone(list)
-	slices.Sort(want)
-	want = slices.Compact(want)
-	var valid []string
-	var missing []string
-	for _, n := range want {
-		if names.Valid(n) {
-			valid = append(valid, n)
-		} else {
-			missing = append(missing, n)
-		}
-	}
-	if len(valid) == 0 {
-		return missing, nil
-	}
-	query, args, err := sqlx.In(`SELECT name FROM apps WHERE name IN (?)`, valid)
-	if err != nil {
-		return nil, fmt.Errorf("check apps: %w", err)
-	}
-	var found []string
-	if err := sqlx.SelectContext(ctx, q, &found, query, args...); err != nil {
-		return nil, fmt.Errorf("check apps: %w", database.Translate(err))
-	}
-	for _, n := range valid {
-		if !slices.Contains(found, n) {
-			missing = append(missing, n)
-		}
-	}
-	slices.Sort(missing)
-	return missing, nil
 }
 
 // likeContains turns s into a LIKE pattern (escape character '!') that

@@ -228,44 +228,6 @@ func (e *Enforcer) SetAdmin(ctx context.Context, actor audit.Actor, user string,
 	return nil
 }
 
-// DeleteAppTx removes every role on app inside tx, the transaction that
-// deletes the app. Other instances follow once tx commits.
-func DeleteAppTx(ctx context.Context, tx *sqlx.Tx, app string) error {
-	_, err := deleteApp(ctx, tx, app)
-	return err
-}
-
-// DeleteAppTx is the package's DeleteAppTx that also drops the roles on
-// this instance at once.
-func (e *Enforcer) DeleteAppTx(ctx context.Context, tx *sqlx.Tx, app string) error {
-	rev, err := deleteApp(ctx, tx, app)
-	if err != nil {
-		return err
-	}
-	e.apply(rev, func(ce *casbin.Enforcer, idx index) error {
-		for _, apps := range idx.roles {
-			delete(apps, app)
-		}
-		_, err := ce.RemoveFilteredGroupingPolicy(2, app)
-		return err
-	})
-	return nil
-}
-
-func deleteApp(ctx context.Context, tx *sqlx.Tx, app string) (int64, error) {
-	if p := names.Problem(app); p != "" {
-		return 0, errs.Invalid("app", p)
-	}
-	rev, err := bumpRevision(ctx, tx)
-	if err != nil {
-		return 0, err
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule WHERE ptype = 'g' AND v2 = ?`, app); err != nil {
-		return 0, fmt.Errorf("delete roles on app %q: %w", app, database.Translate(err))
-	}
-	return rev, nil
-}
-
 // apply changes the in-memory policy after this instance changed the
 // stored one at revision rev, and keeps the change over reloads that read
 // an older revision for a while.

@@ -405,25 +405,6 @@ func TestGrantTxRolledBack(t *testing.T) {
 	}
 }
 
-func TestDeleteApp(t *testing.T) {
-	db, e := setup(t, []string{"olga", "vera"}, []string{"shop", "pay"})
-	must(t, e.Grant(ctx, boss, "olga", "shop", rbac.RoleOwner))
-	must(t, e.Grant(ctx, boss, "vera", "shop", rbac.RoleViewer))
-	must(t, e.Grant(ctx, boss, "olga", "pay", rbac.RoleOwner))
-	must(t, database.InTx(ctx, db, func(tx *sqlx.Tx) error { return e.DeleteAppTx(ctx, tx, "shop") }))
-	if e.Can("olga", "shop", rbac.ActionView) || e.Can("vera", "shop", rbac.ActionView) || !e.Can("olga", "pay", rbac.ActionEdit) {
-		t.Fatal("roles after DeleteAppTx are wrong in memory")
-	}
-	if ms, _ := e.Members(ctx, "shop"); len(ms) != 0 {
-		t.Fatalf("members of deleted app = %v", ms)
-	}
-	must(t, database.InTx(ctx, db, func(tx *sqlx.Tx) error { return rbac.DeleteAppTx(ctx, tx, "pay") }))
-	must(t, e.Reload(ctx))
-	if e.Can("olga", "pay", rbac.ActionView) || len(e.Apps("olga")) != 0 {
-		t.Fatal("roles on pay survived DeleteAppTx")
-	}
-}
-
 func TestRulesStoredOnce(t *testing.T) {
 	db, _ := setup(t, nil, nil)
 	// Extra or changed rules in the table are replaced on start-up.
