@@ -13,21 +13,6 @@
 // failure, 2 on bad usage or configuration.
 package main
 
-import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
+import "github.com/sluicehq/sluice/internal/startup"
 
-	"github.com/sluicehq/sluice/internal/settings"
-)
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv)
-	stop()
-	os.Exit(exitCode(err))
-}
-
-// exitCode reports err on stderr and maps it to the process exit code.
-func exitCode(err error) int { return settings.ExitCode("sluice-admin", err, os.Stderr) }
+func main() { startup.Main("sluice-admin", run) }

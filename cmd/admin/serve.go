@@ -28,7 +28,6 @@ import (
 	"github.com/sluicehq/sluice/internal/router"
 	"github.com/sluicehq/sluice/internal/settings"
 	"github.com/sluicehq/sluice/internal/startup"
-	"github.com/sluicehq/sluice/migrations"
 )
 
 // devCommand runs the whole product in one process from a checkout: -dev
@@ -119,24 +118,12 @@ func serve(ctx context.Context, e env) error {
 	if cfg.dev {
 		return serveDev(ctx, cfg, e, log)
 	}
-	db, err := startup.Wait(ctx, cfg.startupTimeout, log, "mysql", func(ctx context.Context) (*sqlx.DB, error) {
-		return database.Open(ctx, cfg.mysqlDSN, database.Options{})
-	})
+	st, err := startup.Open(ctx, cfg.startupTimeout, log, cfg.mysqlDSN, database.Options{}, cfg.migrate, cfg.redis.Open)
 	if err != nil {
-		return fmt.Errorf("mysql is unreachable: %w", err)
+		return err
 	}
-	defer db.Close()
-	if cfg.migrate {
-		if err := migrations.Up(cfg.mysqlDSN); err != nil {
-			return fmt.Errorf("migrate database: %w", err)
-		}
-	}
-	rdb, err := startup.Wait(ctx, cfg.startupTimeout, log, "redis", cfg.redis.Open)
-	if err != nil {
-		return fmt.Errorf("redis is unreachable: %w", err)
-	}
-	defer rdb.Close()
-	return serveWith(ctx, cfg, stores{db: db, rdb: rdb, ks: redisscript.Keyspace{Prefix: cfg.keyPrefix}}, e.stderr, log)
+	defer st.Close()
+	return serveWith(ctx, cfg, stores{db: st.DB, rdb: st.Redis, ks: redisscript.Keyspace{Prefix: cfg.keyPrefix}}, e.stderr, log)
 }
 
 // stores are what the console runs on, real or in-memory (-dev).
