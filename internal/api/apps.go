@@ -70,9 +70,7 @@ func (s *server) createApp(w http.ResponseWriter, r *http.Request, c manage.Call
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Location", Prefix+"/apps/"+a.Name)
-	w.Header().Set("ETag", etag(a.Version))
-	writeJSON(w, http.StatusCreated, toAppJSON(a))
+	writeVersioned(w, http.StatusCreated, Prefix+"/apps/"+a.Name, a.Version, toAppJSON(a))
 	return nil
 }
 
@@ -82,8 +80,7 @@ func (s *server) getApp(w http.ResponseWriter, r *http.Request, c manage.Caller)
 	if err != nil {
 		return err
 	}
-	w.Header().Set("ETag", etag(a.Version))
-	writeJSON(w, http.StatusOK, toAppJSON(a))
+	writeVersioned(w, http.StatusOK, "", a.Version, toAppJSON(a))
 	return nil
 }
 

@@ -106,9 +106,7 @@ func (s *server) createBucket(w http.ResponseWriter, r *http.Request, c manage.C
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Location", Prefix+"/buckets/"+b.Name)
-	w.Header().Set("ETag", etag(b.Version))
-	writeJSON(w, http.StatusCreated, toBucketJSON(b))
+	writeVersioned(w, http.StatusCreated, Prefix+"/buckets/"+b.Name, b.Version, toBucketJSON(b))
 	return nil
 }
 
@@ -118,8 +116,7 @@ func (s *server) getBucket(w http.ResponseWriter, r *http.Request, c manage.Call
 	if err != nil {
 		return err
 	}
-	w.Header().Set("ETag", etag(b.Version))
-	writeJSON(w, http.StatusOK, toBucketJSON(b.Bucket))
+	writeVersioned(w, http.StatusOK, "", b.Version, toBucketJSON(b.Bucket))
 	return nil
 }
 
@@ -165,8 +162,7 @@ func (s *server) update(w http.ResponseWriter, r *http.Request, c manage.Caller,
 	if err != nil {
 		return stale(err)
 	}
-	w.Header().Set("ETag", etag(ch.Bucket.Version))
-	writeJSON(w, http.StatusOK, toBucketJSON(ch.Bucket))
+	writeVersioned(w, http.StatusOK, "", ch.Bucket.Version, toBucketJSON(ch.Bucket))
 	return nil
 }
 

@@ -198,6 +198,16 @@ func jsonType(kind string) string {
 	return "another type"
 }
 
+// writeVersioned writes an app or a bucket with its version as ETag and,
+// for a created one, its Location.
+func writeVersioned(w http.ResponseWriter, status int, location string, version int64, v any) {
+	if location != "" {
+		w.Header().Set("Location", location)
+	}
+	w.Header().Set("ETag", etag(version))
+	writeJSON(w, status, v)
+}
+
 // etag renders a version as the strong entity tag of an app or a bucket.
 func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
 

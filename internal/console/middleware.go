@@ -17,17 +17,14 @@ import (
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// securityHeaders sets the headers every page response carries.
+// securityHeaders sets the pages' headers beside the router's common ones
+// (nosniff, no framing, no caching: pages show private data; static files
+// override the caching).
 func securityHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", contentSecurityPolicy)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
-	h.Set("Cross-Origin-Resource-Policy", "same-origin")
 	h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
-	// Pages show private data; static files override this.
-	h.Set("Cache-Control", "no-store")
 }
 
 // sameOrigin refuses state-changing requests that a browser marks as

@@ -19,9 +19,13 @@ func (s *Service) requireAdmin(ctx context.Context, c Caller, target string) err
 		errs.Forbiddenf("managing users needs the admin role"))
 }
 
-// notSelf refuses an admin's change of their own account: disabling or
-// demoting themselves could leave nobody able to manage users.
-func notSelf(c Caller, user string) error {
+// adminOfAnother refuses (audited) a caller without the admin role, and an
+// admin's change of their own account: disabling or demoting themselves
+// could leave nobody able to manage users.
+func (s *Service) adminOfAnother(ctx context.Context, c Caller, user string) error {
+	if err := s.requireAdmin(ctx, c, user); err != nil {
+		return err
+	}
 	if user == c.Name() {
 		return errs.Invalid("user", "you cannot change your own account here; ask another admin")
 	}
@@ -83,10 +87,7 @@ type SetDisabled struct {
 
 // SetDisabled needs the admin role, on another account than the caller's.
 func (s *Service) SetDisabled(ctx context.Context, c Caller, req SetDisabled) error {
-	if err := s.requireAdmin(ctx, c, req.User); err != nil {
-		return err
-	}
-	if err := notSelf(c, req.User); err != nil {
+	if err := s.adminOfAnother(ctx, c, req.User); err != nil {
 		return err
 	}
 	return s.accounts.SetDisabled(ctx, c.Actor(), req.User, req.Disabled)
@@ -101,10 +102,7 @@ type SetAdmin struct {
 // SetAdmin needs the admin role, on another account than the caller's.
 // The last admin keeps the role (a conflict).
 func (s *Service) SetAdmin(ctx context.Context, c Caller, req SetAdmin) error {
-	if err := s.requireAdmin(ctx, c, req.User); err != nil {
-		return err
-	}
-	if err := notSelf(c, req.User); err != nil {
+	if err := s.adminOfAnother(ctx, c, req.User); err != nil {
 		return err
 	}
 	if _, err := s.accounts.UserByName(ctx, req.User); err != nil {
@@ -122,10 +120,7 @@ type SetPassword struct {
 
 // SetPassword needs the admin role, on another account than the caller's.
 func (s *Service) SetPassword(ctx context.Context, c Caller, req SetPassword) error {
-	if err := s.requireAdmin(ctx, c, req.User); err != nil {
-		return err
-	}
-	if err := notSelf(c, req.User); err != nil {
+	if err := s.adminOfAnother(ctx, c, req.User); err != nil {
 		return err
 	}
 	return s.accounts.SetPassword(ctx, c.Actor(), req.User, req.Password)
