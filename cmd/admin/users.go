@@ -87,21 +87,28 @@ func openDB(ctx context.Context, dsn string) (*sqlx.DB, error) {
 	return db, nil
 }
 
+// userCommand parses a user subcommand's settings, reads the password
+// from standard input and opens the database; the caller closes it.
+func userCommand(ctx context.Context, e env, name string, extra func(*settings.Set)) (userFlags, string, *sqlx.DB, error) {
+	f, err := parseUserFlags(e, name, extra)
+	if err != nil {
+		return f, "", nil, err
+	}
+	password, err := readPassword(e.stdin)
+	if err != nil {
+		return f, "", nil, err
+	}
+	db, err := openDB(ctx, f.dsn)
+	return f, password, db, err
+}
+
 // createUser is `create-user -username NAME -password-stdin [-admin]`,
 // which bootstraps the first admin.
 func createUser(ctx context.Context, e env) error {
 	var admin bool
-	f, err := parseUserFlags(e, "create-user", func(s *settings.Set) {
+	f, password, db, err := userCommand(ctx, e, "create-user", func(s *settings.Set) {
 		s.Bool(&admin, "admin", "", "make the user an administrator")
 	})
-	if err != nil {
-		return err
-	}
-	password, err := readPassword(e.stdin)
-	if err != nil {
-		return err
-	}
-	db, err := openDB(ctx, f.dsn)
 	if err != nil {
 		return err
 	}
@@ -129,15 +136,7 @@ func createUser(ctx context.Context, e env) error {
 // setPassword is `set-password -username NAME -password-stdin`; it also
 // ends the user's sessions.
 func setPassword(ctx context.Context, e env) error {
-	f, err := parseUserFlags(e, "set-password", nil)
-	if err != nil {
-		return err
-	}
-	password, err := readPassword(e.stdin)
-	if err != nil {
-		return err
-	}
-	db, err := openDB(ctx, f.dsn)
+	f, password, db, err := userCommand(ctx, e, "set-password", nil)
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,7 @@ func Usage(s usage.Series, o Options) template.HTML {
 	x, row := 0, 0
 	for i := range bars {
 		b := &bars[i]
-		label := fmt.Sprintf("%s: %s allowed, %s denied", b.name, group(b.totalA), group(b.totalD))
+		label := fmt.Sprintf("%s: %s allowed, %s denied", b.name, Count(b.totalA), Count(b.totalD))
 		w := swatchWidth + 6 + utf8.RuneCountInString(label)*charWidth
 		if x > 0 && x+w > plotW {
 			x, row = 0, row+1
@@ -158,7 +158,7 @@ func Usage(s usage.Series, o Options) template.HTML {
 		totalD = addSat(totalD, b.totalD)
 	}
 	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" class="chart usage-chart" viewBox="0 0 %d %d" width="100%%" role="img" aria-label="%s" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12">`,
-		o.Width, height, esc(fmt.Sprintf("%s: %s allowed, %s denied", title, group(totalA), group(totalD))))
+		o.Width, height, esc(fmt.Sprintf("%s: %s allowed, %s denied", title, Count(totalA), Count(totalD))))
 	fmt.Fprintf(&sb, `<title>%s</title>`, esc(title))
 	fmt.Fprintf(&sb, `<desc>%s</desc>`, esc(describe(s, bars, o.Location)))
 	fmt.Fprintf(&sb, `<text class="chart-title" x="%d" y="20" font-size="14" font-weight="600" fill="currentColor">%s</text>`,
@@ -318,7 +318,7 @@ func describe(s usage.Series, bars []bar, loc *time.Location) string {
 	}
 	b.WriteString(".")
 	for _, br := range bars {
-		fmt.Fprintf(&b, " %s: %s allowed, %s denied.", br.name, group(br.totalA), group(br.totalD))
+		fmt.Fprintf(&b, " %s: %s allowed, %s denied.", br.name, Count(br.totalA), Count(br.totalD))
 	}
 	return b.String()
 }
@@ -333,7 +333,7 @@ func tooltip(t time.Time, step time.Duration, bars []bar, i int) string {
 		if br.allowed[i] == 0 && br.denied[i] == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\n%s: %s allowed, %s denied", br.name, group(br.allowed[i]), group(br.denied[i]))
+		fmt.Fprintf(&b, "\n%s: %s allowed, %s denied", br.name, Count(br.allowed[i]), Count(br.denied[i]))
 	}
 	return b.String()
 }
@@ -397,8 +397,8 @@ func compact(v float64) string {
 
 func trim(v float64) string { return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) }
 
-// group formats a count with thousands separators: 1,234,567.
-func group(v int64) string {
+// Count formats a count with thousands separators: 1,234,567.
+func Count(v int64) string {
 	s := strconv.FormatInt(v, 10)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")
