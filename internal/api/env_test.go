@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisscript"
@@ -230,7 +231,7 @@ func (e *env) must(want int, token, method, path string, body any, headers ...st
 // auditEntries returns the audit rows matching f, read from the store.
 func (e *env) auditEntries(f audit.Filter) []audit.Entry {
 	e.t.Helper()
-	f.Limit = audit.MaxLimit
+	f.Limit = database.MaxPageSize
 	p, err := e.audit.List(context.Background(), f)
 	if err != nil {
 		e.t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/router"
@@ -258,8 +259,8 @@ func stale(err error) error {
 
 // Page sizes of every list.
 const (
-	defaultLimit = 50
-	maxLimit     = 500
+	defaultLimit = database.DefaultPageSize
+	maxLimit     = database.MaxPageSize
 )
 
 // page reads ?limit= and ?cursor=. The cursor is opaque to clients: it is

@@ -18,12 +18,6 @@ import (
 	"github.com/sluicehq/sluice/internal/names"
 )
 
-// Page sizes of List.
-const (
-	DefaultLimit = 50
-	MaxLimit     = 500
-)
-
 // Store keeps apps in MySQL. It is safe for concurrent use.
 type Store struct {
 	db *sqlx.DB
@@ -41,7 +35,7 @@ type Filter struct {
 	Names []string
 	// After is the cursor: the name of the last app of the previous page.
 	After string
-	// Limit is the page size: DefaultLimit when 0, at most MaxLimit.
+	// Limit is the page size: database.PageSize reads it.
 	Limit int
 }
 
@@ -120,11 +114,7 @@ func (s *Store) Get(ctx context.Context, name string) (*App, error) {
 
 // List returns one page of the apps f selects, ordered by name.
 func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
-	limit = min(limit, MaxLimit)
+	limit := database.PageSize(f.Limit)
 	if f.Names != nil {
 		f.Names = slices.DeleteFunc(slices.Clone(f.Names), func(n string) bool { return !names.Valid(n) })
 	}

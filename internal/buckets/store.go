@@ -18,12 +18,6 @@ import (
 	"github.com/sluicehq/sluice/internal/names"
 )
 
-// Page sizes of List.
-const (
-	DefaultLimit = 50
-	MaxLimit     = 500
-)
-
 // Store keeps bucket definitions in MySQL. It is safe for concurrent use.
 type Store struct {
 	db *sqlx.DB
@@ -45,7 +39,7 @@ type Filter struct {
 	VisibleTo []string
 	// After is the cursor: the name of the last bucket of the previous page.
 	After string
-	// Limit is the page size: DefaultLimit when 0, at most MaxLimit.
+	// Limit is the page size: database.PageSize reads it.
 	Limit int
 }
 
@@ -231,11 +225,7 @@ func (s *Store) Definitions(ctx context.Context) ([]*Bucket, error) {
 // List returns one page of the buckets f selects, ordered by name, each
 // with its allowed apps.
 func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
-	limit = min(limit, MaxLimit)
+	limit := database.PageSize(f.Limit)
 	if f.VisibleTo != nil {
 		f.VisibleTo = slices.DeleteFunc(slices.Clone(f.VisibleTo), func(n string) bool { return !names.Valid(n) })
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sluicehq/sluice/internal/apps"
+	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/rbac"
 )
@@ -35,7 +36,7 @@ func (s *Service) AppNames(ctx context.Context, c Caller) ([]string, error) {
 		slices.Sort(out)
 		return out, nil
 	}
-	page, err := s.apps.List(ctx, apps.Filter{Limit: apps.MaxLimit})
+	page, err := s.apps.List(ctx, apps.Filter{Limit: database.MaxPageSize})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/rbac"
 )
@@ -29,7 +30,7 @@ func (s *Service) ListBuckets(ctx context.Context, c Caller, q BucketQuery) (buc
 
 // visibleBuckets returns every bucket the caller may see, all pages of it.
 func (s *Service) visibleBuckets(ctx context.Context, c Caller) ([]*buckets.Bucket, error) {
-	f := buckets.Filter{VisibleTo: s.Visible(c), Limit: buckets.MaxLimit}
+	f := buckets.Filter{VisibleTo: s.Visible(c), Limit: database.MaxPageSize}
 	if f.VisibleTo != nil && len(f.VisibleTo) == 0 {
 		return nil, nil
 	}
