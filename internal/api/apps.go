@@ -41,15 +41,7 @@ func (s *server) listApps(w http.ResponseWriter, r *http.Request, c manage.Calle
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Apps       []appJSON `json:"apps"`
-		NextCursor string    `json:"next_cursor,omitempty"`
-		Total      int       `json:"total"`
-	}{Apps: make([]appJSON, 0, len(p.Apps)), NextCursor: nextCursor("app", p.Next), Total: p.Total}
-	for _, a := range p.Apps {
-		out.Apps = append(out.Apps, toAppJSON(a))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writePage(w, "apps", nextCursor("app", p.Next), p.Total, p.Apps, toAppJSON)
 	return nil
 }
 

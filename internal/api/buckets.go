@@ -84,15 +84,7 @@ func (s *server) listBuckets(w http.ResponseWriter, r *http.Request, c manage.Ca
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Buckets    []bucketJSON `json:"buckets"`
-		NextCursor string       `json:"next_cursor,omitempty"`
-		Total      int          `json:"total"`
-	}{Buckets: make([]bucketJSON, 0, len(p.Buckets)), NextCursor: nextCursor("bucket", p.Next), Total: p.Total}
-	for _, b := range p.Buckets {
-		out.Buckets = append(out.Buckets, toBucketJSON(b))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writePage(w, "buckets", nextCursor("bucket", p.Next), p.Total, p.Buckets, toBucketJSON)
 	return nil
 }
 

@@ -287,6 +287,20 @@ func page(r *http.Request, kind string) (cursor string, limit int, err error) {
 	return cursor, limit, nil
 }
 
+// writePage writes one page of a list: its items under key, the cursor
+// of the next page (left out on the last page) and the total.
+func writePage[T, J any](w http.ResponseWriter, key, next string, total int, items []T, render func(T) J) {
+	out := make([]J, 0, len(items))
+	for _, it := range items {
+		out = append(out, render(it))
+	}
+	body := map[string]any{key: out, "total": total}
+	if next != "" {
+		body["next_cursor"] = next
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
 // nextCursor encodes the store's cursor of the next page; "" ends the list.
 func nextCursor(kind, next string) string {
 	if next == "" {
