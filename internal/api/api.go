@@ -57,11 +57,11 @@ type server struct {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c manage.Caller) error
 
 // route is one API operation. The table of routes is the single source
-// for the mux and for the test that keeps openapi.json true.
+// for the router and for the test that keeps openapi.json true.
 type route struct {
 	method string
-	// path is the ServeMux pattern path, "/api/v1/buckets/{bucket}",
-	// which is also the OpenAPI path.
+	// path is the route's path as OpenAPI writes it,
+	// "/api/v1/buckets/{bucket}"; gin gets it as "/buckets/:bucket".
 	path   string
 	handle handlerFunc
 	// public routes need no token.

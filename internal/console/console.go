@@ -1,13 +1,14 @@
 // Package console is Sluice's web console: the pages teams use to register
 // apps, grant roles, define buckets and read the audit log.
 //
-// It is the only package that uses gin. Pages are server-rendered from
-// html/template files parsed once at start-up; every form posts, then
-// redirects (POST-redirect-GET). Every request is checked on the server:
+// It is the pages area of the one router (internal/router) and only
+// translates: every use case is the application layer's (manage). Pages
+// are server-rendered from html/template files parsed once at start-up;
+// every form posts, then redirects (POST-redirect-GET). Every request is checked on the server:
 // the session cookie names the user, rbac decides, and every refusal is
 // written to the audit log as "access.denied".
 //
-// Security choices, all in this package:
+// Security choices of the pages:
 //   - Sessions live in MySQL; the cookie carries only a random id and is
 //     HttpOnly, SameSite=Lax, and Secure when served over TLS (or when
 //     Config.SecureCookies is set behind a TLS-terminating proxy). Signing
@@ -16,10 +17,10 @@
 //   - Cross-site request forgery: http.CrossOriginProtection refuses
 //     state-changing requests a browser marks as cross-origin; no handler
 //     changes anything on GET.
-//   - Every response carries a CSP without 'unsafe-inline', nosniff,
-//     frame-ancestors 'none' with X-Frame-Options DENY, and a referrer policy.
-//   - Sign-in attempts are throttled by Sluice's own token buckets, 5 per
-//     5 minutes per user name and per client address.
+//   - Every response carries a CSP without 'unsafe-inline' and a referrer
+//     policy, beside the router's nosniff and X-Frame-Options DENY.
+//   - Sign-in attempts are throttled (manage), 5 per 5 minutes per user
+//     name and per client address.
 package console
 
 import (
