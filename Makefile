@@ -20,4 +20,4 @@ build:
 	go build ./...
 
 run:
-	go run ./cmd/admin -dev
+	go run -tags dev ./cmd/admin -dev

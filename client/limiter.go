@@ -23,7 +23,7 @@ var (
 	// ErrExceedsCapacity: n is larger than the bucket's capacity and can never be granted.
 	ErrExceedsCapacity = errors.New("sluice: n exceeds bucket capacity")
 	// ErrInvalidN: n is not a whole number from 1 to 1e9.
-	ErrInvalidN = errors.New("sluice: n must be between 1 and 1000000000")
+	ErrInvalidN = fmt.Errorf("sluice: n must be between 1 and %d", redisscript.MaxN)
 	// ErrUnavailable: Redis did not answer and the failure policy refused the
 	// call (FailClosed, or FailLocal for a bucket whose config was never seen).
 	ErrUnavailable = errors.New("sluice: redis unavailable")

@@ -106,5 +106,8 @@ export SLUICE_TEST_REQUIRE=1
 
 echo "MariaDB on 127.0.0.1:$mport, Redis on 127.0.0.1:$rport"
 status=0
-go test -race -count=1 -timeout 15m "$@" ./... || status=$?
+# -tags dev adds the embedded stores of `sluice-admin -dev` and their test;
+# the production build of cmd/admin is tested on its own.
+go test -race -count=1 -timeout 15m -tags dev "$@" ./... || status=$?
+go test -race -count=1 -timeout 5m "$@" ./cmd/admin || status=$?
 exit $status

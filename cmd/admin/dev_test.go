@@ -1,3 +1,5 @@
+//go:build dev
+
 package main
 
 import (
@@ -102,26 +104,5 @@ func TestDevStack(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("-dev did not stop")
-	}
-}
-
-func waitHealthy(t *testing.T, base string, done <-chan error, stderr *syncBuffer) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("server stopped: %v\n%s", err, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not come up: %v\n%s", err, stderr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

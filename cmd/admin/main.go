@@ -13,34 +13,6 @@
 // failure, 2 on bad usage or configuration.
 package main
 
-import (
-	"context"
-	"errors"
-	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "github.com/sluicehq/sluice/internal/startup"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv)
-	stop()
-	os.Exit(exitCode(err))
-}
-
-// exitCode reports err on stderr and maps it to the process exit code.
-func exitCode(err error) int {
-	var ue usageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "sluice-admin: %v\nRun sluice-admin -h for the subcommands.\n", err)
-		return 2
-	default:
-		fmt.Fprintf(os.Stderr, "sluice-admin: %v\n", err)
-		return 1
-	}
-}
+func main() { startup.Main("sluice-admin", run) }

@@ -2,22 +2,19 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/settings"
 )
 
 // usageError is a mistake in the command line or the environment: exit
 // code 2, and the message names what to fix.
-type usageError struct{ err error }
+type usageError = settings.UsageError
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+var usagef = settings.Usagef
 
 // env is what a subcommand may use of the process: its arguments, the
 // environment and the standard streams, passed in so tests can drive it.
@@ -50,7 +47,7 @@ func dispatch(ctx context.Context, e env) error {
 		name, e.args = e.args[0], e.args[1:]
 	}
 	if name == "help" {
-		fmt.Fprint(e.stdout, usageText)
+		fmt.Fprint(e.stdout, subcommandsText)
 		return nil
 	}
 	cmd, ok := subcommands[name]
@@ -60,54 +57,19 @@ func dispatch(ctx context.Context, e env) error {
 	return cmd(ctx, e)
 }
 
-const usageText = `Usage:
-  sluice-admin [serve] [flags]        serve the web console (default)
-  sluice-admin -dev                   everything in one process, in memory, for trying Sluice
+// subcommandsText ends -h of serve (the default) and answers `help`.
+const subcommandsText = `Subcommands:
+  sluice-admin [serve] [flags]        serve the console and the JSON API (the default)
   sluice-admin migrate up|down|version
   sluice-admin create-user -username NAME -password-stdin [-admin]
   sluice-admin set-password -username NAME -password-stdin
   sluice-admin healthcheck [-url URL]
+  ` + devCommand + `   everything in one process, in memory
 
-Run a subcommand with -h for its flags and environment variables.
+Run a subcommand with -h for its flags.
 `
 
-// newFlags returns a flag set for a subcommand that reports to e.stderr.
-func newFlags(e env, name, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet("sluice-admin "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: sluice-admin %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parse parses args into fs, turning mistakes into usage errors and
-// refusing stray arguments.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
-}
-
-// lookup returns the trimmed value of an environment variable and whether
-// it is set to something.
-func lookup(getenv func(string) string, key string) (string, bool) {
-	v := strings.TrimSpace(getenv(key))
-	return v, v != ""
-}
-
-// flagError turns a flag parsing failure into a usage error (or help).
-func flagError(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return err
-	}
-	return usageError{err}
+// newSettings returns the settings of a subcommand, reporting to e.stderr.
+func newSettings(e env, name, synopsis string) *settings.Set {
+	return settings.New("sluice-admin "+name, "sluice-admin "+synopsis, e.getenv, e.stderr)
 }

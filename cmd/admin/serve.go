@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,19 +19,22 @@ import (
 
 	"github.com/sluicehq/sluice/internal/accounts"
 	"github.com/sluicehq/sluice/internal/api"
-	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/audit"
-	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/router"
+	"github.com/sluicehq/sluice/internal/settings"
 	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/startup"
-	"github.com/sluicehq/sluice/internal/usage"
-	"github.com/sluicehq/sluice/migrations"
 )
+
+// devCommand runs the whole product in one process from a checkout: -dev
+// needs the embedded stores, which only builds with the dev tag carry.
+const devCommand = "go run -tags dev ./cmd/admin -dev"
 
 // serveConfig is everything `serve` is started with.
 type serveConfig struct {
@@ -71,65 +72,46 @@ func withHSTS(next http.Handler, secure bool) http.Handler {
 	})
 }
 
-func parseServe(e env) (serveConfig, error) {
-	cfg := serveConfig{
-		listen:         ":8080",
-		metricsAddr:    e.getenv("SLUICE_METRICS_ADDR"),
-		mysqlDSN:       e.getenv("SLUICE_MYSQL_DSN"),
-		keyPrefix:      e.getenv("SLUICE_KEY_PREFIX"),
-		migrate:        true,
-		startupTimeout: 15 * time.Second,
-		auditRetention: audit.DefaultRetention,
-	}
-	var err error
-	if cfg.redis, err = redisconn.FromEnv(e.getenv); err != nil {
-		return cfg, usageError{err}
-	}
-	listenSet := false
-	if v, ok := lookup(e.getenv, "SLUICE_LISTEN"); ok {
-		cfg.listen, listenSet = v, true
-	}
-	if v, ok := lookup(e.getenv, "SLUICE_AUDIT_RETENTION"); ok {
-		if cfg.auditRetention, err = time.ParseDuration(v); err != nil {
-			return cfg, usagef("SLUICE_AUDIT_RETENTION=%q: want a duration such as 9600h", v)
-		}
-	}
-	if v, ok := lookup(e.getenv, "SLUICE_SECURE_COOKIES"); ok {
-		if cfg.secureCookies, err = strconv.ParseBool(v); err != nil {
-			return cfg, usagef("SLUICE_SECURE_COOKIES=%q: want true or false", v)
-		}
-	}
-	proxies := e.getenv("SLUICE_TRUSTED_PROXIES")
-	level := e.getenv("SLUICE_LOG_LEVEL")
-	if level == "" {
-		level = "info"
-	}
+// bindServe binds serve's settings to a fresh set.
+func bindServe(cfg *serveConfig, level *string, e env) *settings.Set {
+	s := settings.New("sluice-admin", "sluice-admin [serve] [flags] | sluice-admin SUBCOMMAND [flags]", e.getenv, e.stderr)
+	s.Footer(subcommandsText)
+	s.Secret(&cfg.mysqlDSN, "mysql-dsn", "SLUICE_MYSQL_DSN", "required: MySQL DSN, as user:password@tcp(host:port)/sluice (prefer the variable: flags show in ps)")
+	cfg.redis.Bind(s)
+	s.String(&cfg.keyPrefix, "key-prefix", "SLUICE_KEY_PREFIX", `Redis key prefix of bucket hashes, as the sync worker's; empty means "sluice:"`)
+	s.String(&cfg.listen, "listen", "SLUICE_LISTEN", "address the console and the API listen on; empty means :8080, or "+devListen+" with -dev")
+	s.Bool(&cfg.secureCookies, "secure-cookies", "SLUICE_SECURE_COOKIES", "the deployment is served over HTTPS (behind a TLS-terminating proxy): cookies are Secure and responses carry Strict-Transport-Security")
+	s.List(&cfg.trustedProxies, "trusted-proxies", "SLUICE_TRUSTED_PROXIES", "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For is believed")
+	s.String(level, "log-level", "SLUICE_LOG_LEVEL", "debug, info, warn or error; JSON logs on stderr")
+	s.String(&cfg.metricsAddr, "metrics-addr", "SLUICE_METRICS_ADDR", "address of a separate listener serving Prometheus /metrics; empty disables")
+	s.Duration(&cfg.startupTimeout, "startup-timeout", "SLUICE_STARTUP_TIMEOUT", "how long to wait for MySQL and Redis at start-up")
+	s.Bool(&cfg.migrate, "migrate", "SLUICE_MIGRATE", "apply database migrations at start-up")
+	s.Duration(&cfg.auditRetention, "audit-retention", "SLUICE_AUDIT_RETENTION", "how long audit entries are kept (9600h is 400 days); 0 keeps them for ever")
+	s.Bool(&cfg.dev, "dev", "", "everything in this process, in memory, with a seeded admin and a demo app (builds with -tags dev)")
+	return s
+}
 
-	fs := newFlags(e, "serve", "[serve] [flags]")
-	fs.StringVar(&cfg.listen, "listen", cfg.listen, "`address` the console listens on (env SLUICE_LISTEN)")
-	fs.StringVar(&cfg.metricsAddr, "metrics-addr", cfg.metricsAddr, "`address` of a separate listener serving Prometheus metrics at /metrics; empty disables (env SLUICE_METRICS_ADDR)")
-	fs.StringVar(&cfg.mysqlDSN, "mysql-dsn", cfg.mysqlDSN, "MySQL `DSN`, as user:password@tcp(host:port)/sluice (env SLUICE_MYSQL_DSN)")
-	cfg.redis.RegisterFlags(fs)
-	fs.StringVar(&cfg.keyPrefix, "key-prefix", cfg.keyPrefix, "Redis key `prefix` of bucket hashes, as the sync worker's; empty means \"sluice:\" (env SLUICE_KEY_PREFIX)")
-	fs.BoolVar(&cfg.secureCookies, "secure-cookies", cfg.secureCookies, "the deployment is served over HTTPS (behind a TLS-terminating proxy): cookies are Secure and responses carry Strict-Transport-Security (env SLUICE_SECURE_COOKIES)")
-	fs.StringVar(&proxies, "trusted-proxies", proxies, "comma-separated `addresses or CIDRs` of proxies whose X-Forwarded-For is believed (env SLUICE_TRUSTED_PROXIES)")
-	fs.BoolVar(&cfg.migrate, "migrate", cfg.migrate, "apply database migrations at start-up")
-	fs.BoolVar(&cfg.dev, "dev", false, "run everything in this process with in-memory stores, a seeded admin and a demo app; listens on "+devListen+" unless -listen is given")
-	fs.StringVar(&level, "log-level", level, "debug, info, warn or error (env SLUICE_LOG_LEVEL)")
-	fs.DurationVar(&cfg.startupTimeout, "startup-timeout", cfg.startupTimeout, "how long to wait for MySQL and Redis at start-up")
-	fs.DurationVar(&cfg.auditRetention, "audit-retention", cfg.auditRetention, "how long audit entries are kept (9600h is 400 days); 0 keeps them for ever (env SLUICE_AUDIT_RETENTION)")
-	if err := parse(fs, e.args); err != nil {
+// defaultServe is serve's configuration before settings are read.
+func defaultServe() serveConfig {
+	return serveConfig{migrate: true, startupTimeout: 15 * time.Second, auditRetention: audit.DefaultRetention}
+}
+
+func parseServe(e env) (serveConfig, error) {
+	cfg := defaultServe()
+	level := "info"
+	s := bindServe(&cfg, &level, e)
+	if err := s.Parse(e.args); err != nil {
 		return cfg, err
 	}
-	fs.Visit(func(f *flag.Flag) { listenSet = listenSet || f.Name == "listen" })
-	if cfg.dev && !listenSet {
+	if err := s.NoArgs(); err != nil {
+		return cfg, err
+	}
+	if cfg.listen == "" {
 		// -dev seeds an admin whose password is printed: only this
 		// machine may reach it unless an address is given.
-		cfg.listen = devListen
-	}
-	for _, p := range strings.Split(proxies, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			cfg.trustedProxies = append(cfg.trustedProxies, p)
+		cfg.listen = ":8080"
+		if cfg.dev {
+			cfg.listen = devListen
 		}
 	}
 	if err := cfg.logLevel.UnmarshalText([]byte(level)); err != nil {
@@ -141,13 +123,25 @@ func parseServe(e env) (serveConfig, error) {
 	if cfg.dev {
 		return cfg, nil // the in-memory stores need no addresses
 	}
-	if strings.TrimSpace(cfg.mysqlDSN) == "" {
-		return cfg, usagef("mysql is not configured: set SLUICE_MYSQL_DSN or -mysql-dsn")
+	if err := checkDSN(cfg.mysqlDSN); err != nil {
+		return cfg, err
 	}
 	if err := cfg.redis.Validate(); err != nil {
-		return cfg, usageError{err}
+		return cfg, usageError{Err: fmt.Errorf("%w (the console needs Redis for live state and the sign-in throttle)", err)}
 	}
 	return cfg, nil
+}
+
+// checkDSN refuses a missing or malformed DSN at once: retrying it for the
+// start-up timeout, as if MySQL were down, could never help.
+func checkDSN(dsn string) error {
+	if strings.TrimSpace(dsn) == "" {
+		return usagef("mysql is not configured: set SLUICE_MYSQL_DSN or -mysql-dsn")
+	}
+	if _, err := database.Config(dsn); err != nil {
+		return usagef("SLUICE_MYSQL_DSN or -mysql-dsn: %v", err)
+	}
+	return nil
 }
 
 // serve connects to MySQL and Redis, applies migrations and serves the
@@ -161,24 +155,12 @@ func serve(ctx context.Context, e env) error {
 	if cfg.dev {
 		return serveDev(ctx, cfg, e, log)
 	}
-	db, err := startup.Wait(ctx, cfg.startupTimeout, log, "mysql", func(ctx context.Context) (*sqlx.DB, error) {
-		return database.Open(ctx, cfg.mysqlDSN, database.Options{})
-	})
+	st, err := startup.Open(ctx, cfg.startupTimeout, log, cfg.mysqlDSN, database.Options{}, cfg.migrate, cfg.redis.Open)
 	if err != nil {
-		return fmt.Errorf("mysql is unreachable: %w", err)
+		return err
 	}
-	defer db.Close()
-	if cfg.migrate {
-		if err := migrations.Up(cfg.mysqlDSN); err != nil {
-			return fmt.Errorf("migrate database: %w", err)
-		}
-	}
-	rdb, err := startup.Wait(ctx, cfg.startupTimeout, log, "redis", cfg.redis.Open)
-	if err != nil {
-		return fmt.Errorf("redis is unreachable: %w", err)
-	}
-	defer rdb.Close()
-	return serveWith(ctx, cfg, stores{db: db, rdb: rdb, ks: redisscript.Keyspace{Prefix: cfg.keyPrefix}}, e.stderr, log)
+	defer st.Close()
+	return serveWith(ctx, cfg, stores{db: st.DB, rdb: st.Redis, ks: redisscript.Keyspace{Prefix: cfg.keyPrefix}}, e.stderr, log)
 }
 
 // stores are what the console runs on, real or in-memory (-dev).
@@ -209,26 +191,41 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	ccfg := console.Config{
-		DB: st.db, Redis: st.rdb, Keyspace: st.ks, Enforcer: enf,
-		SecureCookies: cfg.secureCookies, TrustedProxies: cfg.trustedProxies, Logger: log,
-		API: newAPI(st, enf, log), Usage: usage.NewReader(st.rdb, st.ks),
+	mcfg := manage.Config{DB: st.db, Enforcer: enf, Redis: st.rdb, Keyspace: st.ks, Logger: log}
+	if reg != nil {
+		refusals := prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "console", Name: "anonymous_refusals_total",
+			Help: "Requests refused because the caller was not signed in (the audit log keeps a sample).",
+		})
+		reg.MustRegister(refusals)
+		mcfg.RefusalCounter = refusals
 	}
-	if reg != nil { // a nil *Registry would not be a nil Registerer
-		ccfg.Metrics = reg
-	}
-	con, err := console.New(ccfg)
+	svc, err := manage.New(mcfg)
 	if err != nil {
+		return fmt.Errorf("build use cases: %w", err)
+	}
+	defer svc.Close()
+	// One router serves the pages and the JSON API under /api/v1.
+	rcfg := router.Config{TrustedProxies: cfg.trustedProxies, Logger: log}
+	ccfg := console.Config{Service: svc, SecureCookies: cfg.secureCookies, Logger: log}
+	if reg != nil { // a nil *Registry would not be a nil Registerer
+		rcfg.Metrics, ccfg.Metrics = reg, reg
+	}
+	rt, err := router.New(rcfg)
+	if err != nil {
+		return fmt.Errorf("build router: %w", usageError{Err: err})
+	}
+	if err := console.Mount(rt, ccfg); err != nil {
 		return fmt.Errorf("build console: %w", err)
 	}
-	defer con.Close()
+	api.Mount(rt, api.Config{Service: svc, Logger: log})
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
 	}
 	srv := &http.Server{
-		Handler:           withHSTS(con, cfg.secureCookies),
+		Handler:           withHSTS(rt, cfg.secureCookies),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -281,15 +278,6 @@ func metricsServer(reg *prometheus.Registry, log *slog.Logger) *http.Server {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-}
-
-// newAPI builds the JSON API (issue 6) served beside the console under
-// /api/v1, on the same stores and permission checks.
-func newAPI(st stores, enf *rbac.Enforcer, log *slog.Logger) http.Handler {
-	return api.New(api.Config{
-		DB: st.db, Apps: apps.NewStore(st.db), Buckets: buckets.NewStore(st.db), Audit: audit.NewStore(st.db),
-		Accounts: accounts.NewStore(st.db), Enforcer: enf, Redis: st.rdb, Keyspace: st.ks, Logger: log,
-	})
 }
 
 // displayAddr turns ":8080" into "localhost:8080" for people to click.

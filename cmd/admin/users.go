@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/rbac"
+	"github.com/sluicehq/sluice/internal/settings"
 	"github.com/sluicehq/sluice/migrations"
 )
 
@@ -30,21 +30,25 @@ type userFlags struct {
 	passwordStdin bool
 }
 
-func parseUserFlags(e env, name string, extra func(*flag.FlagSet)) (userFlags, error) {
-	f := userFlags{dsn: e.getenv("SLUICE_MYSQL_DSN")}
-	fs := newFlags(e, name, name+" -username NAME -password-stdin")
-	fs.StringVar(&f.dsn, "mysql-dsn", f.dsn, "MySQL `DSN` (env SLUICE_MYSQL_DSN)")
-	fs.StringVar(&f.username, "username", "", "the user's `name`")
-	fs.BoolVar(&f.passwordStdin, "password-stdin", false, "read the password from the first line of standard input")
+func parseUserFlags(e env, name string, extra func(*settings.Set)) (userFlags, error) {
+	var f userFlags
+	s := newSettings(e, name, name+" -username NAME -password-stdin")
+	s.Secret(&f.dsn, "mysql-dsn", "SLUICE_MYSQL_DSN", "MySQL DSN")
+	s.String(&f.username, "username", "", "the user's name")
+	s.Bool(&f.passwordStdin, "password-stdin", "", "read the password from the first line of standard input")
 	if extra != nil {
-		extra(fs)
+		extra(s)
 	}
-	if err := parse(fs, e.args); err != nil {
+	if err := s.Parse(e.args); err != nil {
+		return f, err
+	}
+	if err := s.NoArgs(); err != nil {
+		return f, err
+	}
+	if err := checkDSN(f.dsn); err != nil {
 		return f, err
 	}
 	switch {
-	case strings.TrimSpace(f.dsn) == "":
-		return f, usagef("mysql is not configured: set SLUICE_MYSQL_DSN or -mysql-dsn")
 	case f.username == "":
 		return f, usagef("-username is required")
 	case !f.passwordStdin:
@@ -83,21 +87,28 @@ func openDB(ctx context.Context, dsn string) (*sqlx.DB, error) {
 	return db, nil
 }
 
+// userCommand parses a user subcommand's settings, reads the password
+// from standard input and opens the database; the caller closes it.
+func userCommand(ctx context.Context, e env, name string, extra func(*settings.Set)) (userFlags, string, *sqlx.DB, error) {
+	f, err := parseUserFlags(e, name, extra)
+	if err != nil {
+		return f, "", nil, err
+	}
+	password, err := readPassword(e.stdin)
+	if err != nil {
+		return f, "", nil, err
+	}
+	db, err := openDB(ctx, f.dsn)
+	return f, password, db, err
+}
+
 // createUser is `create-user -username NAME -password-stdin [-admin]`,
 // which bootstraps the first admin.
 func createUser(ctx context.Context, e env) error {
 	var admin bool
-	f, err := parseUserFlags(e, "create-user", func(fs *flag.FlagSet) {
-		fs.BoolVar(&admin, "admin", false, "make the user an administrator")
+	f, password, db, err := userCommand(ctx, e, "create-user", func(s *settings.Set) {
+		s.Bool(&admin, "admin", "", "make the user an administrator")
 	})
-	if err != nil {
-		return err
-	}
-	password, err := readPassword(e.stdin)
-	if err != nil {
-		return err
-	}
-	db, err := openDB(ctx, f.dsn)
 	if err != nil {
 		return err
 	}
@@ -125,15 +136,7 @@ func createUser(ctx context.Context, e env) error {
 // setPassword is `set-password -username NAME -password-stdin`; it also
 // ends the user's sessions.
 func setPassword(ctx context.Context, e env) error {
-	f, err := parseUserFlags(e, "set-password", nil)
-	if err != nil {
-		return err
-	}
-	password, err := readPassword(e.stdin)
-	if err != nil {
-		return err
-	}
-	db, err := openDB(ctx, f.dsn)
+	f, password, db, err := userCommand(ctx, e, "set-password", nil)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func TestParseConfig(t *testing.T) {
 		cfg.instances != 3 || cfg.countUsage || cfg.timeout != 20*time.Millisecond {
 		t.Fatalf("flags must override the environment: %+v", cfg)
 	}
-	cfg, err = parseConfig(nil, envOf(map[string]string{"SLUICE_MYSQL_DSN": "dsn", "SLUICE_REDIS_ADDR": "r:1"}), io.Discard)
+	cfg, err = parseConfig(nil, envOf(map[string]string{"SLUICE_MYSQL_DSN": "u:p@tcp(db:3306)/sluice", "SLUICE_REDIS_ADDR": "r:1"}), io.Discard)
 	if err != nil || cfg.grpcAddr != ":8081" || cfg.httpAddr != ":8082" || cfg.unmatched != decision.UnmatchedAllow ||
 		cfg.policy != client.FailLocal || !cfg.countUsage {
 		t.Fatalf("defaults: %+v %v", cfg, err)
@@ -70,7 +70,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad level", nil, []string{"-log-level", "loud"}, "log level"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := map[string]string{"SLUICE_MYSQL_DSN": "dsn", "SLUICE_REDIS_ADDR": "r:1"}
+			env := map[string]string{"SLUICE_MYSQL_DSN": "u:p@tcp(db:3306)/sluice", "SLUICE_REDIS_ADDR": "r:1"}
 			for k, v := range tc.env {
 				env[k] = v
 			}

@@ -49,7 +49,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		// Not fatal: the failure policy answers until Redis is back.
 		log.Warn("redis does not answer yet; the failure policy answers until it does", "err", err)
 		if rdb, err = cfg.redis.Client(); err != nil {
-			return usageError{err}
+			return usageError{Err: err}
 		}
 	}
 	defer rdb.Close()
@@ -100,13 +100,13 @@ func healthcheck(ctx context.Context, args []string, output io.Writer) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
 	if err != nil {
-		return usageError{fmt.Errorf("healthcheck url: %w", err)}
+		return usageError{Err: fmt.Errorf("healthcheck url: %w", err)}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -25,7 +25,7 @@ func TestParseConfig(t *testing.T) {
 		t.Fatalf("flags must override the environment: %+v", cfg)
 	}
 	cfg, err = parseConfig(nil, envOf(map[string]string{
-		"SLUICE_MYSQL_DSN": "dsn", "SLUICE_REDIS_SENTINEL_MASTER": "m", "SLUICE_REDIS_SENTINEL_ADDRS": "s1:1,s2:2",
+		"SLUICE_MYSQL_DSN": "u:p@tcp(db:3306)/sluice", "SLUICE_REDIS_SENTINEL_MASTER": "m", "SLUICE_REDIS_SENTINEL_ADDRS": "s1:1,s2:2",
 		"SLUICE_RECONCILE_INTERVAL": "10",
 	}), io.Discard)
 	if err != nil {
@@ -37,7 +37,7 @@ func TestParseConfig(t *testing.T) {
 }
 
 func TestParseConfigErrors(t *testing.T) {
-	base := map[string]string{"SLUICE_MYSQL_DSN": "dsn", "SLUICE_REDIS_ADDR": "r:1"}
+	base := map[string]string{"SLUICE_MYSQL_DSN": "u:p@tcp(db:3306)/sluice", "SLUICE_REDIS_ADDR": "r:1"}
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -45,7 +45,7 @@ func TestParseConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"no mysql", map[string]string{"SLUICE_REDIS_ADDR": "r:1"}, nil, "SLUICE_MYSQL_DSN"},
-		{"no redis", map[string]string{"SLUICE_MYSQL_DSN": "dsn"}, nil, "SLUICE_REDIS_ADDR"},
+		{"no redis", map[string]string{"SLUICE_MYSQL_DSN": "u:p@tcp(db:3306)/sluice"}, nil, "SLUICE_REDIS_ADDR"},
 		{"two redis modes", map[string]string{"SLUICE_REDIS_CLUSTER": "c:1"}, nil, "more than one way"},
 		{"bad interval", map[string]string{"SLUICE_RECONCILE_INTERVAL": "often"}, nil, "SLUICE_RECONCILE_INTERVAL"},
 		{"short interval", nil, []string{"-reconcile-interval", "10ms"}, "at least 1s"},

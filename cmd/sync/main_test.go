@@ -6,10 +6,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/migrations"
 )
@@ -28,10 +27,7 @@ const childEnv = "SLUICE_SYNC_TEST_AS_WORKER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := run(ctx, os.Args[1:], os.Getenv)
-		stop()
-		os.Exit(exitCode(err))
+		startup.Main("sluice-sync", run) // as main does
 	}
 	os.Exit(m.Run())
 }

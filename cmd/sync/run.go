@@ -25,7 +25,6 @@ import (
 	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/internal/syncer"
 	"github.com/sluicehq/sluice/internal/usage"
-	"github.com/sluicehq/sluice/migrations"
 )
 
 // run is the whole program: main only adds signals and the exit code.
@@ -44,23 +43,12 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 // serve connects to the stores, then runs the worker and the HTTP server
 // until ctx ends.
 func serve(ctx context.Context, cfg config, log *slog.Logger) error {
-	db, err := startup.Wait(ctx, cfg.startupTimeout, log, "mysql", func(ctx context.Context) (*sqlx.DB, error) {
-		return database.Open(ctx, cfg.mysqlDSN, database.Options{MaxOpenConns: 10})
-	})
+	st, err := startup.Open(ctx, cfg.startupTimeout, log, cfg.mysqlDSN, database.Options{MaxOpenConns: 10}, cfg.migrate, cfg.redis.Open)
 	if err != nil {
-		return fmt.Errorf("mysql is unreachable: %w", err)
+		return err
 	}
-	defer db.Close()
-	if cfg.migrate {
-		if err := migrations.Up(cfg.mysqlDSN); err != nil {
-			return fmt.Errorf("migrate database: %w", err)
-		}
-	}
-	rdb, err := startup.Wait(ctx, cfg.startupTimeout, log, "redis", cfg.redis.Open)
-	if err != nil {
-		return fmt.Errorf("redis is unreachable: %w", err)
-	}
-	defer rdb.Close()
+	defer st.Close()
+	db, rdb := st.DB, st.Redis
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -180,13 +168,13 @@ func healthcheck(ctx context.Context, args []string, output io.Writer) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
 	if err != nil {
-		return usageError{fmt.Errorf("healthcheck url: %w", err)}
+		return usageError{Err: fmt.Errorf("healthcheck url: %w", err)}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

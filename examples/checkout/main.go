@@ -1,7 +1,7 @@
 // Command checkout is a small HTTP service whose /checkout route is
 // protected by a Sluice token bucket. Start the whole product with
 //
-//	go run ./cmd/admin -dev
+//	go run -tags dev ./cmd/admin -dev
 //
 // which prints the Redis address of its embedded Redis, then
 //

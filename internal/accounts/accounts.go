@@ -17,10 +17,10 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/names"
 )
 
 // Session lifetimes by default.
@@ -94,24 +94,15 @@ func (r *userRow) user() *User {
 	return &u
 }
 
-// UsernameProblem says why name cannot be a user name, or returns "" when
-// it can. User names follow the app name rule, which keeps them safe as
-// role subjects.
-func UsernameProblem(name string) string { return apps.NameProblem(name) }
-
-// conflict is an errs.ErrConflict whose message is fit to show a user as is.
-type conflict string
-
-func (c conflict) Error() string        { return string(c) }
-func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
-
 const userColumns = `id, username, password_hash, disabled, created_at, updated_at`
 
 // CreateUser creates an enabled account. Invalid names and passwords give
 // a *errs.Validation ("username", "password"); a taken name errs.ErrConflict.
 func (s *Store) CreateUser(ctx context.Context, actor audit.Actor, username, password string) (*User, error) {
 	var v errs.Validation
-	if p := UsernameProblem(username); p != "" {
+	// User names follow the app name rule, which keeps them safe as role
+	// subjects.
+	if p := names.Problem(username); p != "" {
 		v.Add("username", p)
 	}
 	if p := PasswordProblem(password); p != "" {
@@ -130,7 +121,7 @@ func (s *Store) CreateUser(ctx context.Context, actor audit.Actor, username, pas
 		res, err := tx.ExecContext(ctx, `INSERT INTO users (username, password_hash, disabled, created_at, updated_at)
 			VALUES (?, ?, FALSE, ?, ?)`, username, hash, u.CreatedAt, u.UpdatedAt)
 		if database.IsDuplicate(err) {
-			return conflict(fmt.Sprintf("a user named %q already exists", username))
+			return errs.Conflictf("a user named %q already exists", username)
 		}
 		if err != nil {
 			return fmt.Errorf("insert user %q: %w", username, database.Translate(err))
@@ -227,7 +218,7 @@ func (s *Store) SetDisabled(ctx context.Context, actor audit.Actor, username str
 func (s *Store) Authenticate(ctx context.Context, username, password string) (*User, error) {
 	username = strings.ToLower(strings.TrimSpace(username))
 	h := s.hasher()
-	if !apps.ValidName(username) || len(password) > MaxPassword {
+	if !names.Valid(username) || len(password) > MaxPassword {
 		if err := h.burn(ctx, password[:min(len(password), MaxPassword)]); err != nil {
 			return nil, err
 		}
@@ -308,7 +299,7 @@ func (s *Store) Names(ctx context.Context, prefix string, limit int) ([]string, 
 	}
 	prefix = strings.ToLower(strings.TrimSpace(prefix))
 	out := []string{}
-	if prefix != "" && !apps.ValidName(prefix) && !validPrefix(prefix) {
+	if prefix != "" && !names.Valid(prefix) && !validPrefix(prefix) {
 		return out, nil
 	}
 	if err := s.db.SelectContext(ctx, &out, `SELECT username FROM users
@@ -321,12 +312,12 @@ func (s *Store) Names(ctx context.Context, prefix string, limit int) ([]string, 
 
 // validPrefix reports whether p can start a user name: a name cut short may
 // end with a character a whole name cannot (a dash).
-func validPrefix(p string) bool { return apps.ValidName(p + "a") }
+func validPrefix(p string) bool { return names.Valid(p + "a") }
 
 // userBy reads one user by column ("id" or "username"); lock takes a row
 // lock for a change.
 func userBy(ctx context.Context, q sqlx.QueryerContext, column string, value any, lock bool) (*User, error) {
-	if name, ok := value.(string); ok && !apps.ValidName(name) {
+	if name, ok := value.(string); ok && !names.Valid(name) {
 		return nil, fmt.Errorf("user %q: %w", name, errs.ErrNotFound)
 	}
 	query := `SELECT ` + userColumns + ` FROM users WHERE ` + column + ` = ?`

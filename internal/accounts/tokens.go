@@ -105,7 +105,7 @@ func (s *Store) CreateToken(ctx context.Context, actor audit.Actor, userID int64
 			return fmt.Errorf("check token names: %w", database.Translate(err))
 		}
 		if taken > 0 {
-			return conflict(fmt.Sprintf("you already have an active token named %q; choose another name or revoke it first", name))
+			return errs.Conflictf("you already have an active token named %q; choose another name or revoke it first", name)
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO api_tokens (user_id, name, prefix, token_hash, created_at, expires_at)
 			VALUES (?, ?, ?, ?, ?, ?)`, userID, name, t.Prefix, digest(plaintext), t.CreatedAt, t.ExpiresAt)

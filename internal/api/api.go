@@ -1,9 +1,9 @@
 // Package api is Sluice's JSON API for automation: apps and their members,
 // buckets, the audit log and a bucket's live Redis state, under /api/v1.
 //
-// It is a plain net/http handler built on the same stores and the same
-// permission checks (rbac) as the console, so a rule holds the same way in
-// both. Callers authenticate with a personal API token sent as
+// It is an area of the one router, beside the console's pages, and only
+// translates: every use case is the application layer's (manage), so a
+// rule holds the same way in both. Callers authenticate with a personal API token sent as
 // "Authorization: Bearer <token>"; cookies are never read, so there is no
 // cross-site request forgery surface. The contract, including the choices
 // below, is the OpenAPI document served at /api/v1/openapi.json:
@@ -23,50 +23,24 @@
 package api
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
-	"path"
+	"regexp"
 	"strings"
-	"sync"
-	"time"
 
-	"github.com/jmoiron/sqlx"
-	"github.com/redis/go-redis/v9"
+	"github.com/gin-gonic/gin"
 
-	"github.com/sluicehq/sluice/internal/accounts"
-	"github.com/sluicehq/sluice/internal/apps"
-	"github.com/sluicehq/sluice/internal/audit"
-	"github.com/sluicehq/sluice/internal/buckets"
-	"github.com/sluicehq/sluice/internal/rbac"
-	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/manage"
+	"github.com/sluicehq/sluice/internal/router"
 )
 
 // Prefix is the path every API route starts with.
 const Prefix = "/api/v1"
 
-// MaxBodyBytes caps a request body. The largest valid body, a bucket with
-// 100 allowed apps and a 500 character description, is a few kilobytes.
-const MaxBodyBytes = 64 << 10
-
-// RequestTimeout bounds the work of one request, store calls included.
-const RequestTimeout = 10 * time.Second
-
-// Config holds what the API is built on. Every field but Redis and Logger
-// is required.
+// Config holds what the API is built on.
 type Config struct {
-	// DB is the pool the stores use; denied accesses and token uses are
-	// audited through it.
-	DB       *sqlx.DB
-	Apps     *apps.Store
-	Buckets  *buckets.Store
-	Audit    *audit.Store
-	Accounts *accounts.Store
-	Enforcer *rbac.Enforcer
-	// Redis and Keyspace serve a bucket's live state; without Redis that
-	// endpoint answers 503.
-	Redis    redis.UniversalClient
-	Keyspace redisscript.Keyspace
+	// Service runs every use case.
+	Service *manage.Service
 	// Logger receives internal errors, which callers only see as a 500
 	// with a generic message; nil means slog.Default().
 	Logger *slog.Logger
@@ -74,26 +48,20 @@ type Config struct {
 
 // server holds the dependencies of the handlers.
 type server struct {
-	Config
+	svc *manage.Service
 	log *slog.Logger
-
-	// uses remembers when each token's use was last audited, so that a
-	// busy token writes at most one "token.use" row a minute.
-	usesMu sync.Mutex
-	uses   map[int64]time.Time
-	now    func() time.Time
 }
 
 // handlerFunc is an API handler: it writes its response on success and
 // returns an error otherwise, which serve turns into a JSON error body.
-type handlerFunc func(w http.ResponseWriter, r *http.Request, c *caller) error
+type handlerFunc func(w http.ResponseWriter, r *http.Request, c manage.Caller) error
 
 // route is one API operation. The table of routes is the single source
-// for the mux and for the test that keeps openapi.json true.
+// for the router and for the test that keeps openapi.json true.
 type route struct {
 	method string
-	// path is the ServeMux pattern path, "/api/v1/buckets/{bucket}",
-	// which is also the OpenAPI path.
+	// path is the route's path as OpenAPI writes it,
+	// "/api/v1/buckets/{bucket}"; gin gets it as "/buckets/:bucket".
 	path   string
 	handle handlerFunc
 	// public routes need no token.
@@ -124,130 +92,98 @@ func (s *server) routes() []route {
 	}
 }
 
-// New returns the API handler. It serves paths under /api/v1/ and answers
-// every other path with a JSON 404, so it is mounted as is:
-// mux.Handle("/api/v1/", api.New(cfg)).
-func New(cfg Config) http.Handler {
-	s := &server{Config: cfg, log: cfg.Logger, uses: map[int64]time.Time{}, now: time.Now}
+// Mount adds the API to rt as the area under Prefix.
+func Mount(rt *router.Router, cfg Config) { newServer(cfg).mount(rt) }
+
+func newServer(cfg Config) *server {
+	s := &server{svc: cfg.Service, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	mux := http.NewServeMux()
+	return s
+}
+
+func (s *server) mount(rt *router.Router) {
+	g := s.area(rt, Prefix)
 	for _, rt := range s.routes() {
-		mux.Handle(rt.method+" "+rt.path, s.serve(rt))
+		g.Handle(rt.method, ginPath(rt.path), router.Label(rt.path), s.serve(rt))
 	}
-	return secure(fallback(mux, s))
 }
 
-// secure sets the headers every response carries. The API serves only JSON
-// to programs: nothing may be framed, sniffed, cached or run as a page.
-func secure(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Cache-Control", "no-store")
-		h.Set("Cross-Origin-Resource-Policy", "same-origin")
-		next.ServeHTTP(w, r)
-	})
+// area adds the API's area to rt: its headers and its JSON answers to
+// unknown paths, wrong methods and panics.
+func (s *server) area(rt *router.Router, prefix string) *gin.RouterGroup {
+	return rt.Area(router.Area{Prefix: prefix, Headers: secure, Fail: s.fail,
+		NotFound: s.routeNotFound, MethodNotAllowed: s.methodNotAllowed,
+		Unclean: func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, errNoEndpoint) }})
 }
 
-// fallback answers requests that match no route (404) or match a path but
-// not its method (405, with Allow) with the API's JSON error body instead
-// of ServeMux's plain text.
-func fallback(mux *http.ServeMux, s *server) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if path.Clean(r.URL.Path) != r.URL.Path {
-			// ServeMux would redirect to the cleaned path; a client
-			// following that would replay a body. Refuse instead.
-			s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found",
-				message: "no such endpoint; see " + Prefix + "/openapi.json"})
-			return
-		}
-		h, pattern := mux.Handler(r)
-		if pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		// Let the mux decide between 404 and 405, then replace its body.
-		rec := &statusRecorder{header: http.Header{}}
-		h.ServeHTTP(rec, r)
-		switch rec.status {
-		case http.StatusMethodNotAllowed:
-			w.Header().Set("Allow", rec.header.Get("Allow"))
-			s.writeError(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
-				message: r.Method + " is not allowed here; allowed: " + rec.header.Get("Allow")})
-		default:
-			s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found",
-				message: "no such endpoint; see " + Prefix + "/openapi.json"})
-		}
-	})
-}
-
-// statusRecorder captures what ServeMux's own 404 and 405 handlers write.
-type statusRecorder struct {
-	header http.Header
-	status int
-}
-
-func (r *statusRecorder) Header() http.Header { return r.header }
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
+// New returns a handler serving the API alone, on a router of its own
+// that answers every other path the API's way too.
+func New(cfg Config) http.Handler {
+	rt, err := router.New(router.Config{Logger: cfg.Logger})
+	if err != nil {
+		panic(err) // no trusted proxies, no metrics: nothing can fail
 	}
-	return len(b), nil
+	s := newServer(cfg)
+	s.mount(rt)
+	s.area(rt, "")
+	return rt
 }
-func (r *statusRecorder) WriteHeader(status int) {
-	if r.status == 0 {
-		r.status = status
-	}
+
+// ginPath turns the route table's OpenAPI path ("/buckets/{bucket}")
+// into gin's ("/buckets/:bucket"), relative to Prefix.
+func ginPath(p string) string {
+	p = strings.TrimPrefix(p, Prefix)
+	return pathParam.ReplaceAllString(p, ":$1")
+}
+
+var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
+
+// secure sets the API's headers beside the router's common ones. The API
+// serves only JSON to programs: nothing may run as a page.
+func secure(h http.Header) {
+	h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+	h.Set("Referrer-Policy", "no-referrer")
+}
+
+// errNoEndpoint answers a path that names no route.
+var errNoEndpoint = &apiError{status: http.StatusNotFound, code: "not_found",
+	message: "no such endpoint; see " + Prefix + "/openapi.json"}
+
+func (s *server) routeNotFound(c *gin.Context) { s.writeError(c.Writer, c.Request, errNoEndpoint) }
+
+// methodNotAllowed answers a path that exists with another method (gin
+// has set Allow).
+func (s *server) methodNotAllowed(c *gin.Context) {
+	allow := c.Writer.Header().Get("Allow")
+	s.writeError(c.Writer, c.Request, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
+		message: c.Request.Method + " is not allowed here; allowed: " + allow})
+}
+
+// fail answers a request that failed outside a handler (a panic).
+func (s *server) fail(c *gin.Context, err error) {
+	s.writeError(c.Writer, c.Request, &apiError{status: http.StatusInternalServerError, code: "internal", message: "internal error"})
 }
 
 // serve wraps a route's handler: it authenticates the caller (unless the
-// route is public), bounds the body, and turns a returned error into the
-// JSON error body.
-func (s *server) serve(rt route) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			// A bug must cost one request a 500, never the process or a
-			// stack trace in the response.
-			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
-				}
-				s.log.ErrorContext(r.Context(), "api handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v)
-				s.writeError(w, r, &apiError{status: http.StatusInternalServerError, code: "internal", message: "internal error"})
-			}
-		}()
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+// route is public) and turns a returned error into the JSON error body.
+func (s *server) serve(rt route) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		r := c.Request
+		for _, p := range c.Params {
+			r.SetPathValue(p.Key, p.Value)
 		}
-		// A hung store must cost a 503, not a request that never ends.
-		ctx, cancel := context.WithTimeout(r.Context(), RequestTimeout)
-		defer cancel()
-		r = r.WithContext(ctx)
-		var c *caller
+		var who manage.Caller
 		if !rt.public {
 			var err error
-			if c, err = s.authenticate(r); err != nil {
-				s.writeError(w, r, err)
+			if who, err = s.authenticate(c); err != nil {
+				s.writeError(c.Writer, r, err)
 				return
 			}
 		}
-		if err := rt.handle(w, r, c); err != nil {
-			s.writeError(w, r, err)
+		if err := rt.handle(c.Writer, r, who); err != nil {
+			s.writeError(c.Writer, r, err)
 		}
-	})
-}
-
-// remoteAddr is the client address recorded in the audit log. Forwarding
-// headers are not trusted: a proxy in front of Sluice logs its own view.
-func remoteAddr(r *http.Request) string {
-	addr := r.RemoteAddr
-	if i := strings.LastIndexByte(addr, ':'); i > 0 && !strings.HasSuffix(addr, "]") {
-		addr = addr[:i]
 	}
-	return strings.Trim(addr, "[]")
 }

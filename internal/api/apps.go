@@ -1,17 +1,11 @@
 package api
 
 import (
-	"context"
-	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/sluicehq/sluice/internal/apps"
-	"github.com/sluicehq/sluice/internal/errs"
-	"github.com/sluicehq/sluice/internal/rbac"
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
 // appJSON is an app as the API returns it.
@@ -32,26 +26,9 @@ func toAppJSON(a *apps.App) appJSON {
 	}
 }
 
-// isAdmin reports whether the caller holds the global admin role.
-func (s *server) isAdmin(c *caller) bool { return s.Enforcer.IsAdmin(c.name()) }
-
-// visibleApps returns the apps whose data the caller may see: nil for an
-// admin (everything), otherwise the apps they are a member of, never nil.
-func (s *server) visibleApps(c *caller) []string {
-	if s.isAdmin(c) {
-		return nil
-	}
-	v := s.Enforcer.Visible(c.name())
-	if v == nil {
-		// nil means "all" to the stores; a user with no roles sees none.
-		v = []string{}
-	}
-	return v
-}
-
 // listApps: GET /apps?search=&cursor=&limit=. Callers see the apps they
 // are members of; admins see every app.
-func (s *server) listApps(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (s *server) listApps(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
 	search, err := query(r, "search", 63)
 	if err != nil {
 		return err
@@ -60,19 +37,11 @@ func (s *server) listApps(w http.ResponseWriter, r *http.Request, c *caller) err
 	if err != nil {
 		return err
 	}
-	p, err := s.Apps.List(r.Context(), apps.Filter{Search: search, Names: s.visibleApps(c), After: cursor, Limit: limit})
+	p, err := s.svc.ListApps(r.Context(), c, manage.AppQuery{Search: search, After: cursor, Limit: limit})
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Apps       []appJSON `json:"apps"`
-		NextCursor string    `json:"next_cursor,omitempty"`
-		Total      int       `json:"total"`
-	}{Apps: make([]appJSON, 0, len(p.Apps)), NextCursor: nextCursor("app", p.Next), Total: p.Total}
-	for _, a := range p.Apps {
-		out.Apps = append(out.Apps, toAppJSON(a))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writePage(w, "apps", nextCursor("app", p.Next), p.Total, p.Apps, toAppJSON)
 	return nil
 }
 
@@ -83,51 +52,27 @@ type appInput struct {
 }
 
 // createApp: POST /apps. Any user may register an app and becomes its
-// owner in the same transaction.
-func (s *server) createApp(w http.ResponseWriter, r *http.Request, c *caller) error {
+// owner.
+func (s *server) createApp(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
 	var in appInput
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	a := &apps.App{Name: in.Name, Description: in.Description}
-	grant := func(ctx context.Context, tx *sqlx.Tx) error {
-		return s.Enforcer.GrantTx(ctx, tx, c.name(), a.Name, rbac.RoleOwner)
-	}
-	if err := s.Apps.Create(r.Context(), c.actor, a, grant); err != nil {
+	a, err := s.svc.CreateApp(r.Context(), c, manage.CreateApp{Name: in.Name, Description: in.Description})
+	if err != nil {
 		return err
 	}
-	w.Header().Set("Location", Prefix+"/apps/"+a.Name)
-	w.Header().Set("ETag", etag(a.Version))
-	writeJSON(w, http.StatusCreated, toAppJSON(a))
+	writeVersioned(w, http.StatusCreated, Prefix+"/apps/"+a.Name, a.Version, toAppJSON(a))
 	return nil
 }
 
-// visibleApp loads the app named in the path if the caller may see it. An
-// app the caller is not a member of is a 404 like a missing one, audited
-// as a denied access.
-func (s *server) visibleApp(r *http.Request, c *caller) (*apps.App, error) {
-	name := r.PathValue("app")
-	a, err := s.Apps.Get(r.Context(), name)
-	if errors.Is(err, errs.ErrNotFound) {
-		return nil, notFound("app", name)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !s.isAdmin(c) && !s.Enforcer.Can(c.name(), a.Name, rbac.ActionView) {
-		return nil, s.denied(r.Context(), c, r, a.Name, "app", a.Name, notFound("app", name))
-	}
-	return a, nil
-}
-
 // getApp: GET /apps/{app}, with the version as ETag.
-func (s *server) getApp(w http.ResponseWriter, r *http.Request, c *caller) error {
-	a, err := s.visibleApp(r, c)
+func (s *server) getApp(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
+	a, err := s.svc.App(r.Context(), c, r.PathValue("app"))
 	if err != nil {
 		return err
 	}
-	w.Header().Set("ETag", etag(a.Version))
-	writeJSON(w, http.StatusOK, toAppJSON(a))
+	writeVersioned(w, http.StatusOK, "", a.Version, toAppJSON(a))
 	return nil
 }
 
@@ -138,33 +83,20 @@ type memberJSON struct {
 }
 
 // listMembers: GET /apps/{app}/members, for every member of the app.
-func (s *server) listMembers(w http.ResponseWriter, r *http.Request, c *caller) error {
-	a, err := s.visibleApp(r, c)
-	if err != nil {
-		return err
-	}
-	members, err := s.Enforcer.Members(r.Context(), a.Name)
+func (s *server) listMembers(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
+	m, err := s.svc.Members(r.Context(), c, r.PathValue("app"))
 	if err != nil {
 		return err
 	}
 	out := struct {
 		App     string       `json:"app"`
 		Members []memberJSON `json:"members"`
-	}{App: a.Name, Members: make([]memberJSON, 0, len(members))}
-	for _, m := range members {
-		out.Members = append(out.Members, memberJSON{User: m.User, Role: string(m.Role)})
+	}{App: m.App.Name, Members: make([]memberJSON, 0, len(m.Members))}
+	for _, mb := range m.Members {
+		out.Members = append(out.Members, memberJSON{User: mb.User, Role: string(mb.Role)})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
-}
-
-// canManage checks the owner role on a visible app, auditing a refusal.
-func (s *server) canManage(r *http.Request, c *caller, a *apps.App) error {
-	if s.isAdmin(c) || s.Enforcer.Can(c.name(), a.Name, rbac.ActionManage) {
-		return nil
-	}
-	return s.denied(r.Context(), c, r, a.Name, "app", a.Name,
-		forbidden("managing the members of app %q needs its owner role", a.Name))
 }
 
 // roleInput is the body of PUT /apps/{app}/members/{user}.
@@ -172,61 +104,43 @@ type roleInput struct {
 	Role string `json:"role"`
 }
 
-func parseRole(s string) (rbac.Role, error) {
-	switch s {
-	case string(rbac.RoleOwner):
-		return rbac.RoleOwner, nil
-	case string(rbac.RoleViewer):
-		return rbac.RoleViewer, nil
-	case "":
-		return "", errs.Invalid("role", "is required")
-	}
-	return "", errs.Invalid("role", `must be "owner" or "viewer"`)
-}
-
 // grantMember: PUT /apps/{app}/members/{user} {"role": "viewer"}. It sets
 // the user's one role on the app, replacing any other; owners only.
-func (s *server) grantMember(w http.ResponseWriter, r *http.Request, c *caller) error {
-	a, err := s.visibleApp(r, c)
-	if err != nil {
-		return err
-	}
-	if err := s.canManage(r, c, a); err != nil {
-		return err
-	}
+func (s *server) grantMember(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
+	req := manage.GrantRole{App: r.PathValue("app"), User: r.PathValue("user")}
 	var in roleInput
 	if err := decode(r, &in); err != nil {
-		return err
+		return refusedFirst(err, func() error {
+			_, err := s.svc.ManagedApp(r.Context(), c, req.App)
+			return err
+		})
 	}
-	role, err := parseRole(in.Role)
+	req.Role = in.Role
+	role, err := s.svc.GrantRole(r.Context(), c, req)
 	if err != nil {
 		return err
 	}
-	user := r.PathValue("user")
-	if err := s.Enforcer.Grant(r.Context(), c.actor, user, a.Name, role); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, memberJSON{User: user, Role: string(role)})
+	writeJSON(w, http.StatusOK, memberJSON{User: req.User, Role: string(role)})
 	return nil
 }
 
 // revokeMember: DELETE /apps/{app}/members/{user}; owners only. The last
 // owner cannot be removed (409).
-func (s *server) revokeMember(w http.ResponseWriter, r *http.Request, c *caller) error {
-	a, err := s.visibleApp(r, c)
+func (s *server) revokeMember(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
+	err := s.svc.RevokeRole(r.Context(), c, manage.RevokeRole{App: r.PathValue("app"), User: r.PathValue("user")})
 	if err != nil {
-		return err
-	}
-	if err := s.canManage(r, c, a); err != nil {
-		return err
-	}
-	user := r.PathValue("user")
-	if err := s.Enforcer.Revoke(r.Context(), c.actor, user, a.Name); err != nil {
-		if errors.Is(err, errs.ErrNotFound) {
-			return &refusal{kind: errs.ErrNotFound, message: "user " + strconv.Quote(user) + " has no role on app " + strconv.Quote(a.Name)}
-		}
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// refusedFirst answers a request the transport could not read (a body, a
+// header): when the caller may not even reach the object, that refusal
+// comes first, so a malformed request never tells more than a good one.
+func refusedFirst(readErr error, access func() error) error {
+	if err := access(); err != nil {
+		return err
+	}
+	return readErr
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
 // entryJSON is an audit entry as the API returns it. Before and after are
@@ -40,7 +41,7 @@ func snapshot(s string) json.RawMessage {
 // listAudit: GET /audit?app=&object_type=&object=&actor=&action=&cursor=&limit=,
 // newest first. Admins see every entry; others see the entries about the
 // apps they are members of (and those apps' buckets).
-func (s *server) listAudit(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (s *server) listAudit(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
 	var f audit.Filter
 	for _, p := range []struct {
 		name string
@@ -71,8 +72,7 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request, c *caller) er
 		f.Before = n
 	}
 	f.Limit = limit
-	f.Apps = s.visibleApps(c)
-	p, err := s.Audit.List(r.Context(), f)
+	p, err := s.svc.ListAudit(r.Context(), c, f)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisscript"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -61,15 +63,18 @@ func newEnvOn(t testing.TB, db *sqlx.DB, rdb *redis.Client, prefix string) *env 
 	}
 	// Password hashing is not under test here; keep user creation cheap.
 	e.accounts.Hash = accounts.HashParams{Time: 1, Memory: 64, Threads: 1}
-	cfg := api.Config{
-		DB: db, Apps: e.apps, Buckets: e.buckets, Audit: e.audit, Accounts: e.accounts,
-		Enforcer: enf, Keyspace: e.ks,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	mcfg := manage.Config{DB: db, Enforcer: enf, Keyspace: e.ks, Accounts: e.accounts, Logger: log,
+		ThrottlePrefix: "internal-" + prefix}
 	if rdb != nil {
-		cfg.Redis = rdb
+		mcfg.Redis = rdb
 	}
-	e.srv = httptest.NewServer(api.New(cfg))
+	svc, err := manage.New(mcfg)
+	if err != nil {
+		t.Fatalf("manage: %v", err)
+	}
+	t.Cleanup(svc.Close)
+	e.srv = httptest.NewServer(api.New(api.Config{Service: svc, Logger: log}))
 	t.Cleanup(e.srv.Close)
 	return e
 }
@@ -226,7 +231,7 @@ func (e *env) must(want int, token, method, path string, body any, headers ...st
 // auditEntries returns the audit rows matching f, read from the store.
 func (e *env) auditEntries(f audit.Filter) []audit.Entry {
 	e.t.Helper()
-	f.Limit = audit.MaxLimit
+	f.Limit = database.MaxPageSize
 	p, err := e.audit.List(context.Background(), f)
 	if err != nil {
 		e.t.Fatal(err)

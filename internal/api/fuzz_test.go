@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/router"
 )
 
 // FuzzBucketBody feeds arbitrary bodies through what a bucket write does
@@ -27,7 +28,7 @@ func FuzzBucketBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
-		r.Body = http.MaxBytesReader(httptest.NewRecorder(), r.Body, MaxBodyBytes)
+		r.Body = http.MaxBytesReader(httptest.NewRecorder(), r.Body, router.MaxBodyBytes)
 		var in bucketInput
 		if err := decode(r, &in); err != nil {
 			var ae *apiError
@@ -37,7 +38,8 @@ func FuzzBucketBody(f *testing.F) {
 			return
 		}
 		b := &buckets.Bucket{}
-		err := validate(b, in.apply(b))
+		p := in.patch()
+		err := p.Apply(b)
 		if err != nil {
 			v := errs.Fields(err)
 			if v == nil || len(v.Fields) == 0 {

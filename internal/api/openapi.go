@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
 // openAPIDoc is the hand-written OpenAPI 3.1 description of every route;
@@ -13,11 +15,8 @@ import (
 //go:embed openapi.json
 var openAPIDoc []byte
 
-// OpenAPI returns the API's OpenAPI 3.1 document.
-func OpenAPI() []byte { return append([]byte(nil), openAPIDoc...) }
-
 // openAPI: GET /openapi.json, public: the contract is no secret.
-func (s *server) openAPI(w http.ResponseWriter, r *http.Request, _ *caller) error {
+func (s *server) openAPI(w http.ResponseWriter, r *http.Request, _ manage.Caller) error {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(len(openAPIDoc)))
 	w.WriteHeader(http.StatusOK)
@@ -44,10 +43,10 @@ type tokenJSON struct {
 
 // me: GET /me, who the token belongs to, so that a script can check its
 // credentials before it changes anything.
-func (s *server) me(w http.ResponseWriter, r *http.Request, c *caller) error {
-	out := meJSON{User: c.name(), Admin: s.isAdmin(c), Token: tokenJSON{Name: c.token.Name, ExpiresAt: c.token.ExpiresAt}}
+func (s *server) me(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
+	out := meJSON{User: c.Name(), Admin: s.svc.IsAdmin(c), Token: tokenJSON{Name: c.Token.Name, ExpiresAt: c.Token.ExpiresAt}}
 	if !out.Admin {
-		out.Apps = s.visibleApps(c)
+		out.Apps = s.svc.Visible(c)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

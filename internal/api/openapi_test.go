@@ -2,11 +2,14 @@ package api
 
 import (
 	"encoding/json"
-	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/internal/router"
 )
 
 type openAPIOperation struct {
@@ -167,14 +170,29 @@ func TestOpenAPIRefsResolve(t *testing.T) {
 	}
 }
 
-// TestRoutePatternsParse registers the table on a fresh mux: a pattern the
-// mux rejects or a clash between two routes panics here, not in main.
+// TestRoutePatternsParse registers the table on a fresh router: a path gin
+// rejects or a clash between two routes panics here, not in main.
 func TestRoutePatternsParse(t *testing.T) {
-	mux := http.NewServeMux()
 	for _, rt := range (&server{}).routes() {
 		if !strings.HasPrefix(rt.path, Prefix+"/") {
 			t.Errorf("route %s %s is not under %s", rt.method, rt.path, Prefix)
 		}
-		mux.Handle(rt.method+" "+rt.path, http.NotFoundHandler())
+	}
+	rt, err := router.New(router.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	Mount(rt, Config{})
+	if got, want := len(rt.Engine().Routes()), len((&server{}).routes()); got != want {
+		t.Fatalf("%d routes registered, want %d", got, want)
+	}
+}
+
+// TestOpenAPILimits: the document states the capacity limit the stores
+// enforce.
+func TestOpenAPILimits(t *testing.T) {
+	want := `"maximum": ` + strconv.Itoa(limits.MaxCapacity)
+	if n := strings.Count(string(openAPIDoc), want); n < 2 {
+		t.Fatalf("openapi.json states %s %d times, want it on every max_permits", want, n)
 	}
 }

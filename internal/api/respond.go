@@ -12,7 +12,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/manage"
+	"github.com/sluicehq/sluice/internal/router"
 )
 
 // apiError is an error that is already an HTTP answer: the request itself
@@ -76,10 +79,6 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code := errs.Code(err)
 		body.Error = errorDetail{Code: code, Message: messages[code]}
 		switch code {
-		case "conflict":
-			// The stores word conflicts for people ("a bucket named "x"
-			// already exists").
-			body.Error.Message = err.Error()
 		case "invalid":
 			if v := errs.Fields(err); v != nil {
 				body.Error.Fields = v.Fields
@@ -89,9 +88,8 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		case "unavailable":
 			s.log.WarnContext(r.Context(), "api request: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
-		var pe publicError
-		if errors.As(err, &pe) {
-			body.Error.Message = pe.publicMessage()
+		if msg, ok := errs.PublicMessage(err); ok {
+			body.Error.Message = msg
 		}
 	}
 	if status == http.StatusUnauthorized {
@@ -101,33 +99,6 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", "5")
 	}
 	writeJSON(w, status, body)
-}
-
-// publicError is a domain error whose message is written for the caller.
-type publicError interface {
-	error
-	publicMessage() string
-}
-
-// refusal is a 403 or 404 worded by the API: it names only what the caller
-// asked for, and reads the same for a missing and an invisible object.
-type refusal struct {
-	kind    error // errs.ErrNotFound or errs.ErrForbidden
-	message string
-}
-
-func (e *refusal) Error() string         { return e.message }
-func (e *refusal) Is(target error) bool  { return target == e.kind }
-func (e *refusal) publicMessage() string { return e.message }
-
-// notFound is the 404 of a missing or invisible object.
-func notFound(kind, name string) error {
-	return &refusal{kind: errs.ErrNotFound, message: kind + " " + strconv.Quote(name) + " not found"}
-}
-
-// forbidden is the 403 for a visible object the caller may not change.
-func forbidden(format string, args ...any) error {
-	return &refusal{kind: errs.ErrForbidden, message: fmt.Sprintf(format, args...)}
 }
 
 // writeJSON writes v with status. Encoding cannot fail for the API's own
@@ -149,7 +120,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // decode reads the JSON request body into v strictly: the media type must
 // be JSON, unknown fields and trailing data are refused, and every
-// problem is a 400 (413 for a body over MaxBodyBytes) whose message says
+// problem is a 400 (413 for a body over router.MaxBodyBytes) whose message says
 // what is wrong and where.
 func decode(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -184,7 +155,7 @@ func decodeError(err error) error {
 	switch {
 	case errors.As(err, &mbe):
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: "too_large",
-			message: fmt.Sprintf("the body must be at most %d bytes", MaxBodyBytes)}
+			message: fmt.Sprintf("the body must be at most %d bytes", router.MaxBodyBytes)}
 	case errors.Is(err, io.EOF):
 		return badRequest("a JSON body is required")
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -228,6 +199,16 @@ func jsonType(kind string) string {
 	return "another type"
 }
 
+// writeVersioned writes an app or a bucket with its version as ETag and,
+// for a created one, its Location.
+func writeVersioned(w http.ResponseWriter, status int, location string, version int64, v any) {
+	if location != "" {
+		w.Header().Set("Location", location)
+	}
+	w.Header().Set("ETag", etag(version))
+	writeJSON(w, status, v)
+}
+
 // etag renders a version as the strong entity tag of an app or a bucket.
 func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
 
@@ -266,18 +247,20 @@ func preconditionFailed(message string) error {
 	return &apiError{status: http.StatusPreconditionFailed, code: "precondition_failed", message: message}
 }
 
-// stale turns the stores' version conflict into a 412.
+// stale turns a change based on an older version into a 412.
 func stale(err error) error {
-	if errors.Is(err, errs.ErrConflict) {
-		return preconditionFailed(err.Error())
+	var se *manage.StaleError
+	if errors.As(err, &se) {
+		return preconditionFailed("bucket " + se.Current.Name + " is now at version " + etag(se.Current.Version) +
+			", not " + etag(se.Based) + "; GET it again and reapply your change")
 	}
 	return err
 }
 
 // Page sizes of every list.
 const (
-	defaultLimit = 50
-	maxLimit     = 500
+	defaultLimit = database.DefaultPageSize
+	maxLimit     = database.MaxPageSize
 )
 
 // page reads ?limit= and ?cursor=. The cursor is opaque to clients: it is
@@ -302,6 +285,20 @@ func page(r *http.Request, kind string) (cursor string, limit int, err error) {
 		cursor = rest
 	}
 	return cursor, limit, nil
+}
+
+// writePage writes one page of a list: its items under key, the cursor
+// of the next page (left out on the last page) and the total.
+func writePage[T, J any](w http.ResponseWriter, key, next string, total int, items []T, render func(T) J) {
+	out := make([]J, 0, len(items))
+	for _, it := range items {
+		out = append(out, render(it))
+	}
+	body := map[string]any{key: out, "total": total}
+	if next != "" {
+		body["next_cursor"] = next
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // nextCursor encodes the store's cursor of the next page; "" ends the list.

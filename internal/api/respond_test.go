@@ -7,6 +7,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/manage"
+	"github.com/sluicehq/sluice/internal/router"
 )
 
 func statusOf(err error) int {
@@ -43,8 +46,8 @@ func TestDecode(t *testing.T) {
 		{"overflow", "application/json", `{"count":1e30}`, http.StatusBadRequest, "count must be a whole number"},
 		{"array", "application/json", `[1,2]`, http.StatusBadRequest, "must be a JSON object"},
 		{"two objects", "application/json", `{"name":"a"}{"name":"b"}`, http.StatusBadRequest, "exactly one JSON object"},
-		{"too large", "application/json", `{"name":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, http.StatusRequestEntityTooLarge, "at most"},
-		{"too large after object", "application/json", `{"name":"a"}` + strings.Repeat(" ", MaxBodyBytes), http.StatusRequestEntityTooLarge, "at most"},
+		{"too large", "application/json", `{"name":"` + strings.Repeat("x", router.MaxBodyBytes) + `"}`, http.StatusRequestEntityTooLarge, "at most"},
+		{"too large after object", "application/json", `{"name":"a"}` + strings.Repeat(" ", router.MaxBodyBytes), http.StatusRequestEntityTooLarge, "at most"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,7 +55,7 @@ func TestDecode(t *testing.T) {
 			if tt.contentType != "" {
 				r.Header.Set("Content-Type", tt.contentType)
 			}
-			r.Body = http.MaxBytesReader(httptest.NewRecorder(), r.Body, MaxBodyBytes)
+			r.Body = http.MaxBytesReader(httptest.NewRecorder(), r.Body, router.MaxBodyBytes)
 			var b body
 			err := decode(r, &b)
 			if tt.status == 0 {
@@ -140,21 +143,6 @@ func TestPageParams(t *testing.T) {
 	}
 }
 
-func TestRemoteAddr(t *testing.T) {
-	for in, want := range map[string]string{
-		"127.0.0.1:5555": "127.0.0.1",
-		"[::1]:5555":     "::1",
-		"[::1]":          "::1",
-		"pipe":           "pipe",
-	} {
-		r := httptest.NewRequest(http.MethodGet, "/", nil)
-		r.RemoteAddr = in
-		if got := remoteAddr(r); got != want {
-			t.Errorf("remoteAddr(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestRateText(t *testing.T) {
 	for _, tt := range []struct {
 		micro, period int64
@@ -175,11 +163,15 @@ func TestRateText(t *testing.T) {
 // JSON 500, not the process or a stack trace in the response.
 func TestPanicIsA500(t *testing.T) {
 	s := &server{log: slog.New(slog.DiscardHandler)}
-	h := s.serve(route{public: true, handle: func(http.ResponseWriter, *http.Request, *caller) error {
+	rt, err := router.New(router.Config{Logger: s.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.area(rt, Prefix).GET("/panic", s.serve(route{public: true, handle: func(http.ResponseWriter, *http.Request, manage.Caller) error {
 		panic("secret detail")
-	}})
+	}}))
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	rt.ServeHTTP(w, httptest.NewRequest(http.MethodGet, Prefix+"/panic", nil))
 	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), `"code":"internal"`) ||
 		strings.Contains(w.Body.String(), "secret") {
 		t.Fatalf("status %d body %s", w.Code, w.Body)

@@ -1,32 +1,22 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/buckets"
-	"github.com/sluicehq/sluice/internal/errs"
-	"github.com/sluicehq/sluice/internal/redisscript"
-)
-
-// Sync statuses of a bucket's live state.
-const (
-	syncInSync  = "in_sync" // Redis holds the MySQL version
-	syncPending = "pending" // Redis holds an older version or none yet
-	syncAhead   = "ahead"   // Redis holds a newer version than this read of MySQL
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
 // stateJSON is a bucket's live state in Redis next to its MySQL version.
 type stateJSON struct {
 	Bucket string `json:"bucket"`
 	// SyncStatus compares Redis with MySQL: in_sync, pending or ahead.
-	SyncStatus   string `json:"sync_status"`
-	MySQLVersion int64  `json:"mysql_version"`
+	SyncStatus   manage.SyncStatus `json:"sync_status"`
+	MySQLVersion int64             `json:"mysql_version"`
 	// InRedis is false until the sync worker has written the bucket.
 	InRedis      bool        `json:"in_redis"`
 	RedisVersion int64       `json:"redis_version,omitempty"`
@@ -40,29 +30,16 @@ type stateJSON struct {
 	RedisTime  time.Time  `json:"redis_time"`
 }
 
-// stateTimeout bounds the Redis read, so a hung Redis costs a 503, not a
-// hung request.
-const stateTimeout = 2 * time.Second
-
 // bucketState: GET /buckets/{bucket}/state, for anyone who can see the
 // bucket.
-func (s *server) bucketState(w http.ResponseWriter, r *http.Request, c *caller) error {
-	b, err := s.visibleBucket(r, c)
+func (s *server) bucketState(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
+	b, st, err := s.svc.BucketState(r.Context(), c, r.PathValue("bucket"))
 	if err != nil {
 		return err
 	}
-	if s.Redis == nil {
-		return fmt.Errorf("live state: no redis configured: %w", errs.ErrUnavailable)
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), stateTimeout)
-	defer cancel()
-	st, err := redisscript.Read(ctx, s.Redis, s.Keyspace, b.Name)
-	if err != nil {
-		return fmt.Errorf("%w: %w", errs.ErrUnavailable, err)
-	}
-	out := stateJSON{Bucket: b.Name, MySQLVersion: b.Version, InRedis: st.Exists, RedisTime: st.Now.UTC(),
-		SyncStatus: syncPending}
-	if st.Exists {
+	out := stateJSON{Bucket: b.Name, MySQLVersion: b.Version, InRedis: st.InRedis, RedisTime: st.RedisTime.UTC(),
+		SyncStatus: st.Sync}
+	if st.InRedis {
 		cfg := st.Config
 		out.RedisVersion = cfg.Version
 		out.Capacity = cfg.Capacity
@@ -72,12 +49,6 @@ func (s *server) bucketState(w http.ResponseWriter, r *http.Request, c *caller) 
 		if !st.Refilled.IsZero() {
 			t := st.Refilled.UTC()
 			out.LastRefill = &t
-		}
-		switch {
-		case cfg.ID > b.ID || (cfg.ID == b.ID && cfg.Version > b.Version):
-			out.SyncStatus = syncAhead
-		case cfg.ID == b.ID && cfg.Version == b.Version:
-			out.SyncStatus = syncInSync
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -31,31 +31,13 @@ type App struct {
 // naming each invalid one ("name", "description"), or nil.
 func (a *App) Validate() error {
 	var v errs.Validation
-	if r := NameProblem(a.Name); r != "" {
+	if r := names.Problem(a.Name); r != "" {
 		v.Add("name", r)
 	}
 	if r := DescriptionProblem(a.Description); r != "" {
 		v.Add("description", r)
 	}
 	return v.Err()
-}
-
-// ValidName reports whether s is a valid app or bucket name:
-// ^[a-z0-9][a-z0-9._-]{0,62}$. Such names are safe as Redis hash tags and
-// Casbin values (no ',', '"', '*', '{', '}' or whitespace).
-func ValidName(s string) bool { return names.Valid(s) }
-
-// NameProblem says why s is not a valid name, or returns "" when it is.
-func NameProblem(s string) string {
-	switch {
-	case s == "":
-		return "is required"
-	case len(s) > 63:
-		return "must be at most 63 characters"
-	case !ValidName(s):
-		return "must start with a lowercase letter or digit and contain only lowercase letters, digits, '.', '_' and '-'"
-	}
-	return ""
 }
 
 // DescriptionProblem says why s is not a valid description, or returns ""

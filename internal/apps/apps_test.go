@@ -52,20 +52,3 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
-
-func FuzzValidName(f *testing.F) {
-	for _, s := range []string{"shop", "a.b-c_d", "", "-x", "A", "{x}", "a b"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if !ValidName(s) {
-			return
-		}
-		if len(s) > 63 || strings.ContainsAny(s, ",\"*{} \t\r\n'\\%") || strings.ToLower(s) != s {
-			t.Fatalf("ValidName accepted %q", s)
-		}
-		if NameProblem(s) != "" {
-			t.Fatalf("NameProblem(%q) = %q for a valid name", s, NameProblem(s))
-		}
-	})
-}

@@ -15,12 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
-)
-
-// Page sizes of List.
-const (
-	DefaultLimit = 50
-	MaxLimit     = 500
+	"github.com/sluicehq/sluice/internal/names"
 )
 
 // Store keeps apps in MySQL. It is safe for concurrent use.
@@ -40,7 +35,7 @@ type Filter struct {
 	Names []string
 	// After is the cursor: the name of the last app of the previous page.
 	After string
-	// Limit is the page size: DefaultLimit when 0, at most MaxLimit.
+	// Limit is the page size: database.PageSize reads it.
 	Limit int
 }
 
@@ -52,16 +47,6 @@ type Page struct {
 	// Total counts every app the filter selects, on all pages.
 	Total int `json:"total"`
 }
-
-// conflict is an errs.ErrConflict whose message is fit to show a user as is.
-type conflict string
-
-func (c conflict) Error() string        { return string(c) }
-func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
-
-// conflictf returns an error matching errs.ErrConflict whose message is the
-// formatted sentence, without a prefix, so that it can be shown as is.
-func conflictf(format string, args ...any) error { return conflict(fmt.Sprintf(format, args...)) }
 
 const columns = `id, name, description, version, created_by, updated_by, created_at, updated_at`
 
@@ -86,7 +71,7 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, a *App, also ...f
 			VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			n.Name, n.Description, n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
-			return conflictf("an app named %q already exists", n.Name)
+			return errs.Conflictf("an app named %q already exists", n.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("insert app: %w", database.Translate(err))
@@ -113,19 +98,11 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, a *App, also ...f
 
 // Get returns the app named name, or an error matching errs.ErrNotFound.
 func (s *Store) Get(ctx context.Context, name string) (*App, error) {
-	return get(ctx, s.db, name, false)
-}
-
-func get(ctx context.Context, q sqlx.QueryerContext, name string, forUpdate bool) (*App, error) {
-	if !ValidName(name) {
+	if !names.Valid(name) {
 		return nil, fmt.Errorf("app %q: %w", name, errs.ErrNotFound)
 	}
-	query := `SELECT ` + columns + ` FROM apps WHERE name = ?`
-	if forUpdate {
-		query += ` FOR UPDATE`
-	}
 	var a App
-	err := sqlx.GetContext(ctx, q, &a, query, name)
+	err := s.db.GetContext(ctx, &a, `SELECT `+columns+` FROM apps WHERE name = ?`, name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("app %q: %w", name, errs.ErrNotFound)
 	}
@@ -137,13 +114,9 @@ func get(ctx context.Context, q sqlx.QueryerContext, name string, forUpdate bool
 
 // List returns one page of the apps f selects, ordered by name.
 func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
-	limit = min(limit, MaxLimit)
+	limit := database.PageSize(f.Limit)
 	if f.Names != nil {
-		f.Names = slices.DeleteFunc(slices.Clone(f.Names), func(n string) bool { return !ValidName(n) })
+		f.Names = slices.DeleteFunc(slices.Clone(f.Names), func(n string) bool { return !names.Valid(n) })
 	}
 	// Input that no app can match is answered without a query, which also
 	// keeps invalid UTF-8 away from the server.
@@ -196,137 +169,6 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 		page.Next = page.Apps[limit-1].Name
 	}
 	return page, nil
-}
-
-// Update saves a's description. a.Version must be the version the caller
-// read: when the app changed since, Update changes nothing and returns an
-// error matching errs.ErrConflict. On success a holds the stored app, its
-// Version one higher.
-func (s *Store) Update(ctx context.Context, actor audit.Actor, a *App) error {
-	if err := a.Validate(); err != nil {
-		return err
-	}
-	var saved App
-	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		old, err := get(ctx, tx, a.Name, true)
-		if err != nil {
-			return err
-		}
-		if old.Version != a.Version {
-			return conflictf("app %q was changed by someone else (now version %d, you edited version %d); reload and try again",
-				a.Name, old.Version, a.Version)
-		}
-		saved = *old
-		saved.Description = a.Description
-		saved.Version = old.Version + 1
-		saved.UpdatedBy, saved.UpdatedAt = actor.User, now()
-		if _, err := tx.ExecContext(ctx, `UPDATE apps SET description = ?, version = ?, updated_by = ?, updated_at = ?
-			WHERE id = ? AND version = ?`,
-			saved.Description, saved.Version, saved.UpdatedBy, saved.UpdatedAt, old.ID, old.Version); err != nil {
-			return fmt.Errorf("update app %q: %w", a.Name, database.Translate(err))
-		}
-		return audit.Write(ctx, tx, actor, audit.Entry{
-			Action: "app.update", ObjectType: "app", ObjectName: a.Name, App: a.Name,
-			Before: audit.Snapshot(old), After: audit.Snapshot(saved),
-		})
-	})
-	if err != nil {
-		return err
-	}
-	*a = saved
-	return nil
-}
-
-// Delete removes the app named name. version is the version the caller
-// read, or 0 for whatever is stored. An app still used by a bucket, as its
-// owner or an allowed app, is not deleted: the error matches
-// errs.ErrConflict and says how many buckets use it. Each of also runs in
-// the same transaction before the delete (for example to drop the app's
-// role assignments).
-func (s *Store) Delete(ctx context.Context, actor audit.Actor, name string, version int64, also ...func(ctx context.Context, tx *sqlx.Tx) error) error {
-	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		old, err := get(ctx, tx, name, true)
-		if err != nil {
-			return err
-		}
-		if version != 0 && old.Version != version {
-			return conflictf("app %q was changed by someone else (now version %d, you saw version %d); reload and try again",
-				name, old.Version, version)
-		}
-		var used int
-		if err := tx.GetContext(ctx, &used, `SELECT COUNT(*) FROM buckets b
-			WHERE b.owner_app_id = ? OR EXISTS (SELECT 1 FROM bucket_apps ba WHERE ba.bucket_id = b.id AND ba.app_id = ?)`,
-			old.ID, old.ID); err != nil {
-			return fmt.Errorf("count buckets of app %q: %w", name, database.Translate(err))
-		}
-		if used > 0 {
-			return inUse(name, used)
-		}
-		for _, fn := range also {
-			if err := fn(ctx, tx); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM apps WHERE id = ?`, old.ID); err != nil {
-			if database.IsReferenced(err) {
-				// A bucket started to use the app after the count above.
-				return inUse(name, 1)
-			}
-			return fmt.Errorf("delete app %q: %w", name, database.Translate(err))
-		}
-		return audit.Write(ctx, tx, actor, audit.Entry{
-			Action: "app.delete", ObjectType: "app", ObjectName: name, App: name,
-			Before: audit.Snapshot(old),
-		})
-	})
-}
-
-func inUse(name string, n int) error {
-	noun := "buckets use"
-	if n == 1 {
-		noun = "bucket uses"
-	}
-	return conflictf("app %q cannot be deleted: %d %s it as owner or allowed app; delete those buckets or remove the app from them first",
-		name, n, noun)
-}
-
-// Exist returns the names among names that are not registered apps, sorted
-// and without duplicates; nil when all exist.
-func (s *Store) Exist(ctx context.Context, names []string) (missing []string, err error) {
-	return findMissing(ctx, s.db, names)
-}
-
-func findMissing(ctx context.Context, q sqlx.QueryerContext, names []string) ([]string, error) {
-	want := slices.Clone(names)
-	slices.Sort(want)
-	want = slices.Compact(want)
-	var valid []string
-	var missing []string
-	for _, n := range want {
-		if ValidName(n) {
-			valid = append(valid, n)
-		} else {
-			missing = append(missing, n)
-		}
-	}
-	if len(valid) == 0 {
-		return missing, nil
-	}
-	query, args, err := sqlx.In(`SELECT name FROM apps WHERE name IN (?)`, valid)
-	if err != nil {
-		return nil, fmt.Errorf("check apps: %w", err)
-	}
-	var found []string
-	if err := sqlx.SelectContext(ctx, q, &found, query, args...); err != nil {
-		return nil, fmt.Errorf("check apps: %w", database.Translate(err))
-	}
-	for _, n := range valid {
-		if !slices.Contains(found, n) {
-			missing = append(missing, n)
-		}
-	}
-	slices.Sort(missing)
-	return missing, nil
 }
 
 // likeContains turns s into a LIKE pattern (escape character '!') that

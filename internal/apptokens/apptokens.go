@@ -243,38 +243,3 @@ func (s *Store) Active(ctx context.Context) (map[string]Credential, error) {
 	return out, nil
 }
 
-// DeleteAppTx deletes every token of app inside tx, the transaction that
-// deletes the app (pass it to apps.Store.Delete). Active ones are audited
-// as revoked.
-func DeleteAppTx(ctx context.Context, tx *sqlx.Tx, actor audit.Actor, app string) error {
-	var toks []*Token
-	if err := tx.SelectContext(ctx, &toks, selectTokens+` WHERE a.name = ? FOR UPDATE`, app); err != nil {
-		return fmt.Errorf("read app tokens of %q: %w", app, database.Translate(err))
-	}
-	if len(toks) == 0 {
-		return nil
-	}
-	ids := make([]int64, len(toks))
-	for i, t := range toks {
-		ids[i] = t.ID
-	}
-	query, args, err := sqlx.In(`DELETE FROM app_tokens WHERE id IN (?)`, ids)
-	if err != nil {
-		return fmt.Errorf("delete app tokens of %q: %w", app, err)
-	}
-	if _, err := tx.ExecContext(ctx, query, args...); err != nil {
-		return fmt.Errorf("delete app tokens of %q: %w", app, database.Translate(err))
-	}
-	for _, t := range toks {
-		if t.RevokedAt != nil {
-			continue
-		}
-		if err := audit.Write(ctx, tx, actor, audit.Entry{
-			Action: "apptoken.revoke", ObjectType: "apptoken", ObjectName: t.Name, App: app,
-			Before: audit.Snapshot(t), Detail: "app deleted",
-		}); err != nil {
-			return err
-		}
-	}
-	return descriptors.BumpRevision(ctx, tx)
-}

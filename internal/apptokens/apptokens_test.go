@@ -3,12 +3,9 @@ package apptokens_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/apptokens"
@@ -116,24 +113,5 @@ func TestStore(t *testing.T) {
 	}
 	if rev, _ := mappings.Revision(ctx); rev != rev0+4 {
 		t.Fatalf("revision %d, want %d", rev, rev0+4)
-	}
-	// Deleting the app deletes its tokens in the same transaction.
-	err = apps.NewStore(db).Delete(ctx, alice, "edge", 0, func(ctx context.Context, tx *sqlx.Tx) error {
-		return apptokens.DeleteAppTx(ctx, tx, alice, "edge")
-	})
-	if err != nil {
-		t.Fatalf("delete the app: %v", err)
-	}
-	if active, _ := s.Active(ctx); len(active) != 0 {
-		t.Fatalf("tokens of a deleted app: %+v", active)
-	}
-	if rev, _ := mappings.Revision(ctx); rev != rev0+5 {
-		t.Fatalf("revision %d after the app's deletion, want %d", rev, rev0+5)
-	}
-	actions := []string{}
-	_ = db.SelectContext(ctx, &actions, `SELECT action FROM audit_log WHERE object_type = 'apptoken' ORDER BY id`)
-	if !slices.Equal(actions, []string{"apptoken.create", "apptoken.create", "apptoken.revoke", "apptoken.create",
-		"apptoken.revoke", "apptoken.revoke"}) {
-		t.Fatalf("audit %v", actions)
 	}
 }

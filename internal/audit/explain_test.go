@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/internal/database"
 	"os"
 	"strconv"
 	"strings"
@@ -56,7 +57,7 @@ func TestFiltersUseIndexes(t *testing.T) {
 		{"admin, by actor", Filter{Actor: "user7"}},
 		{"next page by action", Filter{Action: "member.grant", Before: 100000}},
 	} {
-		q, args, err := listSQL(tt.f, DefaultLimit+1)
+		q, args, err := listSQL(tt.f, database.DefaultPageSize+1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +83,7 @@ func TestFiltersUseIndexes(t *testing.T) {
 			// Walking the primary key newest first and filtering row by
 			// row is fine only where the optimizer expects a page within
 			// a few thousand rows (a busy app); else it may walk the log.
-			if rowsEst, _ := strconv.Atoi(str("rows")); str("type") == "index" && rowsEst > 100*DefaultLimit {
+			if rowsEst, _ := strconv.Atoi(str("rows")); str("type") == "index" && rowsEst > 100*database.DefaultPageSize {
 				t.Errorf("%s: walks a whole index (%s, about %d rows) and filters row by row", tt.name, str("key"), rowsEst)
 			}
 			if strings.Contains(str("Extra"), "filesort") {

@@ -14,12 +14,6 @@ import (
 	"github.com/sluicehq/sluice/internal/database"
 )
 
-// Page sizes of List.
-const (
-	DefaultLimit = 50
-	MaxLimit     = 500
-)
-
 // Store reads the audit log. Rows are written with Write, inside the
 // transaction of the change they describe.
 type Store struct {
@@ -50,7 +44,7 @@ type Filter struct {
 	Apps []string
 	// Before is the cursor: the ID of the last entry of the previous page.
 	Before int64
-	// Limit is the page size: DefaultLimit when 0, at most MaxLimit.
+	// Limit is the page size: database.PageSize reads it.
 	Limit int
 }
 
@@ -69,11 +63,7 @@ const perAppMax = 50
 
 // List returns one page of the entries f selects, newest first.
 func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
-	limit = min(limit, MaxLimit)
+	limit := database.PageSize(f.Limit)
 	// Invalid UTF-8 matches no entry; answering without a query also keeps
 	// it away from the server, which may reject it.
 	for _, v := range append([]string{f.App, f.ObjectType, f.ObjectName, f.Actor, f.Action}, f.Apps...) {

@@ -7,17 +7,20 @@ package buckets
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/internal/names"
 )
 
 // Limits of a Bucket.
 const (
 	// MaxCapacity is the largest max_permits.
-	MaxCapacity = 1_000_000_000
+	MaxCapacity = limits.MaxCapacity
 	// MaxAllowedApps caps the allowed apps of one bucket; the list travels
 	// with every change event and sits in the bucket's Redis hash.
 	MaxAllowedApps = 100
@@ -63,10 +66,6 @@ type Bucket struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// ValidName reports whether s is a valid bucket name; the rule is the same
-// as for apps: ^[a-z0-9][a-z0-9._-]{0,62}$.
-func ValidName(s string) bool { return apps.ValidName(s) }
-
 // Validate checks every field a user sets and returns a *errs.Validation
 // naming each invalid one (name, owner_app, description, max_permits, rate,
 // allowed_apps), or nil. It first puts AllowedApps in canonical form:
@@ -75,17 +74,17 @@ func ValidName(s string) bool { return apps.ValidName(s) }
 func (b *Bucket) Validate() error {
 	b.AllowedApps = normalizeApps(b.AllowedApps, b.OwnerApp)
 	var v errs.Validation
-	if r := apps.NameProblem(b.Name); r != "" {
+	if r := names.Problem(b.Name); r != "" {
 		v.Add("name", r)
 	}
-	if r := apps.NameProblem(b.OwnerApp); r != "" {
+	if r := names.Problem(b.OwnerApp); r != "" {
 		v.Add("owner_app", r)
 	}
 	if r := apps.DescriptionProblem(b.Description); r != "" {
 		v.Add("description", r)
 	}
 	if b.MaxPermits < 1 || b.MaxPermits > MaxCapacity {
-		v.Add("max_permits", "must be a whole number from 1 to 1000000000")
+		v.Add("max_permits", maxPermitsRule)
 	}
 	if err := b.Rate.Validate(); err != nil {
 		v.Add("rate", errs.Fields(err).For("rate"))
@@ -98,6 +97,28 @@ func (b *Bucket) Validate() error {
 		v.Add("allowed_apps", r)
 	}
 	return v.Err()
+}
+
+// maxPermitsRule is what a capacity must be, in words.
+var maxPermitsRule = fmt.Sprintf("must be a whole number from 1 to %d", MaxCapacity)
+
+// ParseMaxPermits reads a capacity as people type it, allowing the
+// separators of large numbers ("1,000", "1 000", "1_000"). A value that is
+// not a capacity is a *errs.Validation on max_permits.
+func ParseMaxPermits(s string) (int64, error) {
+	s = strings.NewReplacer(",", "", "_", "", " ", "").Replace(s)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1 || n > MaxCapacity {
+		return 0, errs.Invalid("max_permits", maxPermitsRule)
+	}
+	return n, nil
+}
+
+// SameSettings reports whether b and o, both validated, have the same
+// user-set fields, so that saving b over o would change nothing.
+func (b *Bucket) SameSettings(o *Bucket) bool {
+	return b.Name == o.Name && b.OwnerApp == o.OwnerApp && b.Description == o.Description &&
+		b.MaxPermits == o.MaxPermits && b.Rate == o.Rate && slices.Equal(b.AllowedApps, o.AllowedApps)
 }
 
 // normalizeApps trims, sorts and dedupes names, defaulting to owner.
@@ -118,16 +139,16 @@ func normalizeApps(names []string, owner string) []string {
 	return slices.Compact(out)
 }
 
-func allowedAppsProblem(names []string) string {
-	if len(names) == 0 {
+func allowedAppsProblem(list []string) string {
+	if len(list) == 0 {
 		return "must list at least one app"
 	}
-	if len(names) > MaxAllowedApps {
+	if len(list) > MaxAllowedApps {
 		return fmt.Sprintf("must list at most %d apps", MaxAllowedApps)
 	}
 	var bad []string
-	for _, n := range names {
-		if !apps.ValidName(n) {
+	for _, n := range list {
+		if !names.Valid(n) {
 			bad = append(bad, n)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/names"
 )
 
 // Match says which keys an Override applies to.
@@ -65,7 +66,7 @@ type Override struct {
 // rate), or nil.
 func (o *Override) Validate() error {
 	var v errs.Validation
-	if r := apps.NameProblem(o.Bucket); r != "" {
+	if r := names.Problem(o.Bucket); r != "" {
 		v.Add("bucket", r)
 	}
 	if o.Match != MatchExact && o.Match != MatchPrefix {

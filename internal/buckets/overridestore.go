@@ -179,7 +179,7 @@ func (s *Store) CreateOverride(ctx context.Context, actor audit.Actor, o *Overri
 			b.ID, string(n.Match), []byte(n.Key), n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(),
 			n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
-			return conflictf("bucket %q already has an %s override for %q", b.Name, n.Match, clip(n.Key))
+			return errs.Conflictf("bucket %q already has an %s override for %q", b.Name, n.Match, clip(n.Key))
 		}
 		if err != nil {
 			return fmt.Errorf("insert override of %q: %w", b.Name, database.Translate(err))
@@ -219,7 +219,7 @@ func (s *Store) UpdateOverride(ctx context.Context, actor audit.Actor, o *Overri
 			return err
 		}
 		if old.Version != o.Version {
-			return conflictf("this override of %q was changed by someone else (now version %d, you edited version %d); reload it and apply your change again",
+			return errs.Conflictf("this override of %q was changed by someone else (now version %d, you edited version %d); reload it and apply your change again",
 				b.Name, old.Version, o.Version)
 		}
 		if old.Match != o.Match || old.Key != o.Key {
@@ -262,7 +262,7 @@ func (s *Store) DeleteOverride(ctx context.Context, actor audit.Actor, bucket st
 			return err
 		}
 		if version != 0 && old.Version != version {
-			return conflictf("this override of %q was changed by someone else (now version %d, you saw version %d); reload it and try again",
+			return errs.Conflictf("this override of %q was changed by someone else (now version %d, you saw version %d); reload it and try again",
 				b.Name, old.Version, version)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM bucket_overrides WHERE id = ?`, old.ID); err != nil {
@@ -368,11 +368,7 @@ func (s *Store) ListOverrides(ctx context.Context, bucket string, f OverrideFilt
 	if !b.Keyed {
 		return OverridePage{}, notKeyed(bucket)
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
-	limit = min(limit, MaxLimit)
+	limit := database.PageSize(f.Limit)
 	empty := OverridePage{Overrides: []*Override{}}
 	if len(f.Search) > MaxKeyLength || (f.Match != "" && f.Match != MatchExact && f.Match != MatchPrefix) {
 		return empty, nil

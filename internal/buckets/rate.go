@@ -7,18 +7,22 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/limits"
 )
+
+// tooManyPermits says what a rate's permits may not exceed.
+var tooManyPermits = fmt.Sprintf("permits must be at most %d per period", limits.MaxPermits)
 
 // Limits of a Rate.
 const (
-	// MaxPermitsMicro is the most permits per period, 10^9, in millionths.
-	MaxPermitsMicro = 1_000_000_000 * micro
+	// MaxPermitsMicro is the most permits per period, in millionths.
+	MaxPermitsMicro = limits.MaxPermitsMicro
 	// MinPeriod and MaxPeriod bound a rate's period.
 	MinPeriod = time.Second
 	MaxPeriod = 365 * 24 * time.Hour
 )
 
-const micro = 1_000_000
+const micro = limits.PermitsScale
 
 // Rate is a refill rate: permits per period. Permits are kept in millionths
 // so that rates like 0.5/s or 7/90s are exact; the period is a whole number
@@ -108,7 +112,7 @@ func parsePermits(s string) (int64, error) {
 	}
 	whole = strings.TrimLeft(whole, "0")
 	if len(whole) > 10 {
-		return 0, rateError("permits must be at most 1000000000 per period")
+		return 0, rateError(tooManyPermits)
 	}
 	var w int64
 	if whole != "" {
@@ -166,7 +170,7 @@ func (r Rate) Validate() error {
 	case r.PermitsMicro <= 0:
 		return rateError("permits must be greater than 0")
 	case r.PermitsMicro > MaxPermitsMicro:
-		return rateError("permits must be at most 1000000000 per period")
+		return rateError(tooManyPermits)
 	case r.Period < MinPeriod || r.Period > MaxPeriod || r.Period%time.Second != 0:
 		return rateError("period must be between 1 second and 365 days")
 	}

@@ -15,12 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
-)
-
-// Page sizes of List.
-const (
-	DefaultLimit = 50
-	MaxLimit     = 500
+	"github.com/sluicehq/sluice/internal/names"
 )
 
 // Store keeps bucket definitions in MySQL. It is safe for concurrent use.
@@ -44,7 +39,7 @@ type Filter struct {
 	VisibleTo []string
 	// After is the cursor: the name of the last bucket of the previous page.
 	After string
-	// Limit is the page size: DefaultLimit when 0, at most MaxLimit.
+	// Limit is the page size: database.PageSize reads it.
 	Limit int
 }
 
@@ -56,14 +51,6 @@ type Page struct {
 	// Total counts every bucket the filter selects, on all pages.
 	Total int `json:"total"`
 }
-
-// conflict is an errs.ErrConflict whose message is fit to show a user as is.
-type conflict string
-
-func (c conflict) Error() string        { return string(c) }
-func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
-
-func conflictf(format string, args ...any) error { return conflict(fmt.Sprintf(format, args...)) }
 
 func notFound(name string) error { return fmt.Errorf("bucket %q: %w", name, errs.ErrNotFound) }
 
@@ -175,7 +162,7 @@ func selectRows(ctx context.Context, q sqlx.QueryerContext, query string, args .
 }
 
 func get(ctx context.Context, q sqlx.QueryerContext, name string) (*Bucket, error) {
-	if !ValidName(name) {
+	if !names.Valid(name) {
 		return nil, notFound(name)
 	}
 	bs, err := selectRows(ctx, q, selectBuckets+` WHERE b.name = ?`, name)
@@ -194,7 +181,7 @@ func get(ctx context.Context, q sqlx.QueryerContext, name string) (*Bucket, erro
 // lock takes the row lock of the bucket named name in tx and returns the
 // bucket as committed. Only the bucket row is locked, not its owner app's.
 func lock(ctx context.Context, tx *sqlx.Tx, name string) (*Bucket, error) {
-	if !ValidName(name) {
+	if !names.Valid(name) {
 		return nil, notFound(name)
 	}
 	var id int64
@@ -241,17 +228,13 @@ func (s *Store) Definitions(ctx context.Context) ([]*Bucket, error) {
 // List returns one page of the buckets f selects, ordered by name, each
 // with its allowed apps.
 func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
-	limit = min(limit, MaxLimit)
+	limit := database.PageSize(f.Limit)
 	if f.VisibleTo != nil {
-		f.VisibleTo = slices.DeleteFunc(slices.Clone(f.VisibleTo), func(n string) bool { return !ValidName(n) })
+		f.VisibleTo = slices.DeleteFunc(slices.Clone(f.VisibleTo), func(n string) bool { return !names.Valid(n) })
 	}
 	// Input that no bucket can match is answered without a query, which
 	// also keeps invalid UTF-8 away from the server.
-	if (f.VisibleTo != nil && len(f.VisibleTo) == 0) || (f.App != "" && !ValidName(f.App)) ||
+	if (f.VisibleTo != nil && len(f.VisibleTo) == 0) || (f.App != "" && !names.Valid(f.App)) ||
 		!utf8.ValidString(f.Search) || !utf8.ValidString(f.After) {
 		return Page{Buckets: []*Bucket{}}, nil
 	}
@@ -395,7 +378,7 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 		if database.IsDuplicate(err) {
 			// Bucket names are one namespace across Sluice, so a taken name
 			// is told whoever owns it; nothing else about that bucket is.
-			return conflictf("a bucket named %q already exists; bucket names are unique across Sluice, choose another", n.Name)
+			return errs.Conflictf("a bucket named %q already exists; bucket names are unique across Sluice, choose another", n.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("insert bucket %q: %w", n.Name, database.Translate(err))
@@ -444,7 +427,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return notFound(b.Name)
 		}
 		if old.Version != b.Version {
-			return conflictf("bucket %q was changed by someone else (now version %d, you edited version %d); reload it and apply your change again",
+			return errs.Conflictf("bucket %q was changed by someone else (now version %d, you edited version %d); reload it and apply your change again",
 				b.Name, old.Version, b.Version)
 		}
 		if old.OwnerApp != b.OwnerApp {
@@ -523,7 +506,7 @@ func (s *Store) Delete(ctx context.Context, actor audit.Actor, name string, want
 			return notFound(name)
 		}
 		if want.Version != 0 && old.Version != want.Version {
-			return conflictf("bucket %q was changed by someone else (now version %d, you saw version %d); reload it and try again",
+			return errs.Conflictf("bucket %q was changed by someone else (now version %d, you saw version %d); reload it and try again",
 				name, old.Version, want.Version)
 		}
 		// Allowed apps first: the schema's cascade is not relied on, so the

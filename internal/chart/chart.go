@@ -173,9 +173,9 @@ func Usage(s usage.Series, o Options) template.HTML {
 	}
 	for i := range bars {
 		b := &bars[i]
-		add(b.color, fmt.Sprintf("%s: %s allowed, %s denied", b.name, group(b.totalA), group(b.totalD)))
+		add(b.color, fmt.Sprintf("%s: %s allowed, %s denied", b.name, Count(b.totalA), Count(b.totalD)))
 	}
-	add(DeniedColor, "denied: "+group(totalD))
+	add(DeniedColor, "denied: "+Count(totalD))
 	if o.Limit > 0 {
 		// In the legend, not on the line, where it would cover bars.
 		if o.LimitLabel == "" {
@@ -220,7 +220,7 @@ func Usage(s usage.Series, o Options) template.HTML {
 
 	sb.Grow(4096 + n*len(bars)*120)
 	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" class="chart usage-chart" viewBox="0 0 %d %d" width="100%%" role="img" aria-label="%s" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12">`,
-		o.Width, height, esc(fmt.Sprintf("%s: %s allowed, %s denied", title, group(totalA), group(totalD))))
+		o.Width, height, esc(fmt.Sprintf("%s: %s allowed, %s denied", title, Count(totalA), Count(totalD))))
 	fmt.Fprintf(&sb, `<title>%s</title>`, esc(title))
 	fmt.Fprintf(&sb, `<desc>%s</desc>`, esc(describe(s, bars, o)))
 	fmt.Fprintf(&sb, `<text class="chart-title" x="%d" y="20" font-size="14" font-weight="600" fill="currentColor">%s</text>`,
@@ -410,7 +410,7 @@ func describe(s usage.Series, bars []bar, o Options) string {
 	}
 	b.WriteString(".")
 	for _, br := range bars {
-		fmt.Fprintf(&b, " %s: %s allowed, %s denied.", br.name, group(br.totalA), group(br.totalD))
+		fmt.Fprintf(&b, " %s: %s allowed, %s denied.", br.name, Count(br.totalA), Count(br.totalD))
 	}
 	return b.String()
 }
@@ -431,7 +431,7 @@ func tooltip(t time.Time, s usage.Series, isElapsed bool, bars []bar, i int) str
 		if br.allowed[i] == 0 && br.denied[i] == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\n%s: %s allowed, %s denied", br.name, group(br.allowed[i]), group(br.denied[i]))
+		fmt.Fprintf(&b, "\n%s: %s allowed, %s denied", br.name, Count(br.allowed[i]), Count(br.denied[i]))
 	}
 	return b.String()
 }
@@ -497,8 +497,8 @@ func compact(v float64) string {
 
 func trim(v float64) string { return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) }
 
-// group formats a count with thousands separators: 1,234,567.
-func group(v int64) string {
+// Count formats a count with thousands separators: 1,234,567.
+func Count(v int64) string {
 	s := strconv.FormatInt(v, 10)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")

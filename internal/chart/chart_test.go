@@ -310,8 +310,8 @@ func TestNiceStep(t *testing.T) {
 		}
 	}
 	for in, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -1234: "-1,234"} {
-		if got := group(in); got != want {
-			t.Errorf("group(%v) = %q, want %q", in, got, want)
+		if got := Count(in); got != want {
+			t.Errorf("Count(%v) = %q, want %q", in, got, want)
 		}
 	}
 }

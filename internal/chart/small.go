@@ -26,7 +26,7 @@ func Sparkline(allowed, denied []int64) template.HTML {
 	}
 	label := "No acquires"
 	if totalA+totalD > 0 {
-		label = fmt.Sprintf("%s allowed, %s denied (%s)", group(totalA), group(totalD), Share(totalA, totalD))
+		label = fmt.Sprintf("%s allowed, %s denied (%s)", Count(totalA), Count(totalD), Share(totalA, totalD))
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" class="sparkline" viewBox="0 0 %d %d" width="100%%" preserveAspectRatio="none" role="img" aria-label="%s"><title>%s</title>`,
@@ -99,7 +99,7 @@ func Gauge(tokens float64, capacity int64) template.HTML {
 	if tokens < 1 {
 		color = DeniedColor
 	}
-	label := fmt.Sprintf("%s of %s tokens available", group(int64(whole)), group(int64(c)))
+	label := fmt.Sprintf("%s of %s tokens available", Count(int64(whole)), Count(int64(c)))
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" class="gauge" viewBox="0 0 100 10" width="100%%" preserveAspectRatio="none" role="meter" aria-valuemin="0" aria-valuemax="%d" aria-valuenow="%d" aria-label="%s" data-capacity="%d"><title>%s</title>`,
 		int64(c), int64(whole), esc(label), int64(c), esc(label))

@@ -104,7 +104,7 @@ func TestPreview(t *testing.T) {
 		checkSafe(t, svg)
 	}
 	for _, want := range []string{">+0 s<", ">+1 min<", ">sustained: 5 per second<", `<g class="chart-limit">`,
-		"requests: " + group(sim.TotalAllowed) + " allowed, " + group(sim.TotalDenied) + " denied",
+		"requests: " + Count(sim.TotalAllowed) + " allowed, " + Count(sim.TotalDenied) + " denied",
 		"+30 s to +31 s\nrequests: 5 allowed, 5 denied"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q", want)

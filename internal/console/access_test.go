@@ -162,7 +162,7 @@ func TestAccessMatrix(t *testing.T) {
 	e.bucket("beta-api", "beta")
 
 	table := probes()
-	routes := e.s.engine.Routes()
+	routes := e.rt.Engine().Routes()
 	if len(routes) < 20 {
 		t.Fatalf("only %d routes registered", len(routes))
 	}
@@ -185,7 +185,7 @@ func TestAccessMatrix(t *testing.T) {
 				}
 				path, form := p.prepare(fx, role)
 				denials := e.auditCount("access.denied")
-				counted := e.s.refusals.Total()
+				counted := e.s.svc.AnonymousRefusals()
 				var r response
 				if rt.Method == http.MethodGet {
 					r = b.get(path)
@@ -215,7 +215,7 @@ func TestAccessMatrix(t *testing.T) {
 					// Refusals without a session are counted and only
 					// sampled into the log; the others are logged each.
 					if role == anonymous {
-						if e.s.refusals.Total() <= counted {
+						if e.s.svc.AnonymousRefusals() <= counted {
 							t.Errorf("%s %s as %s: refused with %d but not counted", rt.Method, path, role, r.status)
 						}
 					} else if got := e.auditCount("access.denied"); got <= denials {

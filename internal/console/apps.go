@@ -1,18 +1,15 @@
 package console
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
-	"strings"
 
 	"github.com/gin-gonic/gin"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/rbac"
 )
 
@@ -51,29 +48,21 @@ type grantForm struct {
 // appPage shows one app and its members.
 type appPage struct {
 	layout
-	App        *apps.App
-	Role       string
-	Members    []rbac.Member
-	CanManage  bool
+	*manage.AppMembers
 	Grant      grantForm
 	Errors     *errs.Validation
 	GrantError string
 }
 
 func (s *server) listApps(c *gin.Context) {
-	user := username(c)
-	f := apps.Filter{Search: queryValue(c, "q", 100), After: queryValue(c, "after", 100), Limit: 50}
-	f.Names = s.enf.Visible(user)
-	if f.Names != nil && len(f.Names) == 0 {
-		f.Names = []string{} // a member of nothing sees nothing, not everything
-	}
-	page, err := s.apps.List(ctx(c), f)
+	q := manage.AppQuery{Search: queryValue(c, "q", 100), After: queryValue(c, "after", 100), Limit: 50}
+	page, err := s.svc.ListApps(ctx(c), caller(c), q)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	roles := s.enf.Apps(user)
-	p := &appsPage{layout: layout{Title: "Apps", Nav: "apps"}, Search: f.Search, Next: page.Next, Total: page.Total}
+	roles := s.svc.Roles(caller(c))
+	p := &appsPage{layout: layout{Title: "Apps", Nav: "apps"}, Search: q.Search, Next: page.Next, Total: page.Total}
 	for _, a := range page.Apps {
 		p.Apps = append(p.Apps, appRow{App: a, Role: string(roles[a.Name])})
 	}
@@ -84,23 +73,12 @@ func (s *server) newApp(c *gin.Context) {
 	s.render(c, http.StatusOK, "app_new", &appNewPage{layout: layout{Title: "Register an app", Nav: "apps"}})
 }
 
-// createApp registers an app; its creator becomes its owner in the same
-// transaction, so an app never exists without an owner.
+// createApp registers an app; its creator becomes its owner.
 func (s *server) createApp(c *gin.Context) {
 	form := appForm{Name: postValue(c, "name"), Description: postValue(c, "description")}
-	a := &apps.App{Name: form.Name, Description: form.Description}
-	user := username(c)
-	err := s.apps.Create(ctx(c), actor(c), a, func(ctx context.Context, tx *sqlx.Tx) error {
-		return s.enf.GrantTx(ctx, tx, user, a.Name, rbac.RoleOwner)
-	})
+	a, err := s.svc.CreateApp(ctx(c), caller(c), manage.CreateApp{Name: form.Name, Description: form.Description})
 	if err != nil {
-		st := status(err)
-		if st == http.StatusUnprocessableEntity || st == http.StatusConflict {
-			v := errs.Fields(err)
-			if v == nil {
-				v = &errs.Validation{}
-				v.Add("name", err.Error())
-			}
+		if v, st := formErrors(err, "name"); v != nil {
 			s.render(c, st, "app_new", &appNewPage{layout: layout{Title: "Register an app", Nav: "apps"}, Form: form, Errors: v})
 			return
 		}
@@ -110,104 +88,78 @@ func (s *server) createApp(c *gin.Context) {
 	s.redirect(c, "/apps/"+url.PathEscape(a.Name), "App "+a.Name+" registered. You are its owner.")
 }
 
-// appFor loads the app named by the request for act. It answers the
-// request itself (404 when the user may not even see the app, 403 when
-// they see it but may not do act) and returns false when refused.
-func (s *server) appFor(c *gin.Context, act rbac.Action) (*apps.App, bool) {
-	name := c.Param("app")
-	user := username(c)
-	admin := isAdmin(c)
-	if !admin && !s.enf.Can(user, name, rbac.ActionView) {
-		s.hide(c, clip(name, 63), "app", clip(name, 100))
-		return nil, false
-	}
-	a, err := s.apps.Get(ctx(c), name)
-	if err != nil {
-		s.fail(c, err)
-		return nil, false
-	}
-	if !admin && !s.enf.Can(user, name, act) {
-		s.deny(c, a.Name, "app", a.Name, "needs the owner role")
-		return nil, false
-	}
-	return a, true
-}
-
 func (s *server) showApp(c *gin.Context) {
-	a, ok := s.appFor(c, rbac.ActionView)
-	if !ok {
-		return
-	}
-	s.renderApp(c, http.StatusOK, a, grantForm{Role: string(rbac.RoleViewer)}, nil, "")
+	s.renderApp(c, http.StatusOK, grantForm{Role: string(rbac.RoleViewer)}, nil, "")
 }
 
-func (s *server) renderApp(c *gin.Context, st int, a *apps.App, g grantForm, v *errs.Validation, grantErr string) {
-	members, err := s.enf.Members(ctx(c), a.Name)
+func (s *server) renderApp(c *gin.Context, st int, g grantForm, v *errs.Validation, grantErr string) {
+	m, err := s.svc.Members(ctx(c), caller(c), c.Param("app"))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	user := username(c)
-	slices.SortFunc(members, func(x, y rbac.Member) int { return strings.Compare(x.User, y.User) })
-	p := &appPage{layout: layout{Title: a.Name, Nav: "apps"}, App: a, Members: members,
-		Role: string(s.enf.Apps(user)[a.Name]), Grant: g, Errors: v, GrantError: grantErr,
-		CanManage: isAdmin(c) || s.enf.Can(user, a.Name, rbac.ActionManage)}
-	s.render(c, st, "app", p)
+	s.render(c, st, "app", &appPage{layout: layout{Title: m.App.Name, Nav: "apps"}, AppMembers: m,
+		Grant: g, Errors: v, GrantError: grantErr})
 }
 
 // grantMember gives a user the owner or viewer role on the app (replacing
 // the role they had).
 func (s *server) grantMember(c *gin.Context) {
-	a, ok := s.appFor(c, rbac.ActionManage)
-	if !ok {
-		return
-	}
 	g := grantForm{User: postValue(c, "user"), Role: postValue(c, "role")}
-	role := rbac.Role(g.Role) // Grant validates the user, the app and the role
-	if err := s.enf.Grant(ctx(c), actor(c), g.User, a.Name, role); err != nil {
-		s.memberError(c, a, g, err)
+	app := c.Param("app")
+	role, err := s.svc.GrantRole(ctx(c), caller(c), manage.GrantRole{App: app, User: g.User, Role: g.Role})
+	if err != nil {
+		s.memberError(c, g, err)
 		return
 	}
-	s.redirect(c, "/apps/"+url.PathEscape(a.Name), g.User+" is now "+string(role)+" of "+a.Name+".")
+	s.redirect(c, "/apps/"+url.PathEscape(app), g.User+" is now "+string(role)+" of "+app+".")
 }
 
-// revokeMember removes a user's role on the app. The last owner cannot be
-// removed: the app would have nobody to manage it.
+// revokeMember removes a user's role on the app.
 func (s *server) revokeMember(c *gin.Context) {
-	a, ok := s.appFor(c, rbac.ActionManage)
-	if !ok {
+	app, user := c.Param("app"), c.Param("user")
+	if err := s.svc.RevokeRole(ctx(c), caller(c), manage.RevokeRole{App: app, User: user}); err != nil {
+		s.memberError(c, grantForm{Role: string(rbac.RoleViewer)}, err)
 		return
 	}
-	user := c.Param("user")
-	if err := s.enf.Revoke(ctx(c), actor(c), user, a.Name); err != nil {
-		s.memberError(c, a, grantForm{Role: string(rbac.RoleViewer)}, err)
-		return
-	}
-	s.redirect(c, "/apps/"+url.PathEscape(a.Name), user+" no longer has a role on "+a.Name+".")
+	s.redirect(c, "/apps/"+url.PathEscape(app), user+" no longer has a role on "+app+".")
 }
 
 // memberError shows a refused grant or revoke on the app page: a
 // validation or a conflict (the last owner) is shown next to the form.
-func (s *server) memberError(c *gin.Context, a *apps.App, g grantForm, err error) {
-	st := status(err)
-	switch {
+func (s *server) memberError(c *gin.Context, g grantForm, err error) {
+	var noRole *manage.NoRoleError
+	switch st := status(err); {
 	case st == http.StatusUnprocessableEntity:
-		s.renderApp(c, st, a, g, errs.Fields(err), "")
+		s.renderApp(c, st, g, errs.Fields(err), "")
 	case st == http.StatusConflict:
-		s.renderApp(c, st, a, g, nil, conflictText(err))
-	case errors.Is(err, errs.ErrNotFound):
-		s.renderApp(c, http.StatusNotFound, a, g, nil, "That user has no role on "+a.Name+".")
+		s.renderApp(c, st, g, nil, conflictText(err))
+	case errors.As(err, &noRole):
+		s.renderApp(c, http.StatusNotFound, g, nil, "That user has no role on "+noRole.App+".")
 	default:
 		s.fail(c, err)
 	}
 }
 
-// conflictText is the user-facing sentence of a conflict error: the
-// stores write it for people, after any "operation: " prefix.
-func conflictText(err error) string {
-	msg := err.Error()
-	if msg == errs.ErrConflict.Error() {
-		return "This was changed by someone else in the meantime. Reload and try again."
+// formErrors turns a validation or a conflict into the errors shown next
+// to a form, a conflict next to field, with the status to answer; it
+// returns nil for any other error.
+func formErrors(err error, field string) (*errs.Validation, int) {
+	switch st := status(err); st {
+	case http.StatusUnprocessableEntity:
+		return errs.Fields(err), st
+	case http.StatusConflict:
+		v := &errs.Validation{}
+		v.Add(field, conflictText(err))
+		return v, st
 	}
-	return msg
+	return nil, 0
+}
+
+// conflictText is the user-facing sentence of a conflict error.
+func conflictText(err error) string {
+	if msg, ok := errs.PublicMessage(err); ok {
+		return msg
+	}
+	return "This was changed by someone else in the meantime. Reload and try again."
 }

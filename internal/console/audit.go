@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
 // auditPage shows the audit log, newest first, filtered by app and bucket.
@@ -19,30 +20,26 @@ type auditPage struct {
 	Next    int64
 }
 
-// listAudit shows the entries the user may see: all of them for admins,
-// otherwise those about the apps they are a member of.
+// listAudit shows the entries the user may see.
 func (s *server) listAudit(c *gin.Context) {
-	f := audit.Filter{App: queryValue(c, "app", 63), Apps: s.enf.Visible(username(c)), Limit: 50}
-	if f.Apps != nil && len(f.Apps) == 0 {
-		f.Apps = []string{}
-	}
+	q := manage.AuditQuery{App: queryValue(c, "app", 63), Limit: 50}
 	bucket := queryValue(c, "bucket", 100)
 	if bucket != "" {
-		f.ObjectType, f.ObjectName = "bucket", bucket
+		q.ObjectType, q.ObjectName = "bucket", bucket
 	}
 	if before, err := strconv.ParseInt(c.Query("before"), 10, 64); err == nil && before > 0 {
-		f.Before = before
+		q.Before = before
 	}
-	page, err := s.audit.List(ctx(c), f)
+	page, err := s.svc.ListAudit(ctx(c), caller(c), q)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	names, err := s.appChoices(c)
+	names, err := s.svc.AppNames(ctx(c), caller(c))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	s.render(c, http.StatusOK, "audit", &auditPage{layout: layout{Title: "Audit log", Nav: "audit"},
-		Entries: page.Entries, App: f.App, Bucket: bucket, Apps: names, Next: page.Next})
+		Entries: page.Entries, App: q.App, Bucket: bucket, Apps: names, Next: page.Next})
 }

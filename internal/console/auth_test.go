@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
 func TestSignInRotatesSessionAndSignOutEndsIt(t *testing.T) {
@@ -96,13 +97,13 @@ func TestSignInThrottle(t *testing.T) {
 		e.user("alice", false)
 		// Each attempt comes from its own address (through a trusted
 		// proxy), so only the user's bucket runs dry.
-		if err := e.s.engine.SetTrustedProxies([]string{"127.0.0.1"}); err != nil {
+		if err := e.rt.SetTrustedProxies([]string{"127.0.0.1"}); err != nil {
 			t.Fatal(err)
 		}
 		from := func(i int) map[string]string {
 			return map[string]string{"X-Forwarded-For": "10.0.0." + string(rune('0'+i)), "Sec-Fetch-Site": "same-origin"}
 		}
-		for i := 1; i <= loginAttempts; i++ {
+		for i := 1; i <= manage.SignInAttempts; i++ {
 			r := e.browser().postWith("/login", url.Values{"username": {"alice"}, "password": {"wrong password!"}}, from(i))
 			wantStatus(t, "attempt", r, http.StatusUnauthorized)
 		}
@@ -121,7 +122,7 @@ func TestSignInThrottle(t *testing.T) {
 	t.Run("per address", func(t *testing.T) {
 		e := newEnv(t)
 		e.user("alice", false)
-		for i := 1; i <= loginAttempts; i++ {
+		for i := 1; i <= manage.SignInAttempts; i++ {
 			r := e.browser().post("/login", url.Values{"username": {"user" + string(rune('a'+i))}, "password": {"wrong password!"}})
 			wantStatus(t, "attempt", r, http.StatusUnauthorized)
 		}
@@ -131,7 +132,7 @@ func TestSignInThrottle(t *testing.T) {
 	t.Run("buckets live in redis under the internal prefix", func(t *testing.T) {
 		e := newEnv(t)
 		e.browser().post("/login", url.Values{"username": {"alice"}, "password": {"whatever it is"}})
-		keys, err := e.rdb.Keys(context.Background(), e.s.cfg.ThrottlePrefix+"*").Result()
+		keys, err := e.rdb.Keys(context.Background(), e.throttlePrefix+"*").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,19 +152,6 @@ func TestSignInThrottle(t *testing.T) {
 			t.Fatalf("throttle buckets leaked into the sync worker's key space: %v %v", n, err)
 		}
 	})
-}
-
-func TestSignInThrottleFallsBackWithoutRedis(t *testing.T) {
-	th := newThrottle(nil, "x:", nil)
-	for i := 0; i < loginAttempts; i++ {
-		if ok, _ := th.allow(context.Background(), "10.0.0.1", "bob"); !ok {
-			t.Fatalf("attempt %d refused", i+1)
-		}
-	}
-	ok, wait := th.allow(context.Background(), "10.0.0.1", "bob")
-	if ok || wait <= 0 {
-		t.Fatalf("6th attempt: ok=%v wait=%v, want refused with a wait", ok, wait)
-	}
 }
 
 func TestCrossOriginPostsAreRefused(t *testing.T) {
@@ -278,11 +266,11 @@ func TestSafeNext(t *testing.T) {
 func TestAnonymousRefusalsSampled(t *testing.T) {
 	e := newEnv(t)
 	b := e.browser()
-	before := e.s.refusals.Total()
+	before := e.s.svc.AnonymousRefusals()
 	for range 200 {
 		wantStatus(t, "anonymous", b.get("/buckets"), http.StatusSeeOther)
 	}
-	if got := e.s.refusals.Total() - before; got != 200 {
+	if got := e.s.svc.AnonymousRefusals() - before; got != 200 {
 		t.Fatalf("counted %d refusals, want 200", got)
 	}
 	if rows := e.auditCount("access.denied"); rows > audit.DefaultSample+1 {

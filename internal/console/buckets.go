@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -12,11 +11,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/errs"
-	"github.com/sluicehq/sluice/internal/rbac"
-	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
 // bucketsPageSize is how many buckets one page of the list shows.
@@ -85,75 +82,32 @@ type bucketDeletePage struct {
 }
 
 func (s *server) listBuckets(c *gin.Context) {
-	user := username(c)
-	f := buckets.Filter{Search: queryValue(c, "q", 100), App: queryValue(c, "app", 63),
-		After: queryValue(c, "after", 63), Limit: bucketsPageSize, VisibleTo: s.enf.Visible(user)}
-	if f.VisibleTo != nil && len(f.VisibleTo) == 0 {
-		f.VisibleTo = []string{}
-	}
-	page, err := s.buckets.List(ctx(c), f)
+	q := manage.BucketQuery{Search: queryValue(c, "q", 100), App: queryValue(c, "app", 63),
+		After: queryValue(c, "after", 63), Limit: bucketsPageSize}
+	page, err := s.svc.ListBuckets(ctx(c), caller(c), q)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	names, err := s.appChoices(c)
+	names, err := s.svc.AppNames(ctx(c), caller(c))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	owned, err := s.ownedApps(c)
+	owned, err := s.svc.OwnedApps(ctx(c), caller(c))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	s.render(c, http.StatusOK, "buckets", &bucketsPage{layout: layout{Title: "Buckets", Nav: "buckets"},
-		Buckets: page.Buckets, Search: f.Search, App: f.App, Apps: names, After: f.After, Next: page.Next,
+		Buckets: page.Buckets, Search: q.Search, App: q.App, Apps: names, After: q.After, Next: page.Next,
 		Total: page.Total, CanCreate: len(owned) > 0})
 }
 
-// appChoices lists the apps the user may filter by: their apps, or every
-// app for admins.
-func (s *server) appChoices(c *gin.Context) ([]string, error) {
-	visible := s.enf.Visible(username(c))
-	if visible != nil {
-		out := slices.Clone(visible)
-		slices.Sort(out)
-		return out, nil
-	}
-	page, err := s.apps.List(ctx(c), apps.Filter{Limit: apps.MaxLimit})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(page.Apps))
-	for _, a := range page.Apps {
-		out = append(out, a.Name)
-	}
-	return out, nil
-}
-
-// ownedApps lists the apps the user may create buckets for.
-func (s *server) ownedApps(c *gin.Context) ([]string, error) {
-	if isAdmin(c) {
-		return s.appChoices(c)
-	}
-	var out []string
-	for app, role := range s.enf.Apps(username(c)) {
-		if role == rbac.RoleOwner {
-			out = append(out, app)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
 func (s *server) newBucket(c *gin.Context) {
-	owned, err := s.ownedApps(c)
+	owned, err := s.svc.BucketDraft(ctx(c), caller(c))
 	if err != nil {
 		s.fail(c, err)
-		return
-	}
-	if len(owned) == 0 {
-		s.deny(c, "", "bucket", "", "creating a bucket needs the owner role on an app")
 		return
 	}
 	form := bucketForm{OwnerApp: queryValue(c, "app", 63)}
@@ -164,11 +118,11 @@ func (s *server) newBucket(c *gin.Context) {
 		New: true, Form: form, OwnerApps: owned})
 }
 
-// readBucketForm parses the posted form into a bucket. Values that cannot
-// even be parsed are reported in the returned validation, together with
-// what Validate finds in the rest. An edit passes the bucket being edited:
-// its name and owner app are not the form's to change.
-func readBucketForm(c *gin.Context, editing *buckets.Bucket) (bucketForm, *buckets.Bucket, *errs.Validation) {
+// readBucketForm parses the posted form into the text it shows back and
+// the patch the service applies. A capacity that is not even a number is
+// passed on as a problem, to be reported with the rest. An edit takes the
+// name and the owner app from the bucket being edited, not from the form.
+func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatch) {
 	f := bucketForm{
 		Name:        postValue(c, "name"),
 		OwnerApp:    postValue(c, "owner_app"),
@@ -178,51 +132,17 @@ func readBucketForm(c *gin.Context, editing *buckets.Bucket) (bucketForm, *bucke
 		AllowedApps: postValue(c, "allowed_apps"),
 	}
 	f.Version, _ = strconv.ParseInt(c.PostForm("version"), 10, 64)
-	if editing != nil {
-		f.Name, f.OwnerApp = editing.Name, editing.OwnerApp
+	allowed := splitApps(f.AllowedApps)
+	p := manage.BucketPatch{Description: &f.Description, Rate: &f.Rate, AllowedApps: &allowed}
+	if !editing {
+		p.Name, p.OwnerApp = &f.Name, &f.OwnerApp
 	}
-	b := &buckets.Bucket{Name: f.Name, OwnerApp: f.OwnerApp, Description: f.Description, Version: f.Version,
-		AllowedApps: splitApps(f.AllowedApps)}
-	if editing != nil {
-		b.ID = editing.ID // the row whose permissions were checked
-	}
-	var v errs.Validation
-	if n, ok := parseCapacity(f.MaxPermits); ok {
-		b.MaxPermits = n
+	if n, err := buckets.ParseMaxPermits(f.MaxPermits); err != nil {
+		p.Problems.Fields = append(p.Problems.Fields, errs.Fields(err).Fields...)
 	} else {
-		v.Add("max_permits", "must be a whole number from 1 to 1000000000")
+		p.MaxPermits = &n
 	}
-	if r, err := buckets.ParseRate(f.Rate); err != nil {
-		reason := errs.Fields(err).For("rate")
-		if reason == "" {
-			reason = "is not a rate; try “100 per minute”"
-		}
-		v.Add("rate", reason)
-	} else {
-		b.Rate = r
-	}
-	if err := b.Validate(); err != nil {
-		for _, fe := range errs.Fields(err).Fields {
-			if v.For(fe.Field) == "" { // an unparsable value is reported once
-				v.Add(fe.Field, fe.Reason)
-			}
-		}
-	}
-	return f, b, &v
-}
-
-// parseCapacity reads a whole number, allowing the separators people type
-// in large numbers ("1,000", "1 000", "1_000").
-func parseCapacity(s string) (int64, bool) {
-	s = strings.NewReplacer(",", "", "_", "", " ", "").Replace(s)
-	if s == "" || len(s) > 12 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 1 || n > buckets.MaxCapacity {
-		return 0, false
-	}
-	return n, true
+	return f, p
 }
 
 // splitApps reads a list of app names separated by commas or white space.
@@ -231,112 +151,50 @@ func splitApps(s string) []string {
 }
 
 func (s *server) createBucket(c *gin.Context) {
-	form, b, v := readBucketForm(c, nil)
-	user := username(c)
-	if !isAdmin(c) && !s.enf.Can(user, b.OwnerApp, rbac.ActionEdit) {
-		s.deny(c, clip(b.OwnerApp, 63), "bucket", clip(b.Name, 100), "creating a bucket needs the owner role on its owner app")
+	form, patch := readBucketForm(c, false)
+	b, err := s.svc.CreateBucket(ctx(c), caller(c), manage.CreateBucket{Fields: patch})
+	if err == nil {
+		s.redirect(c, "/buckets/"+url.PathEscape(b.Name), "Bucket "+b.Name+" created.")
 		return
 	}
-	if v.Err() == nil {
-		err := s.buckets.Create(ctx(c), actor(c), b)
-		if err == nil {
-			s.redirect(c, "/buckets/"+url.PathEscape(b.Name), "Bucket "+b.Name+" created.")
-			return
-		}
-		switch status(err) {
-		case http.StatusUnprocessableEntity:
-			v = errs.Fields(err)
-		case http.StatusConflict:
-			v = &errs.Validation{}
-			v.Add("name", conflictText(err))
-		default:
-			s.fail(c, err)
-			return
-		}
-	}
-	owned, err := s.ownedApps(c)
-	if err != nil {
+	v, st := formErrors(err, "name")
+	if v == nil {
 		s.fail(c, err)
 		return
 	}
-	st := http.StatusUnprocessableEntity
-	if v.For("name") != "" && strings.Contains(v.For("name"), "already exists") {
-		st = http.StatusConflict
+	owned, err := s.svc.OwnedApps(ctx(c), caller(c))
+	if err != nil {
+		s.fail(c, err)
+		return
 	}
 	s.render(c, st, "bucket_form", &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
 		New: true, Form: form, Errors: v, OwnerApps: owned})
 }
 
-// bucketFor loads the bucket named by the request for act. It answers the
-// request itself (404 when the user may not see the bucket, exactly as if
-// it did not exist; 403 when they see it but may not do act) and returns
-// false when refused.
-func (s *server) bucketFor(c *gin.Context, act rbac.Action) (*buckets.Bucket, bool) {
-	name := c.Param("bucket")
-	b, err := s.buckets.Get(ctx(c), name)
+func (s *server) showBucket(c *gin.Context) {
+	d, err := s.svc.BucketDetail(ctx(c), caller(c), c.Param("bucket"), requestedWindow(c))
 	if err != nil {
 		s.fail(c, err)
-		return nil, false
-	}
-	user := username(c)
-	if isAdmin(c) {
-		return b, true
-	}
-	if !s.enf.CanSeeBucket(user, b.OwnerApp, b.AllowedApps) {
-		s.hide(c, b.OwnerApp, "bucket", b.Name)
-		return nil, false
-	}
-	if act != rbac.ActionView && !s.enf.Can(user, b.OwnerApp, rbac.ActionEdit) {
-		s.deny(c, b.OwnerApp, "bucket", b.Name, "changing a bucket needs the owner role on its owner app")
-		return nil, false
-	}
-	return b, true
-}
-
-func (s *server) showBucket(c *gin.Context) {
-	b, ok := s.bucketFor(c, rbac.ActionView)
-	if !ok {
 		return
 	}
-	p := &bucketPage{layout: layout{Title: b.Name, Nav: "buckets"}, Bucket: b,
-		CanEdit: isAdmin(c) || s.enf.Can(username(c), b.OwnerApp, rbac.ActionEdit)}
-	// Both Redis reads at once: when Redis hangs, the page waits for the
-	// longer timeout, not for the sum.
-	rctx, w := ctx(c), requestedWindow(c)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		p.Usage = s.bucketUsage(rctx, b, w)
-	}()
-	p.Live = s.live(rctx, b)
-	<-done
-	s.render(c, http.StatusOK, "bucket", p)
+	s.render(c, http.StatusOK, "bucket", &bucketPage{layout: layout{Title: d.Name, Nav: "buckets"}, Bucket: d.Bucket,
+		CanEdit: d.CanEdit, Live: liveOf(d), Usage: usageOf(d)})
 }
 
-// liveTimeout bounds the Redis read of the detail page: the definition is
-// shown even when Redis is slow or down.
-const liveTimeout = time.Second
-
-// live reads the bucket's state in Redis and compares its version with
-// MySQL's.
-func (s *server) live(ctx context.Context, b *buckets.Bucket) liveState {
-	if s.rdb == nil {
+// liveOf words the live state for the detail page.
+func liveOf(d *manage.BucketDetail) liveState {
+	switch {
+	case errors.Is(d.LiveErr, manage.ErrNoRedis):
 		return liveState{Status: "unavailable", Message: "This console is not connected to Redis."}
-	}
-	ctx, cancel := context.WithTimeout(ctx, liveTimeout)
-	defer cancel()
-	st, err := redisscript.Read(ctx, s.rdb, s.ks, b.Name)
-	if err != nil {
-		s.log.WarnContext(ctx, "console: read live bucket state", "bucket", b.Name, "err", err)
+	case d.LiveErr != nil:
 		return liveState{Status: "unavailable", Message: "Redis did not answer; the live state cannot be shown right now."}
-	}
-	if !st.Exists {
-		return liveState{Status: "missing", Now: st.Now,
+	case !d.Live.InRedis:
+		return liveState{Status: "missing", Now: d.Live.RedisTime,
 			Message: "Redis has no config for this bucket yet. The sync worker writes it within a second of a change; if this persists, check that the sync worker is running."}
 	}
-	l := liveState{Status: "pending", Exists: true, Tokens: st.Tokens, Capacity: st.Config.Capacity,
-		Refilled: st.Refilled, Version: st.Config.Version, Now: st.Now}
-	if st.Config.ID == b.ID && st.Config.Version == b.Version {
+	l := liveState{Status: "pending", Exists: true, Tokens: d.Live.Tokens, Capacity: d.Live.Config.Capacity,
+		Refilled: d.Live.Refilled, Version: d.Live.Config.Version, Now: d.Live.RedisTime}
+	if d.Live.Sync == manage.InSync {
 		l.Status = "in-sync"
 	}
 	return l
@@ -349,8 +207,9 @@ func formOf(b *buckets.Bucket) bucketForm {
 }
 
 func (s *server) editBucket(c *gin.Context) {
-	b, ok := s.bucketFor(c, rbac.ActionEdit)
-	if !ok {
+	b, err := s.svc.EditableBucket(ctx(c), caller(c), c.Param("bucket"))
+	if err != nil {
+		s.fail(c, err)
 		return
 	}
 	s.render(c, http.StatusOK, "bucket_form", &bucketFormPage{layout: layout{Title: "Edit " + b.Name, Nav: "buckets"},
@@ -362,43 +221,42 @@ func (s *server) editBucket(c *gin.Context) {
 // the form comes back with the user's values, the newer values beside
 // them, and the newer version, so that saving again is a deliberate choice.
 func (s *server) updateBucket(c *gin.Context) {
-	cur, ok := s.bucketFor(c, rbac.ActionEdit)
-	if !ok {
-		return
+	name := c.Param("bucket")
+	form, patch := readBucketForm(c, true)
+	form.Name = name
+	version := form.Version
+	if version < 1 {
+		version = -1 // a form without its version matches no version
 	}
-	form, b, v := readBucketForm(c, cur)
-	p := &bucketFormPage{layout: layout{Title: "Edit " + cur.Name, Nav: "buckets"}, Form: form}
-	if err := v.Err(); err != nil {
-		p.Errors = v
-		s.render(c, http.StatusUnprocessableEntity, "bucket_form", p)
-		return
-	}
-	err := s.buckets.Update(ctx(c), actor(c), b)
+	ch, err := s.svc.UpdateBucket(ctx(c), caller(c), manage.UpdateBucket{Name: name, Version: version, Fields: patch})
 	if err == nil {
-		s.redirect(c, "/buckets/"+url.PathEscape(b.Name), "Bucket "+b.Name+" saved (version "+strconv.FormatInt(b.Version, 10)+").")
+		msg := "Bucket " + name + " saved (version " + strconv.FormatInt(ch.Bucket.Version, 10) + ")."
+		if !ch.Changed {
+			msg = "Bucket " + name + " has no changes to save."
+		}
+		s.redirect(c, "/buckets/"+url.PathEscape(name), msg)
 		return
 	}
-	switch status(err) {
-	case http.StatusUnprocessableEntity:
+	p := &bucketFormPage{layout: layout{Title: "Edit " + name, Nav: "buckets"}, Form: form}
+	var stale *manage.StaleError
+	switch {
+	case errors.As(err, &stale):
+		p.Form.OwnerApp = stale.Current.OwnerApp
+		p.Conflict = stale.Current
+		p.Form.Version = stale.Current.Version
+		s.render(c, http.StatusConflict, "bucket_form", p)
+	case status(err) == http.StatusUnprocessableEntity:
 		p.Errors = errs.Fields(err)
 		s.render(c, http.StatusUnprocessableEntity, "bucket_form", p)
-	case http.StatusConflict:
-		newer, gerr := s.buckets.Get(ctx(c), cur.Name)
-		if gerr != nil {
-			s.fail(c, gerr)
-			return
-		}
-		p.Conflict = newer
-		p.Form.Version = newer.Version
-		s.render(c, http.StatusConflict, "bucket_form", p)
 	default:
 		s.fail(c, err)
 	}
 }
 
 func (s *server) confirmDeleteBucket(c *gin.Context) {
-	b, ok := s.bucketFor(c, rbac.ActionEdit)
-	if !ok {
+	b, err := s.svc.EditableBucket(ctx(c), caller(c), c.Param("bucket"))
+	if err != nil {
+		s.fail(c, err)
 		return
 	}
 	s.render(c, http.StatusOK, "bucket_delete", &bucketDeletePage{layout: layout{Title: "Delete " + b.Name, Nav: "buckets"}, Bucket: b})
@@ -408,33 +266,26 @@ func (s *server) confirmDeleteBucket(c *gin.Context) {
 // changed since is not deleted, and the page comes back with the newer
 // values.
 func (s *server) deleteBucket(c *gin.Context) {
-	b, ok := s.bucketFor(c, rbac.ActionEdit)
-	if !ok {
-		return
-	}
+	name := c.Param("bucket")
 	version, err := strconv.ParseInt(c.PostForm("version"), 10, 64)
 	if err != nil || version < 1 {
+		// Still checked first: a refusal must not depend on the form.
+		if _, err := s.svc.EditableBucket(ctx(c), caller(c), name); err != nil {
+			s.fail(c, err)
+			return
+		}
 		s.fail(c, errs.Invalid("version", "is missing; open the delete page again"))
 		return
 	}
-	err = s.buckets.Delete(ctx(c), actor(c), b.Name, buckets.Expect{ID: b.ID, OwnerApp: b.OwnerApp, Version: version})
-	if err == nil {
-		s.redirect(c, "/buckets", "Bucket "+b.Name+" deleted.")
-		return
+	err = s.svc.DeleteBucket(ctx(c), caller(c), manage.DeleteBucket{Name: name, Version: version})
+	var stale *manage.StaleError
+	switch {
+	case err == nil:
+		s.redirect(c, "/buckets", "Bucket "+name+" deleted.")
+	case errors.As(err, &stale):
+		s.render(c, http.StatusConflict, "bucket_delete", &bucketDeletePage{layout: layout{Title: "Delete " + name, Nav: "buckets"},
+			Bucket: stale.Current, Error: "Someone changed this bucket after you opened this page; nothing was deleted. Check the values below and confirm again."})
+	default:
+		s.fail(c, err)
 	}
-	if status(err) == http.StatusConflict {
-		newer, gerr := s.buckets.Get(ctx(c), b.Name)
-		if gerr != nil {
-			s.fail(c, gerr)
-			return
-		}
-		s.render(c, http.StatusConflict, "bucket_delete", &bucketDeletePage{layout: layout{Title: "Delete " + b.Name, Nav: "buckets"},
-			Bucket: newer, Error: "Someone changed this bucket after you opened this page; nothing was deleted. Check the values below and confirm again."})
-		return
-	}
-	if errors.Is(err, errs.ErrNotFound) {
-		s.redirect(c, "/buckets", "Bucket "+b.Name+" was already deleted.")
-		return
-	}
-	s.fail(c, err)
 }

@@ -1,13 +1,14 @@
 // Package console is Sluice's web console: the pages teams use to register
 // apps, grant roles, define buckets and read the audit log.
 //
-// It is the only package that uses gin. Pages are server-rendered from
-// html/template files parsed once at start-up; every form posts, then
-// redirects (POST-redirect-GET). Every request is checked on the server:
+// It is the pages area of the one router (internal/router) and only
+// translates: every use case is the application layer's (manage). Pages
+// are server-rendered from html/template files parsed once at start-up;
+// every form posts, then redirects (POST-redirect-GET). Every request is checked on the server:
 // the session cookie names the user, rbac decides, and every refusal is
 // written to the audit log as "access.denied".
 //
-// Security choices, all in this package:
+// Security choices of the pages:
 //   - Sessions live in MySQL; the cookie carries only a random id and is
 //     HttpOnly, SameSite=Lax, and Secure when served over TLS (or when
 //     Config.SecureCookies is set behind a TLS-terminating proxy). Signing
@@ -16,191 +17,88 @@
 //   - Cross-site request forgery: http.CrossOriginProtection refuses
 //     state-changing requests a browser marks as cross-origin; no handler
 //     changes anything on GET.
-//   - Every response carries a CSP without 'unsafe-inline', nosniff,
-//     frame-ancestors 'none' with X-Frame-Options DENY, and a referrer policy.
-//   - Sign-in attempts are throttled by Sluice's own token buckets, 5 per
-//     5 minutes per user name and per client address.
+//   - Every response carries a CSP without 'unsafe-inline' and a referrer
+//     policy, beside the router's nosniff and X-Frame-Options DENY.
+//   - Sign-in attempts are throttled (manage), 5 per 5 minutes per user
+//     name and per client address.
 package console
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/accounts"
-	"github.com/sluicehq/sluice/internal/apps"
-	"github.com/sluicehq/sluice/internal/audit"
-	"github.com/sluicehq/sluice/internal/buckets"
-	"github.com/sluicehq/sluice/internal/rbac"
-	"github.com/sluicehq/sluice/internal/redisscript"
-	"github.com/sluicehq/sluice/internal/usage"
+	"github.com/sluicehq/sluice/internal/manage"
+	"github.com/sluicehq/sluice/internal/router"
 )
 
-// Config holds what the console is built on. DB and Enforcer are
-// required; the rest have defaults. Without Redis the console works, but
-// shows no live bucket state and throttles sign-ins per process only.
+// Config holds what the console is built on. Service is required.
 type Config struct {
-	// DB is the MySQL pool of every store.
-	DB *sqlx.DB
-	// Redis serves the live state of buckets and the sign-in throttle.
-	Redis redis.UniversalClient
-	// Keyspace is the sync worker's key prefix, to read live bucket state.
-	Keyspace redisscript.Keyspace
-	// Enforcer answers every permission question.
-	Enforcer *rbac.Enforcer
-	// ThrottlePrefix is the Redis key prefix of the console's own sign-in
-	// throttle buckets. It must differ from Keyspace's prefix, so that the
-	// sync worker never sees (nor deletes) them. Empty means
-	// "sluice-internal:".
-	ThrottlePrefix string
+	// Service runs every use case the pages offer.
+	Service *manage.Service
 	// SecureCookies marks the session cookie Secure even on plain HTTP
 	// requests: set it behind a proxy that terminates TLS.
 	SecureCookies bool
-	// TrustedProxies lists the proxies whose X-Forwarded-For is believed
-	// when telling the client address (for the audit log and the sign-in
-	// throttle). Empty means the connection's address is used as is.
-	TrustedProxies []string
-	// API, when set, serves /api/v1/ (the JSON API, which authenticates by
-	// token, not by cookie).
-	API http.Handler
-	// RequestTimeout bounds the store calls of one request, so that a hung
-	// database gives a 503 rather than a hung page. 0 means 10 s.
-	RequestTimeout time.Duration
 	// Logger receives internal errors; nil means slog.Default().
 	Logger *slog.Logger
-	// Usage reads the usage counts of the bucket charts and the overview.
-	// Nil means a reader on Redis and Keyspace (none without Redis).
-	Usage *usage.Reader
-	// Metrics, when set, receives the console's Prometheus collectors:
-	// requests and their latency by route template, and sign-in results.
-	// Nil means no metrics. The console does not serve them: expose the
-	// registry on a listener of its own.
+	// Metrics, when set, receives the sign-in counter. The request
+	// counters are the router's.
 	Metrics prometheus.Registerer
 }
 
 // server holds the console's dependencies; handlers are its methods, one
 // file per resource.
 type server struct {
-	cfg      Config
-	log      *slog.Logger
-	db       *sqlx.DB
-	rdb      redis.UniversalClient
-	ks       redisscript.Keyspace
-	enf      *rbac.Enforcer
-	apps     *apps.Store
-	buckets  *buckets.Store
-	audit    *audit.Store
-	accounts *accounts.Store
-	views    *views
-	throttle *throttle
-	refusals *audit.Refusals
-	metrics  *metrics
-	usage    *usage.Reader
-	engine   *gin.Engine
+	cfg     Config
+	log     *slog.Logger
+	svc     *manage.Service
+	views   *views
+	signins *prometheus.CounterVec
 }
 
-// Console is the web console, an http.Handler. Close it when done.
-type Console struct {
-	s *server
-	h http.Handler
-}
-
-// New returns the console. It parses every template once; a broken
-// template is a programming error reported here, at start-up, never per
-// request.
-func New(cfg Config) (*Console, error) {
-	if cfg.DB == nil || cfg.Enforcer == nil {
-		return nil, errors.New("console: DB and Enforcer are required")
+// Mount adds the console's pages to rt, as the area of every path that no
+// other area claims. It parses every template once; a broken template is
+// a programming error reported here, at start-up, never per request.
+func Mount(rt *router.Router, cfg Config) error {
+	if cfg.Service == nil {
+		return errors.New("console: Service is required")
 	}
 	s, err := newServer(cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &Console{s: s, h: s.handler()}, nil
-}
-
-// ServeHTTP serves the console's pages, its static files and, when
-// configured, the JSON API.
-func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.h.ServeHTTP(w, r) }
-
-// Close stops the background work of the sign-in throttle. It does not
-// close the stores.
-func (c *Console) Close() error {
-	c.s.throttle.close()
+	s.routes(rt)
 	return nil
 }
 
 func newServer(cfg Config) (*server, error) {
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = 10 * time.Second
-	}
-	if cfg.ThrottlePrefix == "" {
-		cfg.ThrottlePrefix = "sluice-internal:"
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
-	}
-	ksPrefix := cfg.Keyspace.Prefix
-	if ksPrefix == "" {
-		ksPrefix = redisscript.DefaultPrefix
-	}
-	if strings.HasPrefix(cfg.ThrottlePrefix, ksPrefix) || strings.HasPrefix(ksPrefix, cfg.ThrottlePrefix) {
-		return nil, fmt.Errorf("console: throttle prefix %q overlaps the bucket key prefix %q", cfg.ThrottlePrefix, ksPrefix)
 	}
 	v, err := parseViews()
 	if err != nil {
 		return nil, err
 	}
 	v.log = log
-	m, err := newMetrics(cfg.Metrics)
+	signins, err := newSignins(cfg.Metrics)
 	if err != nil {
 		return nil, err
 	}
-	s := &server{
-		cfg: cfg, log: log, db: cfg.DB, rdb: cfg.Redis, ks: cfg.Keyspace, enf: cfg.Enforcer,
-		apps: apps.NewStore(cfg.DB), buckets: buckets.NewStore(cfg.DB), audit: audit.NewStore(cfg.DB),
-		accounts: accounts.NewStore(cfg.DB), views: v,
-		throttle: newThrottle(cfg.Redis, cfg.ThrottlePrefix, log), metrics: m, usage: cfg.Usage,
-	}
-	s.refusals = audit.NewRefusals(cfg.DB)
-	if m != nil {
-		s.refusals.Counter = m.refusals
-	}
-	if s.usage == nil && cfg.Redis != nil {
-		s.usage = usage.NewReader(cfg.Redis, cfg.Keyspace)
-	}
-	s.engine, err = s.routes()
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+	return &server{cfg: cfg, log: log, svc: cfg.Service, views: v, signins: signins}, nil
 }
 
-// routes builds the gin engine. Every route is listed here, with the
+// routes adds the pages area to rt. Every route is listed here, with the
 // guard that decides who may call it; the access-control test walks
 // exactly this table.
-func (s *server) routes() (*gin.Engine, error) {
-	gin.SetMode(gin.ReleaseMode)
-	e := gin.New()
-	e.HandleMethodNotAllowed = true
-	e.RedirectFixedPath = false
-	e.ContextWithFallback = true
-	if err := e.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
-		return nil, err
-	}
-	e.Use(markRoute, s.recoverer, s.withTimeout)
-	e.NoRoute(s.notFound)
-	e.NoMethod(s.methodNotAllowed)
+func (s *server) routes(rt *router.Router) {
+	cop := http.NewCrossOriginProtection()
+	e := rt.Area(router.Area{Headers: securityHeaders, Guard: s.sameOrigin(cop), Fail: s.fail,
+		NotFound: s.notFound, MethodNotAllowed: s.methodNotAllowed})
 
 	e.GET("/static/*file", s.static)
 	e.GET("/healthz", s.healthz)
@@ -235,42 +133,13 @@ func (s *server) routes() (*gin.Engine, error) {
 	u.POST("/tokens", s.createToken)
 	u.POST("/tokens/:id/revoke", s.revokeToken)
 
-	a := u.Group("", s.adminOnly)
-	a.GET("/users", s.listUsers)
-	a.POST("/users", s.createUser)
-	a.POST("/users/:user/disable", s.disableUser)
-	a.POST("/users/:user/enable", s.enableUser)
-	a.POST("/users/:user/admin", s.setAdmin)
-	a.POST("/users/:user/password", s.resetPassword)
-	return e, nil
+	u.GET("/users", s.listUsers)
+	u.POST("/users", s.createUser)
+	u.POST("/users/:user/disable", s.disableUser)
+	u.POST("/users/:user/enable", s.enableUser)
+	u.POST("/users/:user/admin", s.setAdmin)
+	u.POST("/users/:user/password", s.resetPassword)
 }
 
-// handler wraps the engine in what must hold for every page response,
-// including the router's own 404 and 405 and cross-origin refusals: the
-// security headers, the body size cap and the forgery check. The JSON API,
-// when configured, is served beside the pages with headers of its own.
-func (s *server) handler() http.Handler {
-	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(s.crossOriginDenied))
-	pages := securityHeaders(limitBody(cop.Handler(s.engine)))
-	h := pages
-	if api := s.cfg.API; api != nil {
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == apiPrefix || strings.HasPrefix(r.URL.Path, apiPrefix+"/") {
-				api.ServeHTTP(w, r)
-				return
-			}
-			pages.ServeHTTP(w, r)
-		})
-	}
-	if s.metrics != nil {
-		h = s.metrics.instrument(h)
-	}
-	return h
-}
-
-// apiPrefix is where Config.API is mounted.
-const apiPrefix = "/api/v1"
-
-// ctx returns the request's context, bounded by RequestTimeout.
+// ctx returns the request's context, bounded by the router's timeout.
 func ctx(c *gin.Context) context.Context { return c.Request.Context() }

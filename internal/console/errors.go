@@ -3,7 +3,6 @@ package console
 import (
 	"bytes"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -77,15 +76,6 @@ func (s *server) methodNotAllowed(c *gin.Context) {
 func (s *server) healthz(c *gin.Context) {
 	c.Header("Content-Type", "text/plain; charset=utf-8")
 	c.String(http.StatusOK, "ok\n")
-}
-
-// remoteIP is the connection's address without the port.
-func remoteIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // prettyJSON indents a stored audit snapshot for reading; anything that is

@@ -13,14 +13,18 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/accounts"
+	"github.com/sluicehq/sluice/internal/api"
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/router"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -40,11 +44,15 @@ type env struct {
 	ks     redisscript.Keyspace
 	enf    *rbac.Enforcer
 	s      *server
+	rt     *router.Router
+	reg    *prometheus.Registry
 	srv    *httptest.Server
 	acc    *accounts.Store
 	apps   *apps.Store
 	bkts   *buckets.Store
 	system audit.Actor
+	// throttlePrefix is the key prefix of the sign-in throttle.
+	throttlePrefix string
 }
 
 func newEnv(t testing.TB) *env {
@@ -54,7 +62,17 @@ func newEnv(t testing.TB) *env {
 
 // newEnvOn builds the console on db; each of with may change the Config
 // before the console is built.
-func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*Config)) *env {
+// setup is what newEnvOn builds from; options change it.
+type setup struct {
+	manage  manage.Config
+	console Config
+	// metrics, when set, receives the router's and the console's metrics.
+	metrics *prometheus.Registry
+	// api mounts the JSON API beside the pages, as cmd/admin runs it.
+	api bool
+}
+
+func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*setup)) *env {
 	t.Helper()
 	ctx := context.Background()
 	rdb, prefix := testenv.Redis(t)
@@ -67,22 +85,44 @@ func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*Config)) *env {
 	t.Cleanup(cancel)
 	go func() { _ = enf.Run(rctx) }()
 	ks := redisscript.Keyspace{Prefix: prefix + "b:"}
-	cfg := Config{DB: db, Redis: rdb, Keyspace: ks, Enforcer: enf, ThrottlePrefix: prefix + "internal:",
-		Logger: slog.New(slog.DiscardHandler), RequestTimeout: 3 * time.Second}
-	for _, f := range with {
-		f(&cfg)
+	acc := accounts.NewStore(db)
+	acc.Hash = cheapHash
+	throttlePrefix := prefix + "internal:"
+	st := setup{
+		manage: manage.Config{DB: db, Redis: rdb, Keyspace: ks, Enforcer: enf, Accounts: acc,
+			ThrottlePrefix: throttlePrefix, Logger: slog.New(slog.DiscardHandler)},
+		console: Config{Logger: slog.New(slog.DiscardHandler)},
 	}
+	for _, f := range with {
+		f(&st)
+	}
+	cfg := st.console
+	var reg prometheus.Registerer
+	if st.metrics != nil {
+		reg, cfg.Metrics = st.metrics, st.metrics
+	}
+	svc, err := manage.New(st.manage)
+	if err != nil {
+		t.Fatalf("manage.New: %v", err)
+	}
+	t.Cleanup(svc.Close)
+	cfg.Service = svc
 	s, err := newServer(cfg)
 	if err != nil {
 		t.Fatalf("newServer: %v", err)
 	}
-	s.accounts.Hash = cheapHash
-	srv := httptest.NewServer(s.handler())
+	rt, err := router.New(router.Config{Logger: cfg.Logger, RequestTimeout: 3 * time.Second, Metrics: reg})
+	if err != nil {
+		t.Fatalf("router: %v", err)
+	}
+	s.routes(rt)
+	if st.api {
+		api.Mount(rt, api.Config{Service: svc, Logger: cfg.Logger})
+	}
+	srv := httptest.NewServer(rt)
 	t.Cleanup(srv.Close)
-	t.Cleanup(s.throttle.close)
-	e := &env{t: t, db: db, rdb: rdb, ks: ks, enf: enf, s: s, srv: srv, acc: accounts.NewStore(db),
+	e := &env{t: t, db: db, rdb: rdb, ks: ks, enf: enf, s: s, rt: rt, srv: srv, reg: st.metrics, acc: acc, throttlePrefix: throttlePrefix,
 		apps: apps.NewStore(db), bkts: buckets.NewStore(db), system: audit.Actor{User: "system", Via: "test"}}
-	e.acc.Hash = cheapHash
 	return e
 }
 

@@ -11,11 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sluicehq/sluice/internal/accounts"
-	"github.com/sluicehq/sluice/internal/api"
-	"github.com/sluicehq/sluice/internal/apps"
-	"github.com/sluicehq/sluice/internal/audit"
-	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/manage"
+	"github.com/sluicehq/sluice/internal/router"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -24,11 +21,9 @@ import (
 func newMeteredEnv(t *testing.T) (*env, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	e := newEnvOn(t, testenv.MySQL(t), func(c *Config) {
-		c.Metrics = reg
-		c.API = api.New(api.Config{DB: c.DB, Apps: apps.NewStore(c.DB), Buckets: buckets.NewStore(c.DB),
-			Audit: audit.NewStore(c.DB), Accounts: accounts.NewStore(c.DB), Enforcer: c.Enforcer,
-			Redis: c.Redis, Keyspace: c.Keyspace, Logger: c.Logger})
+	e := newEnvOn(t, testenv.MySQL(t), func(s *setup) {
+		s.metrics = reg
+		s.api = true
 	})
 	return e, reg
 }
@@ -39,8 +34,23 @@ func newMeteredEnv(t *testing.T) (*env, *prometheus.Registry) {
 // response.
 func requests(t *testing.T, e *env, route, method, code string, want float64) float64 {
 	t.Helper()
-	c := e.s.metrics.requests.WithLabelValues(route, method, code)
-	return eventually(func() float64 { return testutil.ToFloat64(c) }, want)
+	return eventually(func() float64 {
+		mfs, err := e.reg.Gather()
+		if err != nil {
+			t.Fatalf("gather: %v", err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "sluice_console_http_requests_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				if l := labels(m); l["route"] == route && l["method"] == method && l["code"] == code {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		return 0
+	}, want)
 }
 
 // observations counts the latency samples of route and method.
@@ -97,18 +107,18 @@ func TestRequestMetricsUseRouteTemplates(t *testing.T) {
 	// one series each, whatever the URL.
 	for i, p := range []string{"/no/such/page", "/wp-admin.php", "/buckets/a/b/c/d"} {
 		wantStatus(t, p, b.get(p), http.StatusNotFound)
-		if got := requests(t, e, unmatchedRoute, "GET", "404", float64(i+1)); got != float64(i+1) {
+		if got := requests(t, e, router.UnmatchedRoute, "GET", "404", float64(i+1)); got != float64(i+1) {
 			t.Errorf("after %s: unmatched GET 404 = %v, want %d", p, got, i+1)
 		}
 	}
 	r := b.postWith("/buckets", url.Values{"name": {"x"}}, map[string]string{"Sec-Fetch-Site": "cross-site"})
 	wantStatus(t, "cross-origin post", r, http.StatusForbidden)
-	if got := requests(t, e, unmatchedRoute, "POST", "403", 1); got != 1 {
+	if got := requests(t, e, router.UnmatchedRoute, "POST", "403", 1); got != 1 {
 		t.Errorf("unmatched POST 403 = %v, want 1", got)
 	}
 	req, _ := http.NewRequest("BREW", e.srv.URL+"/buckets", nil)
 	b.do(req)
-	if got := testutil.CollectAndCount(e.s.metrics.requests); got == 0 {
+	if n := countWhere(t, reg, func(map[string]string) bool { return true }); n == 0 {
 		t.Fatal("no request series")
 	}
 	if n := countWhere(t, reg, func(l map[string]string) bool { return l["method"] == "BREW" }); n != 0 {
@@ -178,7 +188,7 @@ func TestSignInMetrics(t *testing.T) {
 	e, _ := newMeteredEnv(t)
 	e.user("alice", false)
 	signins := func(result string) float64 {
-		return testutil.ToFloat64(e.s.metrics.signins.WithLabelValues(result))
+		return testutil.ToFloat64(e.s.signins.WithLabelValues(result))
 	}
 	for _, r := range []string{signinSuccess, signinFailure, signinThrottled} {
 		if got := signins(r); got != 0 {
@@ -193,7 +203,7 @@ func TestSignInMetrics(t *testing.T) {
 	}
 	// Four more attempts from this address are refused on their merits,
 	// the sixth is throttled before any password is checked.
-	for i := 0; i < loginAttempts-1; i++ {
+	for i := 0; i < manage.SignInAttempts-1; i++ {
 		r := e.browser().post("/login", url.Values{"username": {"alice"}, "password": {"wrong password!"}})
 		wantStatus(t, "wrong password", r, http.StatusUnauthorized)
 	}
@@ -209,7 +219,7 @@ func TestSignInMetrics(t *testing.T) {
 
 func TestMetricsOffByDefault(t *testing.T) {
 	e := newEnv(t)
-	if e.s.metrics != nil {
+	if e.s.signins != nil {
 		t.Fatal("metrics are on without a registerer")
 	}
 	// Signing in must not touch the absent collectors.
@@ -220,24 +230,24 @@ func TestMetricsOffByDefault(t *testing.T) {
 
 func TestTwoConsolesShareOneRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	a, err := newMetrics(reg)
+	a, err := newSignins(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := newMetrics(reg)
+	b, err := newSignins(reg)
 	if err != nil {
 		t.Fatalf("a second console on the same registry: %v", err)
 	}
-	a.signin(signinSuccess)
-	b.signin(signinSuccess)
-	if got := testutil.ToFloat64(a.signins.WithLabelValues(signinSuccess)); got != 2 {
+	a.WithLabelValues(signinSuccess).Inc()
+	b.WithLabelValues(signinSuccess).Inc()
+	if got := testutil.ToFloat64(a.WithLabelValues(signinSuccess)); got != 2 {
 		t.Fatalf("shared sign-in counter = %v, want 2", got)
 	}
 	// A different collector under one of our names is a real conflict.
 	clash := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_console_signins_total", Help: "x"})
 	other := prometheus.NewRegistry()
 	other.MustRegister(clash)
-	if _, err := newMetrics(other); err == nil {
+	if _, err := newSignins(other); err == nil {
 		t.Fatal("a clashing collector was accepted")
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/sluicehq/sluice/internal/chart"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/web"
 )
@@ -81,7 +82,7 @@ func parseViews() (*views, error) {
 		"percent":    percentClass,
 		"tokens":     formatTokens,
 		"prettyjson": prettyJSON,
-		"count":      groupDigits,
+		"count":      chart.Count,
 		"share":      share,
 		"add":        func(a, b int64) int64 { return a + b },
 		// fe carries a field's id and error text to the "fielderror" partial.
@@ -263,24 +264,6 @@ func percentClass(tokens float64, capacity int64) string {
 	p := int(math.Round(tokens / float64(capacity) * 10))
 	p = max(0, min(p, 10))
 	return "w" + strconv.Itoa(p*10)
-}
-
-// groupDigits shows a count with thousands separators: 12,345.
-func groupDigits(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // share shows part as a percentage of whole, "—" when whole is 0.

@@ -2,15 +2,13 @@ package console
 
 import (
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/sluicehq/sluice/internal/accounts"
-
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
 // tokensPage lists the user's API tokens. Created holds a token just made,
@@ -42,7 +40,7 @@ func (s *server) listTokens(c *gin.Context) {
 }
 
 func (s *server) renderTokens(c *gin.Context, st int, created string, form tokenForm, v *errs.Validation) {
-	list, err := s.accounts.Tokens(ctx(c), me(c).ID)
+	list, err := s.svc.Tokens(ctx(c), caller(c))
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -65,41 +63,26 @@ func (s *server) renderTokens(c *gin.Context, st int, created string, form token
 // so there is no later page that could show it.
 func (s *server) createToken(c *gin.Context) {
 	form := tokenForm{Name: postValue(c, "name")}
-	secret, _, err := s.accounts.CreateToken(ctx(c), actor(c), me(c).ID, form.Name, nil)
+	secret, _, err := s.svc.CreateToken(ctx(c), caller(c), manage.CreateToken{Name: form.Name})
 	if err != nil {
-		switch status(err) {
-		case http.StatusUnprocessableEntity:
-			s.renderTokens(c, http.StatusUnprocessableEntity, "", form, errs.Fields(err))
-		case http.StatusConflict:
-			v := &errs.Validation{}
-			v.Add("name", conflictText(err))
-			s.renderTokens(c, http.StatusConflict, "", form, v)
-		default:
-			s.fail(c, err)
+		if v, st := formErrors(err, "name"); v != nil {
+			s.renderTokens(c, st, "", form, v)
+			return
 		}
+		s.fail(c, err)
 		return
 	}
 	s.renderTokens(c, http.StatusOK, secret, tokenForm{}, nil)
 }
 
-// revokeToken revokes one of the user's own tokens. Another user's token
-// answers 404, exactly like a missing one, and the attempt is audited.
+// revokeToken revokes one of the user's own tokens.
 func (s *server) revokeToken(c *gin.Context) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id < 1 {
 		s.fail(c, errs.ErrNotFound)
 		return
 	}
-	mine, err := s.accounts.Tokens(ctx(c), me(c).ID)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if !slices.ContainsFunc(mine, func(t *accounts.Token) bool { return t.ID == id }) {
-		s.hide(c, "", "token", c.Param("id"))
-		return
-	}
-	if err := s.accounts.RevokeToken(ctx(c), actor(c), me(c).ID, id); err != nil {
+	if err := s.svc.RevokeToken(ctx(c), caller(c), manage.RevokeToken{ID: id}); err != nil {
 		s.fail(c, err)
 		return
 	}

@@ -1,7 +1,7 @@
 package console
 
 import (
-	"context"
+	"errors"
 	"html/template"
 	"net/http"
 	"time"
@@ -10,12 +10,10 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/chart"
+	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/usage"
 )
-
-// usageTimeout bounds the Redis reads of a usage chart or the overview:
-// a week is 168 hashes, a day 1440, read in one pipeline.
-const usageTimeout = 2 * time.Second
 
 // topDeniedLimit is how many buckets the overview lists.
 const topDeniedLimit = 25
@@ -59,23 +57,19 @@ func requestedWindow(c *gin.Context) usage.Window {
 	return w
 }
 
-// bucketUsage reads the usage of bucket b over window w.
-func (s *server) bucketUsage(ctx context.Context, b *buckets.Bucket, w usage.Window) usageView {
+// usageOf draws the usage part of a bucket's detail.
+func usageOf(d *manage.BucketDetail) usageView {
+	w := d.Window
 	v := usageView{Window: w.String(), Windows: windowLinks(w)}
-	if s.usage == nil {
+	switch {
+	case errors.Is(d.UsageErr, manage.ErrNoRedis):
 		v.Message = "This console is not connected to Redis, so usage cannot be shown."
-		return v
-	}
-	rctx, cancel := context.WithTimeout(ctx, usageTimeout)
-	defer cancel()
-	series, err := s.usage.Series(rctx, b.Name, w)
-	if err != nil {
-		s.log.WarnContext(rctx, "console: read usage", "bucket", b.Name, "window", w.String(), "err", err)
+	case d.UsageErr != nil:
 		v.Message = "Redis did not answer; usage cannot be shown right now."
-		return v
+	default:
+		v.Series = d.Usage
+		v.Chart = chart.Usage(d.Usage, chart.Options{Title: "Acquires per app, last " + w.String()})
 	}
-	v.Series = series
-	v.Chart = chart.Usage(series, chart.Options{Title: "Acquires per app, last " + w.String()})
 	return v
 }
 
@@ -97,61 +91,21 @@ type usagePage struct {
 }
 
 // usageOverview lists the buckets the user can see that denied the most
-// acquires in the last hour. Only visible buckets are read, so the page
-// says nothing about the others, not even that they exist.
+// acquires in the last hour.
 func (s *server) usageOverview(c *gin.Context) {
-	p := &usagePage{layout: layout{Title: "Usage", Nav: "usage"}}
-	visible, err := s.visibleBuckets(c)
-	if err != nil {
+	ov, err := s.svc.TopDenied(ctx(c), caller(c), time.Hour, topDeniedLimit)
+	p := &usagePage{layout: layout{Title: "Usage", Nav: "usage"}, Buckets: ov.Buckets}
+	switch {
+	case errors.Is(err, manage.ErrNoRedis):
+		p.Message = "This console is not connected to Redis, so usage cannot be shown."
+	case errors.Is(err, errs.ErrUnavailable) && ov.Buckets > 0:
+		p.Message = "Redis did not answer; usage cannot be shown right now."
+	case err != nil:
 		s.fail(c, err)
 		return
 	}
-	p.Buckets = len(visible)
-	switch {
-	case s.usage == nil:
-		p.Message = "This console is not connected to Redis, so usage cannot be shown."
-	case len(visible) > 0:
-		byName := make(map[string]*buckets.Bucket, len(visible))
-		names := make([]string, 0, len(visible))
-		for _, b := range visible {
-			byName[b.Name] = b
-			names = append(names, b.Name)
-		}
-		rctx, cancel := context.WithTimeout(ctx(c), usageTimeout)
-		defer cancel()
-		top, err := s.usage.TopDenied(rctx, names, time.Hour, topDeniedLimit)
-		if err != nil {
-			s.log.WarnContext(rctx, "console: read top denied buckets", "err", err)
-			p.Message = "Redis did not answer; usage cannot be shown right now."
-			break
-		}
-		for _, t := range top {
-			if byName[t.Bucket] == nil {
-				continue
-			}
-			p.Rows = append(p.Rows, topRow{Bucket: byName[t.Bucket], Allowed: t.Allowed, Denied: t.Denied,
-				Requests: t.Allowed + t.Denied})
-		}
+	for _, r := range ov.Rows {
+		p.Rows = append(p.Rows, topRow{Bucket: r.Bucket, Allowed: r.Allowed, Denied: r.Denied, Requests: r.Allowed + r.Denied})
 	}
 	s.render(c, http.StatusOK, "usage", p)
-}
-
-// visibleBuckets returns every bucket the user may see, all pages of it.
-func (s *server) visibleBuckets(c *gin.Context) ([]*buckets.Bucket, error) {
-	f := buckets.Filter{VisibleTo: s.enf.Visible(username(c)), Limit: buckets.MaxLimit}
-	if f.VisibleTo != nil && len(f.VisibleTo) == 0 {
-		return nil, nil
-	}
-	var out []*buckets.Bucket
-	for {
-		page, err := s.buckets.List(ctx(c), f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, page.Buckets...)
-		if page.Next == "" || len(page.Buckets) == 0 {
-			return out, nil
-		}
-		f.After = page.Next
-	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisscript"
 	"github.com/sluicehq/sluice/internal/testenv"
-	iusage "github.com/sluicehq/sluice/internal/usage"
 )
 
 // record writes counts of app on bucket at each time into e's Redis, the
@@ -212,7 +211,7 @@ func TestUsageWhenRedisIsDown(t *testing.T) {
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)),
 		DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = dead.Close() })
-	e := newEnvOn(t, testenv.MySQL(t), func(c *Config) { c.Usage = iusage.NewReader(dead, c.Keyspace) })
+	e := newEnvOn(t, testenv.MySQL(t), func(s *setup) { s.manage.Redis = dead })
 	olga := e.user("olga", false)
 	e.app("alpha", "olga")
 	e.bucket("alpha-api", "alpha")

@@ -19,6 +19,23 @@ import (
 	"github.com/sluicehq/sluice/internal/errs"
 )
 
+// Page sizes of every list a store returns.
+const (
+	// DefaultPageSize is the page size when a caller asks for none.
+	DefaultPageSize = 50
+	// MaxPageSize is the largest page; larger requests get this many.
+	MaxPageSize = 500
+)
+
+// PageSize is the page size to use for a requested limit: the default for
+// 0 or less, at most MaxPageSize.
+func PageSize(limit int) int {
+	if limit <= 0 {
+		return DefaultPageSize
+	}
+	return min(limit, MaxPageSize)
+}
+
 // Options tune the pool. The zero value suits a real MySQL server.
 type Options struct {
 	// MaxOpenConns caps the pool; 0 means 25. The -dev engine needs 1.

@@ -259,26 +259,6 @@ func TestStore(t *testing.T) {
 	if n := count(t, db, `SELECT COUNT(*) FROM audit_log WHERE object_type = 'mapping'`); n != 3 {
 		t.Fatalf("%d mapping audit rows, want 3", n)
 	}
-
-	// Deleting an app deletes its mappings in the same transaction (its
-	// buckets must be gone first).
-	m2 := &descriptors.Mapping{App: "other", Domain: "edge", Bucket: "theirs",
-		Entries: []descriptors.Entry{{Key: "generic_key", Value: "theirs"}}}
-	if err := s.Create(ctx, alice, m2); err != nil {
-		t.Fatal(err)
-	}
-	if err := buckets.NewStore(db).Delete(ctx, alice, "theirs", buckets.Expect{}); err != nil {
-		t.Fatal(err)
-	}
-	err = apps.NewStore(db).Delete(ctx, alice, "other", 0, func(ctx context.Context, tx *sqlx.Tx) error {
-		return descriptors.DeleteAppTx(ctx, tx, alice, "other")
-	})
-	if err != nil {
-		t.Fatalf("delete the app: %v", err)
-	}
-	if _, err := s.Get(ctx, m2.ID); !errors.Is(err, errs.ErrNotFound) {
-		t.Fatalf("mapping of a deleted app: %v", err)
-	}
 }
 
 // Any input validates or is refused with field errors, and matching never

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/names"
 )
 
 // Limits of a Mapping.
@@ -61,7 +62,7 @@ type Mapping struct {
 // the Store.
 func (m *Mapping) Validate() error {
 	var v errs.Validation
-	if r := apps.NameProblem(m.App); r != "" {
+	if r := names.Problem(m.App); r != "" {
 		v.Add("app", r)
 	}
 	if r := textProblem(m.Domain, true); r != "" {
@@ -70,7 +71,7 @@ func (m *Mapping) Validate() error {
 	if r := entriesProblem(m.Entries); r != "" {
 		v.Add("entries", r)
 	}
-	if r := apps.NameProblem(m.Bucket); r != "" {
+	if r := names.Problem(m.Bucket); r != "" {
 		v.Add("bucket", r)
 	}
 	if m.KeyFrom != "" {

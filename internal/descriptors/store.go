@@ -325,23 +325,3 @@ func (s *Store) Delete(ctx context.Context, actor audit.Actor, id, version int64
 	})
 }
 
-// DeleteAppTx deletes every mapping of app inside tx, the transaction that
-// deletes the app (pass it to apps.Store.Delete), audited one by one.
-func DeleteAppTx(ctx context.Context, tx *sqlx.Tx, actor audit.Actor, app string) error {
-	ms, err := selectRows(ctx, tx, selectMappings+` WHERE a.name = ? FOR UPDATE`, app)
-	if err != nil || len(ms) == 0 {
-		return err
-	}
-	for _, m := range ms {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM descriptor_mappings WHERE id = ?`, m.ID); err != nil {
-			return fmt.Errorf("delete descriptor mapping %d: %w", m.ID, database.Translate(err))
-		}
-		if err := audit.Write(ctx, tx, actor, audit.Entry{
-			Action: "mapping.delete", ObjectType: "mapping", ObjectName: objectName(m), App: app,
-			Before: audit.Snapshot(m), Detail: "app deleted",
-		}); err != nil {
-			return err
-		}
-	}
-	return BumpRevision(ctx, tx)
-}

@@ -101,12 +101,6 @@ func TestMigrationsAndStores(t *testing.T) {
 	if err != nil || len(entries.Entries) != 4 {
 		t.Fatalf("audit = %+v, %v; want 4 bucket entries", entries, err)
 	}
-	if err := appStore.Delete(ctx, actor, "search", 0); err != nil {
-		t.Fatalf("delete unused app: %v", err)
-	}
-	if err := appStore.Delete(ctx, actor, "shop", 0); !errors.Is(err, errs.ErrConflict) {
-		t.Fatalf("delete used app = %v; want ErrConflict", err)
-	}
 }
 
 // Down migrations run on the embedded engine too.

@@ -5,6 +5,7 @@ package errs
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -94,4 +95,45 @@ func Fields(err error) *Validation {
 		return v
 	}
 	return nil
+}
+
+// public is an error of one kind of the vocabulary whose message is written
+// for the person or program that made the request, so that transports may
+// show it as is.
+type public struct {
+	kind error
+	msg  string
+}
+
+func (e *public) Error() string         { return e.msg }
+func (e *public) Is(target error) bool  { return target == e.kind }
+func (e *public) PublicMessage() string { return e.msg }
+
+// Conflictf returns an error matching ErrConflict whose message, the
+// formatted sentence, is fit to show as is ("a bucket named "x" already
+// exists").
+func Conflictf(format string, args ...any) error {
+	return &public{kind: ErrConflict, msg: fmt.Sprintf(format, args...)}
+}
+
+// NotFoundf returns an error matching ErrNotFound with a message fit to
+// show. It reads the same for a missing and an invisible object.
+func NotFoundf(format string, args ...any) error {
+	return &public{kind: ErrNotFound, msg: fmt.Sprintf(format, args...)}
+}
+
+// Forbiddenf returns an error matching ErrForbidden that says which role
+// the action needs.
+func Forbiddenf(format string, args ...any) error {
+	return &public{kind: ErrForbidden, msg: fmt.Sprintf(format, args...)}
+}
+
+// PublicMessage returns the message of the first error in err's chain that
+// was written to be shown, and whether there is one.
+func PublicMessage(err error) (string, bool) {
+	var p interface{ PublicMessage() string }
+	if errors.As(err, &p) {
+		return p.PublicMessage(), true
+	}
+	return "", false
 }

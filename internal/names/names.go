@@ -23,3 +23,17 @@ func Valid(s string) bool {
 	}
 	return true
 }
+
+// Problem says why s is not a valid name, or returns "" when it is, in
+// words fit to show next to a form field.
+func Problem(s string) string {
+	switch {
+	case s == "":
+		return "is required"
+	case len(s) > MaxLen:
+		return "must be at most 63 characters"
+	case !Valid(s):
+		return "must start with a lowercase letter or digit and contain only lowercase letters, digits, '.', '_' and '-'"
+	}
+	return ""
+}

@@ -33,3 +33,14 @@ func FuzzValidMatchesRule(f *testing.F) {
 		}
 	})
 }
+
+func FuzzProblemAgreesWithValid(f *testing.F) {
+	for _, s := range []string{"shop", "a.b-c_d", "", "-x", "A", "{x}", "a b", strings.Repeat("z", 64)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if p := names.Problem(s); (p == "") != names.Valid(s) {
+			t.Fatalf("Problem(%q) = %q, Valid = %v", s, p, names.Valid(s))
+		}
+	})
+}

@@ -2,7 +2,6 @@ package rbac
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -13,22 +12,14 @@ import (
 	"github.com/sluicehq/sluice/internal/database"
 )
 
-// adapter stores Casbin rules in the casbin_rule table: one row per rule,
-// ptype and up to six values. It implements persist.Adapter and
-// persist.ContextAdapter; the methods without a context use a background
-// one because Casbin's interface has none.
-//
-// The Enforcer itself never lets Casbin save through the adapter: its
-// changes go through transactions that also write the audit log and bump
-// the policy revision. The adapter is the one reader of the table.
+// adapter reads Casbin rules from the casbin_rule table: one row per
+// rule, ptype and up to six values. It is the one reader of the table.
+// Casbin never saves through it: the Enforcer's changes go through
+// transactions that also write the audit log and bump the policy revision
+// (insertRule, deleteRule, bumpRevision).
 type adapter struct {
 	db *sqlx.DB
 }
-
-var (
-	_ persist.Adapter        = (*adapter)(nil)
-	_ persist.ContextAdapter = (*adapter)(nil)
-)
 
 // maxFields is the number of value columns of casbin_rule (v0..v5).
 const maxFields = 6
@@ -101,98 +92,6 @@ func loadInto(m model.Model, rules [][]string) error {
 		}
 	}
 	return nil
-}
-
-// LoadPolicyCtx loads every stored rule into m.
-func (a *adapter) LoadPolicyCtx(ctx context.Context, m model.Model) error {
-	rules, err := a.rules(ctx)
-	if err != nil {
-		return err
-	}
-	return loadInto(m, rules)
-}
-
-// SavePolicyCtx replaces every stored rule with the rules of m.
-func (a *adapter) SavePolicyCtx(ctx context.Context, m model.Model) error {
-	return database.InTx(ctx, a.db, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule`); err != nil {
-			return fmt.Errorf("clear casbin rules: %w", database.Translate(err))
-		}
-		for _, sec := range []string{"p", "g"} {
-			for ptype, ast := range m[sec] {
-				for _, rule := range ast.Policy {
-					if err := insertRule(ctx, tx, ptype, rule); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		return bump(ctx, tx)
-	})
-}
-
-// AddPolicyCtx stores one rule.
-func (a *adapter) AddPolicyCtx(ctx context.Context, _ string, ptype string, rule []string) error {
-	return database.InTx(ctx, a.db, func(tx *sqlx.Tx) error {
-		if err := insertRule(ctx, tx, ptype, rule); err != nil {
-			return err
-		}
-		return bump(ctx, tx)
-	})
-}
-
-// RemovePolicyCtx deletes one rule.
-func (a *adapter) RemovePolicyCtx(ctx context.Context, _ string, ptype string, rule []string) error {
-	return database.InTx(ctx, a.db, func(tx *sqlx.Tx) error {
-		if _, err := deleteRule(ctx, tx, ptype, rule); err != nil {
-			return err
-		}
-		return bump(ctx, tx)
-	})
-}
-
-// RemoveFilteredPolicyCtx deletes the rules of ptype whose values from
-// fieldIndex on equal fieldValues; an empty value matches anything.
-func (a *adapter) RemoveFilteredPolicyCtx(ctx context.Context, _ string, ptype string, fieldIndex int, fieldValues ...string) error {
-	if fieldIndex < 0 || fieldIndex+len(fieldValues) > maxFields {
-		return errors.New("remove casbin rules: filter out of range")
-	}
-	query := `DELETE FROM casbin_rule WHERE ptype = ?`
-	qargs := []any{ptype}
-	for i, v := range fieldValues {
-		if v == "" {
-			continue
-		}
-		query += fmt.Sprintf(" AND v%d = ?", fieldIndex+i)
-		qargs = append(qargs, v)
-	}
-	return database.InTx(ctx, a.db, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, query, qargs...); err != nil {
-			return fmt.Errorf("remove casbin rules: %w", database.Translate(err))
-		}
-		return bump(ctx, tx)
-	})
-}
-
-// LoadPolicy is LoadPolicyCtx without a context.
-func (a *adapter) LoadPolicy(m model.Model) error { return a.LoadPolicyCtx(context.Background(), m) }
-
-// SavePolicy is SavePolicyCtx without a context.
-func (a *adapter) SavePolicy(m model.Model) error { return a.SavePolicyCtx(context.Background(), m) }
-
-// AddPolicy is AddPolicyCtx without a context.
-func (a *adapter) AddPolicy(sec, ptype string, rule []string) error {
-	return a.AddPolicyCtx(context.Background(), sec, ptype, rule)
-}
-
-// RemovePolicy is RemovePolicyCtx without a context.
-func (a *adapter) RemovePolicy(sec, ptype string, rule []string) error {
-	return a.RemovePolicyCtx(context.Background(), sec, ptype, rule)
-}
-
-// RemoveFilteredPolicy is RemoveFilteredPolicyCtx without a context.
-func (a *adapter) RemoveFilteredPolicy(sec, ptype string, fieldIndex int, fieldValues ...string) error {
-	return a.RemoveFilteredPolicyCtx(context.Background(), sec, ptype, fieldIndex, fieldValues...)
 }
 
 // insertRule stores one rule; a rule already stored is not an error.

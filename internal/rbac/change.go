@@ -7,29 +7,19 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/names"
 )
-
-// conflict is an errs.ErrConflict whose message is fit to show a user as is.
-type conflict string
-
-func (c conflict) Error() string        { return string(c) }
-func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
-
-// validName reports whether s is a valid user or app name; both follow the
-// app name rule, which also keeps them safe as Casbin values.
-func validName(s string) bool { return apps.ValidName(s) }
 
 // check validates a user name, an app name and, when non-empty, a role.
 func check(user, app string, r Role, needRole bool) error {
 	var v errs.Validation
-	if p := apps.NameProblem(user); p != "" {
+	if p := names.Problem(user); p != "" {
 		v.Add("user", p)
 	}
-	if p := apps.NameProblem(app); p != "" {
+	if p := names.Problem(app); p != "" {
 		v.Add("app", p)
 	}
 	if needRole && !r.Valid() {
@@ -175,7 +165,7 @@ func (e *Enforcer) Revoke(ctx context.Context, actor audit.Actor, user, app stri
 // A change is audited ("user.admin"); asking for the current state changes
 // nothing.
 func (e *Enforcer) SetAdmin(ctx context.Context, actor audit.Actor, user string, admin bool) error {
-	if p := apps.NameProblem(user); p != "" {
+	if p := names.Problem(user); p != "" {
 		return errs.Invalid("user", p)
 	}
 	changed := false
@@ -202,7 +192,7 @@ func (e *Enforcer) SetAdmin(ctx context.Context, actor audit.Actor, user string,
 			}
 		} else {
 			if len(admins) == 1 {
-				return conflict(fmt.Sprintf("%q is the last admin and cannot lose the admin role; make someone else an admin first", user))
+				return errs.Conflictf("%q is the last admin and cannot lose the admin role; make someone else an admin first", user)
 			}
 			if _, err := deleteRule(ctx, tx, "g", rule); err != nil {
 				return err
@@ -219,35 +209,6 @@ func (e *Enforcer) SetAdmin(ctx context.Context, actor audit.Actor, user string,
 		return err
 	}
 	e.refresh(ctx)
-	return nil
-}
-
-// DeleteAppTx removes every role on app inside tx, the transaction that
-// deletes the app. Other instances follow once tx commits.
-func DeleteAppTx(ctx context.Context, tx *sqlx.Tx, app string) error {
-	return deleteApp(ctx, tx, app)
-}
-
-// DeleteAppTx is the package's DeleteAppTx that also drops the roles on
-// this instance once tx has committed (tx must come from database.InTx).
-func (e *Enforcer) DeleteAppTx(ctx context.Context, tx *sqlx.Tx, app string) error {
-	if err := deleteApp(ctx, tx, app); err != nil {
-		return err
-	}
-	e.afterCommit(ctx, tx)
-	return nil
-}
-
-func deleteApp(ctx context.Context, tx *sqlx.Tx, app string) error {
-	if p := apps.NameProblem(app); p != "" {
-		return errs.Invalid("app", p)
-	}
-	if err := bump(ctx, tx); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule WHERE ptype = 'g' AND v2 = ?`, app); err != nil {
-		return fmt.Errorf("delete roles on app %q: %w", app, database.Translate(err))
-	}
 	return nil
 }
 
@@ -282,7 +243,7 @@ func owners(ms []Member) int {
 }
 
 func lastOwner(user, app string) error {
-	return conflict(fmt.Sprintf("%q is the last owner of app %q and cannot be removed; make someone else an owner first", user, app))
+	return errs.Conflictf("%q is the last owner of app %q and cannot be removed; make someone else an owner first", user, app)
 }
 
 func memberSnapshot(user string, r Role) string {

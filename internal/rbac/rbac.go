@@ -30,6 +30,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/names"
 )
 
 // Role is a role a user holds on one app.
@@ -408,7 +409,7 @@ func (e *Enforcer) Revision() int64 {
 // Can reports whether user may do a on app. Admins may do everything.
 // Invalid names are never allowed.
 func (e *Enforcer) Can(user, app string, a Action) bool {
-	if !validName(user) || !validName(app) {
+	if !names.Valid(user) || !names.Valid(app) {
 		return false
 	}
 	e.mu.RLock()

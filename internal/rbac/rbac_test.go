@@ -437,21 +437,6 @@ func TestFailedCommit(t *testing.T) {
 	if len(e.Apps("olga")) != 0 || len(e.Visible("olga")) != 0 {
 		t.Fatalf("index holds a grant whose commit failed: apps %v, visible %v", e.Apps("olga"), e.Visible("olga"))
 	}
-	// The same for deleting an app's roles: a failed commit keeps them.
-	must(t, e.Grant(ctx, boss, "olga", "pay", rbac.RoleOwner))
-	err = database.InTx(ctx, db, func(tx *sqlx.Tx) error {
-		if err := e.DeleteAppTx(ctx, tx, "pay"); err != nil {
-			return err
-		}
-		kill(tx)
-		return nil
-	})
-	if err == nil {
-		t.Fatal("commit on a killed connection succeeded")
-	}
-	if !e.Can("olga", "pay", rbac.ActionManage) || e.Apps("olga")["pay"] != rbac.RoleOwner {
-		t.Fatal("roles dropped in memory by a delete whose commit failed")
-	}
 }
 
 // TestUserNamedLikeRole: users named like roles are users, nothing more.
@@ -553,25 +538,6 @@ func TestMigrationTypesSubjects(t *testing.T) {
 	must(t, db.SelectContext(ctx, &g, `SELECT CONCAT(v0, ' ', v1, ' ', v2) FROM casbin_rule WHERE ptype = 'g' ORDER BY 1`))
 	if !slices.Equal(g, []string{"olga owner shop", "root admin *", "vera viewer shop", "viewer owner shop"}) {
 		t.Fatalf("assignments after down = %q", g)
-	}
-}
-
-func TestDeleteApp(t *testing.T) {
-	db, e := setup(t, []string{"olga", "vera"}, []string{"shop", "pay"})
-	must(t, e.Grant(ctx, boss, "olga", "shop", rbac.RoleOwner))
-	must(t, e.Grant(ctx, boss, "vera", "shop", rbac.RoleViewer))
-	must(t, e.Grant(ctx, boss, "olga", "pay", rbac.RoleOwner))
-	must(t, database.InTx(ctx, db, func(tx *sqlx.Tx) error { return e.DeleteAppTx(ctx, tx, "shop") }))
-	if e.Can("olga", "shop", rbac.ActionView) || e.Can("vera", "shop", rbac.ActionView) || !e.Can("olga", "pay", rbac.ActionEdit) {
-		t.Fatal("roles after DeleteAppTx are wrong in memory")
-	}
-	if ms, _ := e.Members(ctx, "shop"); len(ms) != 0 {
-		t.Fatalf("members of deleted app = %v", ms)
-	}
-	must(t, database.InTx(ctx, db, func(tx *sqlx.Tx) error { return rbac.DeleteAppTx(ctx, tx, "pay") }))
-	must(t, e.Reload(ctx))
-	if e.Can("olga", "pay", rbac.ActionView) || len(e.Apps("olga")) != 0 {
-		t.Fatal("roles on pay survived DeleteAppTx")
 	}
 }
 

@@ -7,16 +7,16 @@ package redisconn
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/settings"
 )
 
-// Environment variables read by FromEnv.
+// Environment variables of the Redis settings.
 const (
 	EnvAddr             = "SLUICE_REDIS_ADDR"
 	EnvSentinelMaster   = "SLUICE_REDIS_SENTINEL_MASTER"
@@ -52,42 +52,18 @@ type Options struct {
 	DialTimeout time.Duration
 }
 
-// FromEnv reads the SLUICE_REDIS_* variables through getenv (os.Getenv in
-// production). It does not validate the combination: call Validate after
-// flags had their say.
-func FromEnv(getenv func(string) string) (Options, error) {
-	o := Options{
-		Addr:             strings.TrimSpace(getenv(EnvAddr)),
-		SentinelMaster:   strings.TrimSpace(getenv(EnvSentinelMaster)),
-		SentinelAddrs:    splitList(getenv(EnvSentinelAddrs)),
-		ClusterAddrs:     splitList(getenv(EnvCluster)),
-		Username:         getenv(EnvUsername),
-		Password:         getenv(EnvPassword),
-		SentinelPassword: getenv(EnvSentinelPassword),
-	}
-	if s := strings.TrimSpace(getenv(EnvDB)); s != "" {
-		db, err := strconv.Atoi(s)
-		if err != nil {
-			return o, fmt.Errorf("%s=%q: not a whole number", EnvDB, s)
-		}
-		o.DB = db
-	}
-	return o, nil
-}
-
-// RegisterFlags defines -redis-addr, -redis-sentinel-master,
-// -redis-sentinel-addrs, -redis-cluster and -redis-db on fs, with o's
-// current values (from FromEnv) as defaults, so a flag overrides the
-// environment.
-func (o *Options) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.Addr, "redis-addr", o.Addr, "Redis `host:port` of a single server (env "+EnvAddr+")")
-	fs.StringVar(&o.SentinelMaster, "redis-sentinel-master", o.SentinelMaster,
-		"master `name` monitored by Redis Sentinel (env "+EnvSentinelMaster+")")
-	fs.Var((*list)(&o.SentinelAddrs), "redis-sentinel-addrs",
-		"comma-separated sentinel `addresses` (env "+EnvSentinelAddrs+")")
-	fs.Var((*list)(&o.ClusterAddrs), "redis-cluster",
-		"comma-separated Redis Cluster seed `addresses` (env "+EnvCluster+")")
-	fs.IntVar(&o.DB, "redis-db", o.DB, "Redis logical `database` (env "+EnvDB+"; not for a cluster)")
+// Bind binds the Redis settings to s: each mode's flag and variable, the
+// database, and the credentials, which are secrets read from the
+// environment only. Call Validate after s is parsed.
+func (o *Options) Bind(s *settings.Set) {
+	s.String(&o.Addr, "redis-addr", EnvAddr, "Redis host:port of a single server; required in one of the three forms")
+	s.String(&o.SentinelMaster, "redis-sentinel-master", EnvSentinelMaster, "master name monitored by Redis Sentinel")
+	s.List(&o.SentinelAddrs, "redis-sentinel-addrs", EnvSentinelAddrs, "comma-separated sentinel addresses")
+	s.List(&o.ClusterAddrs, "redis-cluster", EnvCluster, "comma-separated Redis Cluster seed addresses")
+	s.Int(&o.DB, "redis-db", EnvDB, "Redis logical database (not for a cluster)")
+	s.String(&o.Username, "", EnvUsername, "Redis user name (ACL)")
+	s.Secret(&o.Password, "", EnvPassword, "Redis password")
+	s.Secret(&o.SentinelPassword, "", EnvSentinelPassword, "password of the sentinels")
 }
 
 // Mode names the way Options reach Redis: "single", "sentinel" or "cluster".
@@ -191,29 +167,4 @@ func (o Options) Open(ctx context.Context) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("connect to redis %s: %w", o, err)
 	}
 	return rdb, nil
-}
-
-// list is a comma-separated flag value.
-type list []string
-
-func (l *list) String() string {
-	if l == nil {
-		return ""
-	}
-	return strings.Join(*l, ",")
-}
-
-func (l *list) Set(s string) error {
-	*l = splitList(s)
-	return nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

@@ -2,7 +2,6 @@ package redisconn
 
 import (
 	"context"
-	"flag"
 	"io"
 	"slices"
 	"strconv"
@@ -11,43 +10,52 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/settings"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
-func TestFromEnvAndFlags(t *testing.T) {
-	o, err := FromEnv(env(map[string]string{
-		EnvCluster: " 10.0.0.1:7000, 10.0.0.2:7000 ,,", EnvPassword: "s3cret",
-	}))
+// fromEnv binds o to a fresh set and parses env and args.
+func fromEnv(m map[string]string, args ...string) (*Options, error) {
+	o := &Options{}
+	s := settings.New("x", "x", env(m), io.Discard)
+	o.Bind(s)
+	return o, s.Parse(args)
+}
+
+func TestBindEnvAndFlags(t *testing.T) {
+	o, err := fromEnv(map[string]string{EnvCluster: " 10.0.0.1:7000, 10.0.0.2:7000 ,,", EnvPassword: "s3cret"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := o.ClusterAddrs; !slices.Equal(got, []string{"10.0.0.1:7000", "10.0.0.2:7000"}) {
 		t.Fatalf("cluster addrs = %q", got)
 	}
-	if o.Mode() != "cluster" || o.Validate() != nil {
+	if o.Mode() != "cluster" || o.Validate() != nil || o.Password != "s3cret" {
 		t.Fatalf("mode %q, validate %v", o.Mode(), o.Validate())
 	}
 	if strings.Contains(o.String(), "s3cret") {
 		t.Fatalf("String() leaks the password: %s", o)
 	}
-
 	// A flag overrides the environment; choosing a second mode is refused.
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.RegisterFlags(fs)
-	if err := fs.Parse([]string{"-redis-addr", "127.0.0.1:1"}); err != nil {
+	o, err = fromEnv(map[string]string{EnvCluster: "10.0.0.1:7000"}, "-redis-addr", "127.0.0.1:1")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "more than one way") {
 		t.Fatalf("two modes: err = %v", err)
 	}
-	if err := fs.Parse([]string{"-redis-cluster", ""}); err != nil {
+	o, err = fromEnv(map[string]string{EnvCluster: "10.0.0.1:7000"}, "-redis-addr", "127.0.0.1:1", "-redis-cluster", "")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if o.Mode() != "single" || o.Validate() != nil || o.Addr != "127.0.0.1:1" {
 		t.Fatalf("after clearing the cluster: mode %q, addr %q, validate %v", o.Mode(), o.Addr, o.Validate())
+	}
+	// Credentials have no flags: they would show in ps.
+	if _, err := fromEnv(nil, "-redis-password", "x"); err == nil {
+		t.Fatal("a password flag was accepted")
 	}
 }
 
@@ -65,9 +73,10 @@ func TestValidate(t *testing.T) {
 		{"sentinel without master", map[string]string{EnvSentinelAddrs: "a:1"}, EnvSentinelMaster},
 		{"cluster with db", map[string]string{EnvCluster: "a:1", EnvDB: "2"}, "database 0"},
 		{"negative db", map[string]string{EnvAddr: "a:1", EnvDB: "-1"}, "negative"},
+		{"db not a number", map[string]string{EnvAddr: "a:1", EnvDB: "one"}, EnvDB},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := FromEnv(env(tc.env))
+			o, err := fromEnv(tc.env)
 			if err == nil {
 				err = o.Validate()
 			}
@@ -78,9 +87,6 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("error = %v, want one mentioning %q", err, tc.want)
 			}
 		})
-	}
-	if _, err := FromEnv(env(map[string]string{EnvDB: "one"})); err == nil {
-		t.Fatal("a non-numeric database was accepted")
 	}
 }
 

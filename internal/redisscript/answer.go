@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/limits"
 )
 
 // Code is the first field of an acquire answer.
@@ -33,7 +35,7 @@ const (
 )
 
 // MaxN is the largest n an acquire accepts.
-const MaxN = 1_000_000_000
+const MaxN = limits.MaxCapacity
 
 // Answer is a parsed acquire answer. Fields the code does not carry are
 // zero: UnknownBucket and InvalidN carry nothing else; AppNotAllowed and

@@ -5,14 +5,16 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/limits"
 )
 
 // Limits of a Config, checked by Validate and so by Apply.
 const (
-	// MaxCapacity is the largest capacity, 1e9 tokens.
-	MaxCapacity = 1_000_000_000
-	// MaxPermitsMicro is the most permits per period, 1e9, in millionths.
-	MaxPermitsMicro = 1_000_000_000 * 1_000_000
+	// MaxCapacity is the largest capacity.
+	MaxCapacity = limits.MaxCapacity
+	// MaxPermitsMicro is the most permits per period, in millionths.
+	MaxPermitsMicro = limits.MaxPermitsMicro
 	// MaxPeriodSeconds is the longest period, a year.
 	MaxPeriodSeconds = 365 * 24 * 3600
 	// MaxID is the largest id and version, 2^53-1: larger integers are not
@@ -61,7 +63,7 @@ func (c Config) Validate() error {
 	case c.Capacity < 1 || c.Capacity > MaxCapacity:
 		return fmt.Errorf("%w: capacity %d must be between 1 and %d", ErrInvalidConfig, c.Capacity, MaxCapacity)
 	case c.PermitsMicro < 1 || c.PermitsMicro > MaxPermitsMicro:
-		return fmt.Errorf("%w: permits must be between 0.000001 and 1000000000", ErrInvalidConfig)
+		return fmt.Errorf("%w: permits must be between 0.000001 and %d", ErrInvalidConfig, limits.MaxPermits)
 	case c.PeriodSeconds < 1 || c.PeriodSeconds > MaxPeriodSeconds:
 		return fmt.Errorf("%w: period %d s must be between 1 and %d", ErrInvalidConfig, c.PeriodSeconds, MaxPeriodSeconds)
 	case c.LeaseMillis != 0 && (c.LeaseMillis < MinLeaseMillis || c.LeaseMillis > MaxLeaseMillis):

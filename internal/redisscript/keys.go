@@ -62,6 +62,10 @@ func (ks Keyspace) prefix() string {
 	return ks.Prefix
 }
 
+// KeyPrefix is the prefix every key of ks starts with, DefaultPrefix for
+// the zero Keyspace.
+func (ks Keyspace) KeyPrefix() string { return ks.prefix() }
+
 // Bucket returns the key of the hash of bucket name: "<prefix>{<name>}".
 func (ks Keyspace) Bucket(name string) string {
 	return ks.prefix() + "{" + name + "}"
@@ -73,13 +77,10 @@ func (ks Keyspace) Tombstone(name string) string {
 	return ks.prefix() + "{" + name + "}:deleted"
 }
 
-// SyncMarker returns the key whose absence tells the sync worker that Redis
-// lost its data (a flush, a restart without persistence, a failover to an
-// empty replica): "<prefix>sync:marker". The reconcile writes it; it is
-// outside Pattern, so it is never taken for a bucket.
-func (ks Keyspace) SyncMarker() string {
-	return ks.prefix() + "sync:marker"
-}
+// SyncMarker returns the key the sync worker writes at each reconcile and
+// whose absence tells it that Redis lost its data: "<prefix>sync:marker".
+// It sits beside the bucket hashes but outside their SCAN pattern.
+func (ks Keyspace) SyncMarker() string { return ks.prefix() + "sync:marker" }
 
 // Pattern returns the SCAN MATCH pattern of bucket hashes (not tombstones).
 // Glob characters of the prefix are escaped.

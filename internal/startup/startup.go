@@ -3,8 +3,19 @@ package startup
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/settings"
+	"github.com/sluicehq/sluice/migrations"
 )
 
 // Wait calls open until it succeeds, ctx ends or timeout passes, so that a
@@ -36,4 +47,49 @@ func Wait[T any](ctx context.Context, timeout time.Duration, log *slog.Logger, w
 		}
 		wait = min(wait*2, 2*time.Second)
 	}
+}
+
+// Stores is what a binary runs on.
+type Stores struct {
+	DB    *sqlx.DB
+	Redis redis.UniversalClient
+}
+
+// Close closes both stores.
+func (s Stores) Close() {
+	s.Redis.Close()
+	s.DB.Close()
+}
+
+// Open waits for MySQL at dsn (a pool of pool), applies the migrations
+// when migrate is set, then waits for Redis, each for up to timeout.
+func Open(ctx context.Context, timeout time.Duration, log *slog.Logger, dsn string, pool database.Options, migrate bool,
+	openRedis func(context.Context) (redis.UniversalClient, error)) (Stores, error) {
+	db, err := Wait(ctx, timeout, log, "mysql", func(ctx context.Context) (*sqlx.DB, error) {
+		return database.Open(ctx, dsn, pool)
+	})
+	if err != nil {
+		return Stores{}, fmt.Errorf("mysql is unreachable: %w", err)
+	}
+	if migrate {
+		if err := migrations.Up(dsn); err != nil {
+			db.Close()
+			return Stores{}, fmt.Errorf("migrate database: %w", err)
+		}
+	}
+	rdb, err := Wait(ctx, timeout, log, "redis", openRedis)
+	if err != nil {
+		db.Close()
+		return Stores{}, fmt.Errorf("redis is unreachable: %w", err)
+	}
+	return Stores{DB: db, Redis: rdb}, nil
+}
+
+// Main runs a binary's run function with a context that ends on SIGINT or
+// SIGTERM, and exits with the code settings.ExitCode gives its error.
+func Main(program string, run func(ctx context.Context, args []string, getenv func(string) string) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv)
+	stop()
+	os.Exit(settings.ExitCode(program, err, os.Stderr))
 }

@@ -1,4 +1,4 @@
-package console
+package router
 
 import (
 	"context"
@@ -6,34 +6,23 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Sign-in results counted by sluice_console_signins_total.
-const (
-	signinSuccess   = "success"
-	signinFailure   = "failure"
-	signinThrottled = "throttled"
-)
-
-// unmatchedRoute labels requests that matched no route: unknown paths,
+// UnmatchedRoute labels requests that matched no route: unknown paths,
 // wrong methods, and requests refused before routing (cross-origin). The
 // raw URL is never a label, so a scan of random paths adds no series.
-const unmatchedRoute = "unmatched"
+const UnmatchedRoute = "unmatched"
 
-// metrics are the console's Prometheus collectors. A nil *metrics (no
-// registerer configured) records nothing.
+// metrics are the request collectors. A nil *metrics (no registerer
+// configured) records nothing. Their names keep the "console" subsystem
+// the console and the API have always been measured under.
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
-	signins  *prometheus.CounterVec
-	// refusals counts refused requests without a session, which the
-	// audit log only samples.
-	refusals prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -50,39 +39,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time to answer console and API requests, by route template and method.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route", "method"}),
-		signins: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "console", Name: "signins_total",
-			Help: "Sign-in attempts, by result (success, failure, throttled).",
-		}, []string{"result"}),
-		refusals: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "console", Name: "anonymous_refusals_total",
-			Help: "Requests refused because the caller was not signed in (the audit log keeps a sample).",
-		}),
-	}
-	// Alerts on failures and throttling should see 0, not an absent series.
-	for _, r := range []string{signinSuccess, signinFailure, signinThrottled} {
-		m.signins.WithLabelValues(r)
 	}
 	var err error
-	if m.requests, err = register(reg, m.requests); err != nil {
+	if m.requests, err = Register(reg, m.requests); err != nil {
 		return nil, err
 	}
-	if m.duration, err = register(reg, m.duration); err != nil {
-		return nil, err
-	}
-	if m.signins, err = register(reg, m.signins); err != nil {
-		return nil, err
-	}
-	if m.refusals, err = register(reg, m.refusals); err != nil {
+	if m.duration, err = Register(reg, m.duration); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// register adds c to reg, or returns the collector already registered
-// under the same name, so that several consoles in one process share
+// Register adds c to reg, or returns the collector already registered
+// under the same name, so that several servers in one process share
 // their metrics instead of failing.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
 	err := reg.Register(c)
 	if err == nil {
 		return c, nil
@@ -93,15 +64,7 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 			return existing, nil
 		}
 	}
-	return c, fmt.Errorf("console: register metrics: %w", err)
-}
-
-// signin counts one sign-in attempt.
-func (m *metrics) signin(result string) {
-	if m == nil {
-		return
-	}
-	m.signins.WithLabelValues(result).Inc()
+	return c, fmt.Errorf("register metrics: %w", err)
 }
 
 // routeSlot carries the matched route template from the router back out to
@@ -111,8 +74,8 @@ type routeSlot struct{ route string }
 type routeSlotKey struct{}
 
 // instrument counts and times every request next answers. The route label
-// is the router's template ("/buckets/:bucket"), filled in by markRoute, or
-// the JSON API's ServeMux pattern.
+// is the router's template ("/buckets/:bucket"), filled in by markRoute,
+// or the one a Label handler gives ("/api/v1/buckets/{bucket}").
 func (m *metrics) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -122,16 +85,8 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 		next.ServeHTTP(sw, r)
 
 		route := slot.route
-		if route == "" && r.Pattern != "" {
-			// The API's ServeMux sets the pattern ("GET /api/v1/apps/{app}")
-			// on the request it was given.
-			_, route, _ = strings.Cut(r.Pattern, " ")
-			if route == "" {
-				route = r.Pattern
-			}
-		}
 		if route == "" {
-			route = unmatchedRoute
+			route = UnmatchedRoute
 		}
 		method := methodLabel(r.Method)
 		code := sw.status

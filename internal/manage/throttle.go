@@ -1,4 +1,4 @@
-package console
+package manage
 
 import (
 	"context"
@@ -18,16 +18,16 @@ import (
 )
 
 // Sign-in throttle: each user name and each client address may try
-// loginAttempts times per loginWindow. Tokens refill continuously, so one
-// more attempt is possible every loginWindow/loginAttempts.
+// SignInAttempts times per SignInWindow. Tokens refill continuously, so one
+// more attempt is possible every SignInWindow/SignInAttempts.
 const (
-	loginAttempts = 5
-	loginWindow   = 5 * time.Minute
+	SignInAttempts = 5
+	SignInWindow   = 5 * time.Minute
 	// throttleApp is the app the console takes throttle tokens as.
 	throttleApp = "sluice-console"
 	// throttleTTL removes the bucket of a name or address not seen for a
 	// while; by then it would be full again anyway.
-	throttleTTL = 2 * loginWindow
+	throttleTTL = 2 * SignInWindow
 )
 
 // throttle limits sign-in attempts through Sluice's own token buckets,
@@ -52,7 +52,7 @@ func newThrottle(rdb redis.UniversalClient, prefix string, log *slog.Logger) *th
 			client.WithFailurePolicy(client.FailClosed), client.WithTimeout(300*time.Millisecond),
 			client.WithLogger(log))
 		if err != nil {
-			log.Error("console: sign-in throttle uses in-process limits only", "err", err)
+			log.Error("sign-in throttle uses in-process limits only", "err", err)
 		} else {
 			t.limiter = l
 		}
@@ -87,14 +87,14 @@ func (t *throttle) take(ctx context.Context, name string) (bool, time.Duration) 
 		if err == nil {
 			return ok, wait
 		}
-		t.log.WarnContext(ctx, "console: sign-in throttle falls back to in-process limits", "err", err)
+		t.log.WarnContext(ctx, "sign-in throttle falls back to in-process limits", "err", err)
 	}
 	return t.takeLocal(name)
 }
 
 func (t *throttle) takeRedis(ctx context.Context, name string) (bool, time.Duration, error) {
-	cfg := redisscript.Config{Name: name, ID: 1, Version: 1, Capacity: loginAttempts,
-		PermitsMicro: loginAttempts * 1_000_000, PeriodSeconds: int64(loginWindow / time.Second),
+	cfg := redisscript.Config{Name: name, ID: 1, Version: 1, Capacity: SignInAttempts,
+		PermitsMicro: SignInAttempts * 1_000_000, PeriodSeconds: int64(SignInWindow / time.Second),
 		Apps: []string{throttleApp}}
 	if _, err := redisscript.Apply(ctx, t.rdb, t.ks, cfg, false); err != nil {
 		return false, 0, err
@@ -125,7 +125,7 @@ func (t *throttle) takeLocal(name string) (bool, time.Duration) {
 		if len(t.local) >= maxLocal {
 			clear(t.local)
 		}
-		l = rate.NewLimiter(rate.Every(loginWindow/loginAttempts), loginAttempts)
+		l = rate.NewLimiter(rate.Every(SignInWindow/SignInAttempts), SignInAttempts)
 		t.local[name] = l
 	}
 	r := l.Reserve()

@@ -1,0 +1,183 @@
+package manage
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/rbac"
+	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/usage"
+)
+
+// redisTimeout bounds every Redis read of a use case (live state, usage
+// counts), so that a hung Redis costs an "unavailable", not a hung request.
+const redisTimeout = 2 * time.Second
+
+// ErrNoRedis is the answer of a Redis read when the Service has no Redis.
+var ErrNoRedis = fmt.Errorf("this console is not connected to redis: %w", errs.ErrUnavailable)
+
+// SyncStatus compares a bucket's config in Redis with its MySQL row.
+type SyncStatus string
+
+// Sync statuses.
+const (
+	// InSync: Redis holds the MySQL version.
+	InSync SyncStatus = "in_sync"
+	// Pending: Redis holds an older version, or none yet.
+	Pending SyncStatus = "pending"
+	// Ahead: Redis holds a newer version than this read of MySQL.
+	Ahead SyncStatus = "ahead"
+)
+
+// LiveState is what Redis holds about a bucket, next to its MySQL row.
+type LiveState struct {
+	Sync SyncStatus
+	// InRedis is false until the sync worker has written the bucket.
+	InRedis bool
+	// Config is the config Redis holds (when InRedis).
+	Config redisscript.Config
+	Tokens float64
+	// Refilled is when an acquire last refilled the bucket (zero: never),
+	// RedisTime the Redis clock at this read.
+	Refilled  time.Time
+	RedisTime time.Time
+}
+
+// BucketState returns the live state of the bucket named name, for anyone
+// who may see it.
+func (s *Service) BucketState(ctx context.Context, c Caller, name string) (*buckets.Bucket, LiveState, error) {
+	b, err := s.bucketFor(ctx, c, name, rbac.ActionView)
+	if err != nil {
+		return nil, LiveState{}, err
+	}
+	st, err := s.live(ctx, b)
+	return b, st, err
+}
+
+// live reads b's state in Redis and compares its version with MySQL's.
+func (s *Service) live(ctx context.Context, b *buckets.Bucket) (LiveState, error) {
+	if s.rdb == nil {
+		return LiveState{}, ErrNoRedis
+	}
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	st, err := redisscript.Read(ctx, s.rdb, s.ks, b.Name)
+	if err != nil {
+		return LiveState{}, fmt.Errorf("read live state of %q: %w: %w", b.Name, errs.ErrUnavailable, err)
+	}
+	l := LiveState{Sync: Pending, InRedis: st.Exists, RedisTime: st.Now}
+	if st.Exists {
+		l.Config, l.Tokens, l.Refilled = st.Config, st.Tokens, st.Refilled
+		switch cfg := st.Config; {
+		case cfg.ID > b.ID || (cfg.ID == b.ID && cfg.Version > b.Version):
+			l.Sync = Ahead
+		case cfg.ID == b.ID && cfg.Version == b.Version:
+			l.Sync = InSync
+		}
+	}
+	return l, nil
+}
+
+// BucketDetail is everything a bucket's page shows. A Redis read that
+// failed leaves its part empty and says why in its error.
+type BucketDetail struct {
+	BucketView
+	Live    LiveState
+	LiveErr error
+	// Window is the span of Usage.
+	Window   usage.Window
+	Usage    usage.Series
+	UsageErr error
+}
+
+// BucketDetail returns the bucket named name with its live state and its
+// usage over w, for anyone who may see it. Both Redis reads run at once:
+// when Redis hangs, the page waits for one timeout, not for the sum.
+func (s *Service) BucketDetail(ctx context.Context, c Caller, name string, w usage.Window) (*BucketDetail, error) {
+	v, err := s.Bucket(ctx, c, name)
+	if err != nil {
+		return nil, err
+	}
+	d := &BucketDetail{BucketView: *v, Window: w}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.Usage, d.UsageErr = s.series(ctx, v.Name, w)
+	}()
+	d.Live, d.LiveErr = s.live(ctx, v.Bucket)
+	<-done
+	for _, e := range []error{d.LiveErr, d.UsageErr} {
+		if e != nil && e != ErrNoRedis {
+			s.log.WarnContext(ctx, "read bucket state from redis", "bucket", v.Name, "err", e)
+		}
+	}
+	return d, nil
+}
+
+func (s *Service) series(ctx context.Context, bucket string, w usage.Window) (usage.Series, error) {
+	if s.usage == nil {
+		return usage.Series{}, ErrNoRedis
+	}
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	series, err := s.usage.Series(ctx, bucket, w)
+	if err != nil {
+		return usage.Series{}, fmt.Errorf("read usage of %q: %w: %w", bucket, errs.ErrUnavailable, err)
+	}
+	return series, nil
+}
+
+// DeniedRow is one bucket of the usage overview.
+type DeniedRow struct {
+	Bucket  *buckets.Bucket
+	Allowed int64
+	Denied  int64
+}
+
+// UsageOverview lists the buckets that denied the most lately.
+type UsageOverview struct {
+	// Buckets is how many buckets the caller can see, all of them read.
+	Buckets int
+	Rows    []DeniedRow
+}
+
+// TopDenied returns the buckets the caller can see that denied the most
+// acquires over since, at most limit. Only visible buckets are read, so
+// the answer says nothing about the others, not even that they exist. When
+// Redis cannot be read, the overview still counts the buckets and the
+// error says why.
+func (s *Service) TopDenied(ctx context.Context, c Caller, since time.Duration, limit int) (UsageOverview, error) {
+	visible, err := s.visibleBuckets(ctx, c)
+	if err != nil {
+		return UsageOverview{}, err
+	}
+	ov := UsageOverview{Buckets: len(visible)}
+	if s.usage == nil {
+		return ov, ErrNoRedis
+	}
+	if len(visible) == 0 {
+		return ov, nil
+	}
+	byName := make(map[string]*buckets.Bucket, len(visible))
+	names := make([]string, 0, len(visible))
+	for _, b := range visible {
+		byName[b.Name] = b
+		names = append(names, b.Name)
+	}
+	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	top, err := s.usage.TopDenied(rctx, names, since, limit)
+	if err != nil {
+		s.log.WarnContext(ctx, "read top denied buckets", "err", err)
+		return ov, fmt.Errorf("read usage: %w: %w", errs.ErrUnavailable, err)
+	}
+	for _, t := range top {
+		if b := byName[t.Bucket]; b != nil {
+			ov.Rows = append(ov.Rows, DeniedRow{Bucket: b, Allowed: t.Allowed, Denied: t.Denied})
+		}
+	}
+	return ov, nil
+}

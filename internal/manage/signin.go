@@ -1,0 +1,162 @@
+package manage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/accounts"
+	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/errs"
+)
+
+// DefaultThrottlePrefix is the key prefix of the sign-in throttle's
+// buckets when Config leaves it empty.
+const DefaultThrottlePrefix = "sluice-internal:"
+
+// Longest user name and password a sign-in reads; longer input is refused
+// without hashing anything.
+const (
+	MaxUsername = 64
+	MaxPassword = 1024
+)
+
+// Sign-in refusals. Both match errs.ErrUnauthenticated.
+var (
+	// ErrMissingCredentials: the user name or the password is empty or
+	// oversized.
+	ErrMissingCredentials = fmt.Errorf("empty or oversized user name or password: %w", errs.ErrUnauthenticated)
+	// ErrWrongCredentials: no such user, a wrong password, or a disabled
+	// account; which one is never told.
+	ErrWrongCredentials = fmt.Errorf("wrong user name or password: %w", errs.ErrUnauthenticated)
+)
+
+// ThrottledError refuses a sign-in attempt over the throttle's limit
+// without checking the password.
+type ThrottledError struct {
+	// Wait is how long until the next attempt may succeed.
+	Wait time.Duration
+}
+
+func (e *ThrottledError) Error() string {
+	return fmt.Sprintf("too many sign-in attempts; retry in %v", e.Wait)
+}
+
+// SignIn is a sign-in attempt.
+type SignIn struct {
+	Username  string
+	Password  string
+	UserAgent string
+	// Previous is the session id the browser still sent, ended on
+	// success so that a planted id is worthless.
+	Previous string
+}
+
+// SignIn checks a user name and password, throttled per client address
+// and per user name, and starts a session. It returns the new session id
+// and the user. Every attempt is audited.
+func (s *Service) SignIn(ctx context.Context, c Caller, req SignIn) (string, *accounts.User, error) {
+	who := audit.Actor{User: clip(req.Username, MaxUsername), Via: "console", Addr: c.Addr}
+	if who.User == "" {
+		who.User = "anonymous"
+	}
+	failed := func(detail string, err error) (string, *accounts.User, error) {
+		s.event(ctx, who, audit.Entry{Action: "login.failure", ObjectType: "user", ObjectName: who.User, Detail: detail})
+		return "", nil, err
+	}
+	if ok, wait := s.throttle.allow(ctx, c.Addr, req.Username); !ok {
+		return failed("too many attempts; refused without checking the password", &ThrottledError{Wait: wait})
+	}
+	if req.Username == "" || req.Password == "" || len(req.Username) > MaxUsername || len(req.Password) > MaxPassword {
+		return failed("empty or oversized user name or password", ErrMissingCredentials)
+	}
+	user, err := s.accounts.Authenticate(ctx, req.Username, req.Password)
+	if err != nil {
+		if errs.HTTPStatus(err) >= 500 {
+			return "", nil, err
+		}
+		return failed("wrong user name or password, or account disabled", ErrWrongCredentials)
+	}
+	if req.Previous != "" {
+		if err := s.accounts.EndSession(ctx, req.Previous); err != nil && !errors.Is(err, errs.ErrNotFound) {
+			s.log.WarnContext(ctx, "cannot end the previous session at sign-in", "err", err)
+		}
+	}
+	session, err := s.accounts.NewSession(ctx, user.ID, c.Addr, clip(req.UserAgent, 255))
+	if err != nil {
+		return "", nil, err
+	}
+	who.User = user.Username
+	s.event(ctx, who, audit.Entry{Action: "login.success", ObjectType: "user", ObjectName: user.Username})
+	return session, user, nil
+}
+
+// SignOut ends the caller's session on the server.
+func (s *Service) SignOut(ctx context.Context, c Caller, session string) error {
+	if err := s.accounts.EndSession(ctx, session); err != nil && !errors.Is(err, errs.ErrNotFound) {
+		return err
+	}
+	s.event(ctx, c.Actor(), audit.Entry{Action: "logout", ObjectType: "user", ObjectName: c.Name()})
+	return nil
+}
+
+// Session returns the user of a live console session. An unknown or ended
+// session matches errs.ErrUnauthenticated.
+func (s *Service) Session(ctx context.Context, session string) (*accounts.User, error) {
+	_, user, err := s.accounts.Session(ctx, session)
+	return user, err
+}
+
+// useInterval is how often a busy token's use is audited: enough to see
+// when and from where a token is used without a row per request.
+const useInterval = time.Minute
+
+// TokenCaller authenticates an API token and returns its caller. Every
+// failure (unknown, revoked, expired) is the same errs.ErrUnauthenticated,
+// so a caller learns nothing about which tokens exist. The first use of a
+// token in each minute (per process) is audited as "token.use".
+func (s *Service) TokenCaller(ctx context.Context, token, addr, request string) (Caller, error) {
+	tok, user, err := s.accounts.AuthenticateToken(ctx, token)
+	if err != nil {
+		if errors.Is(err, errs.ErrUnauthenticated) || errors.Is(err, errs.ErrNotFound) {
+			s.log.InfoContext(ctx, "api token refused", "addr", addr, "request", request)
+			return Caller{}, errs.ErrUnauthenticated
+		}
+		return Caller{}, fmt.Errorf("authenticate token: %w", err)
+	}
+	c := Caller{User: user, Token: tok, Addr: addr, Request: request}
+	if s.tokenUse.due(tok.ID, time.Now()) {
+		s.event(ctx, c.Actor(), audit.Entry{Action: "token.use", ObjectType: "token", ObjectName: tok.Name, Detail: request})
+	}
+	return c, nil
+}
+
+// useLog remembers when each token's use was last audited.
+type useLog struct {
+	mu   sync.Mutex
+	last map[int64]time.Time
+}
+
+func newUseLog() *useLog { return &useLog{last: map[int64]time.Time{}} }
+
+// due reports whether the use of token id at now is to be audited, and if
+// so remembers it.
+func (l *useLog) due(id int64, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if last, seen := l.last[id]; seen && now.Sub(last) < useInterval {
+		return false
+	}
+	if len(l.last) > 10000 {
+		// Forget old entries rather than grow without bound.
+		for k, t := range l.last {
+			if now.Sub(t) >= useInterval {
+				delete(l.last, k)
+			}
+		}
+	}
+	l.last[id] = now
+	return true
+}

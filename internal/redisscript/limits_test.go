@@ -1,0 +1,29 @@
+package redisscript
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/limits"
+)
+
+// TestScriptLimitsMatchGo: the acquire script repeats the largest n, which
+// Lua cannot import; it must be the Go limit.
+func TestScriptLimitsMatchGo(t *testing.T) {
+	if want := "local MAX_N = " + strconv.Itoa(limits.MaxCapacity) + "\n"; !strings.Contains(acquireSrc, want) {
+		t.Fatalf("acquire.lua does not define %q", strings.TrimSpace(want))
+	}
+}
+
+func TestSyncMarkerIsNotABucket(t *testing.T) {
+	for _, ks := range []Keyspace{{}, {Prefix: "x:"}} {
+		m := ks.SyncMarker()
+		if !strings.HasPrefix(m, ks.KeyPrefix()) {
+			t.Errorf("marker %q is outside the prefix %q", m, ks.KeyPrefix())
+		}
+		if name, ok := ks.NameOf(m); ok {
+			t.Errorf("marker %q reads as bucket %q", m, name)
+		}
+	}
+}
