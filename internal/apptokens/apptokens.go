@@ -242,4 +242,3 @@ func (s *Store) Active(ctx context.Context) (map[string]Credential, error) {
 	}
 	return out, nil
 }
-

@@ -324,4 +324,3 @@ func (s *Store) Delete(ctx context.Context, actor audit.Actor, id, version int64
 		})
 	})
 }
-
