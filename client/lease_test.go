@@ -158,7 +158,9 @@ func leaseRunPaced(t *testing.T, e env, demand []float64, callers int, d time.Du
 
 // TestLeaseBound: 4 processes on one hot bucket in lease mode admit at
 // most capacity + rate x T, and at least 97% of it. The soak suite
-// (SLUICE_SOAK=1) runs it for 10 s; the normal suite for 2 s.
+// (SLUICE_SOAK=1) runs it for 10 s and holds the 97% floor; the normal
+// suite runs 2 s and checks only the bound, which no stalled scheduler
+// can break (a stall can only make the callers ask for less).
 func TestLeaseBound(t *testing.T) {
 	t.Parallel()
 	d := 2 * time.Second
@@ -177,7 +179,7 @@ func TestLeaseBound(t *testing.T) {
 	if float64(total) > bound {
 		t.Fatalf("admitted %d > capacity + rate x T = %.0f", total, bound)
 	}
-	if float64(total) < 0.97*bound {
+	if soak() && float64(total) < 0.97*bound {
 		t.Fatalf("admitted %d < 97%% of capacity + rate x T = %.0f", total, bound)
 	}
 }
@@ -230,7 +232,13 @@ func BenchmarkLeaseAcquire(b *testing.B) {
 // TestLeaseFairness: on a bucket that cannot serve everyone, processes
 // get tokens in proportion to their demand, and one that starts late
 // gets its share as well.
+//
+// Its shares depend on how evenly paced callers are scheduled, which a
+// loaded machine cannot promise: it runs in the soak suite (SLUICE_SOAK=1).
 func TestLeaseFairness(t *testing.T) {
+	if !soak() {
+		t.Skip("soak suite only (SLUICE_SOAK=1): shares depend on the scheduler")
+	}
 	t.Parallel()
 	e, _ := privateRedis(t)
 	// Demands of 1,500 and 4,500 acquires a second on a rate of 1,000.
