@@ -3,6 +3,7 @@ package syncer
 import (
 	"context"
 	"math"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -383,8 +384,15 @@ func TestRunHealsFlushedRedis(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		if !eventually(period, func() bool { return countAll() == len(names) }) {
-			t.Fatalf("round %d: %d of %d buckets restored within %s", round, countAll(), len(names), period)
+		// One period is the promise; a loaded machine may stretch a
+		// reconcile of 1000 buckets past it, so make test allows five and
+		// the soak suite (SLUICE_SOAK=1) holds the promise itself.
+		limit := 5 * period
+		if os.Getenv("SLUICE_SOAK") == "1" {
+			limit = period
+		}
+		if !eventually(limit, func() bool { return countAll() == len(names) }) {
+			t.Fatalf("round %d: %d of %d buckets restored within %s", round, countAll(), len(names), limit)
 		}
 		t.Logf("round %d: %d buckets restored %s after FLUSHALL", round, len(names), time.Since(start).Round(time.Millisecond))
 	}
