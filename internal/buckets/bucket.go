@@ -118,7 +118,8 @@ func ParseMaxPermits(s string) (int64, error) {
 // user-set fields, so that saving b over o would change nothing.
 func (b *Bucket) SameSettings(o *Bucket) bool {
 	return b.Name == o.Name && b.OwnerApp == o.OwnerApp && b.Description == o.Description &&
-		b.MaxPermits == o.MaxPermits && b.Rate == o.Rate && slices.Equal(b.AllowedApps, o.AllowedApps)
+		b.MaxPermits == o.MaxPermits && b.Rate == o.Rate && slices.Equal(b.AllowedApps, o.AllowedApps) &&
+		b.Keyed == o.Keyed && b.Shadow == o.Shadow && b.LeaseMillis == o.LeaseMillis
 }
 
 // normalizeApps trims, sorts and dedupes names, defaulting to owner.

@@ -460,3 +460,68 @@ func TestSignInThrottleWithoutRedis(t *testing.T) {
 		t.Fatalf("state of a missing bucket: %v", err)
 	}
 }
+
+func TestBucketModeFields(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	olga := f.user("olga", false)
+	f.app(olga, "alpha")
+	fields := bucketFields("alpha-keys", "alpha", 10, "1/s")
+	fields.Keyed, fields.Shadow, fields.LeaseMillis = ptr(true), ptr(true), ptr(int64(250))
+	b, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: fields})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.svc.Bucket(ctx, olga, b.Name)
+	if err != nil || !got.Keyed || !got.Shadow || got.LeaseMillis != 250 {
+		t.Fatalf("created: %+v %v", got, err)
+	}
+
+	// Keyed is fixed at creation.
+	_, err = f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name, Fields: manage.BucketPatch{Keyed: ptr(false)}})
+	if errs.Fields(err).For("keyed") == "" {
+		t.Fatalf("unkeying: %v, want a field error on keyed", err)
+	}
+	// Giving the same value is no change.
+	ch, err := f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name, Version: 1,
+		Fields: manage.BucketPatch{Keyed: ptr(true), Shadow: ptr(true), LeaseMillis: ptr(int64(250))}})
+	if err != nil || ch.Changed {
+		t.Fatalf("same modes: %+v %v", ch, err)
+	}
+	// Shadow and lease alone are changes.
+	ch, err = f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name, Version: 1,
+		Fields: manage.BucketPatch{Shadow: ptr(false)}})
+	if err != nil || !ch.Changed || ch.Bucket.Shadow || ch.Bucket.Version != 2 {
+		t.Fatalf("shadow off: %+v %v", ch.Bucket, err)
+	}
+	ch, err = f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name, Version: 2,
+		Fields: manage.BucketPatch{LeaseMillis: ptr(int64(0))}})
+	if err != nil || !ch.Changed || ch.Bucket.LeaseMillis != 0 {
+		t.Fatalf("lease off: %+v %v", ch.Bucket, err)
+	}
+	_, err = f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name,
+		Fields: manage.BucketPatch{LeaseMillis: ptr(int64(5))}})
+	if errs.Fields(err).For("lease_ms") == "" {
+		t.Fatalf("lease 5 ms: %v, want a field error on lease_ms", err)
+	}
+	// A full replace keeps keyed and resets shadow and lease.
+	if _, err := f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name,
+		Fields: manage.BucketPatch{Shadow: ptr(true), LeaseMillis: ptr(int64(100))}}); err != nil {
+		t.Fatal(err)
+	}
+	ch, err = f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name, Replace: true,
+		Fields: manage.BucketPatch{MaxPermits: ptr(int64(10)), Rate: ptr("1/s")}})
+	if err != nil || !ch.Bucket.Keyed || ch.Bucket.Shadow || ch.Bucket.LeaseMillis != 0 {
+		t.Fatalf("replace: %+v %v", ch.Bucket, err)
+	}
+	stored, err := f.buckets.Get(ctx, b.Name)
+	if err != nil || !stored.Keyed || stored.Shadow || stored.LeaseMillis != 0 {
+		t.Fatalf("stored after replace: %+v %v", stored, err)
+	}
+	// An invalid lease at creation is a field error, and nothing is saved.
+	bad := bucketFields("alpha-bad", "alpha", 10, "1/s")
+	bad.LeaseMillis = ptr(int64(10_001))
+	if _, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: bad}); errs.Fields(err).For("lease_ms") == "" {
+		t.Fatalf("create with lease 10001: %v", err)
+	}
+}
