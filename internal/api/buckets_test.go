@@ -308,3 +308,43 @@ func TestBucketUpdate(t *testing.T) {
 		}
 	})
 }
+
+func TestBucketModeFields(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("olivia")
+	e.app("alpha", "olivia")
+	r := e.must(201, owner, "POST", "/api/v1/buckets", map[string]any{"name": "per-key", "owner_app": "alpha",
+		"max_permits": 10, "rate": "1/s", "keyed": true, "shadow": true, "lease_ms": 250})
+	var got bucketJSON
+	r.decode(t, &got)
+	if !got.Keyed || !got.Shadow || got.LeaseMillis != 250 {
+		t.Fatalf("created: %+v", got)
+	}
+	// The raw body names the fields as documented.
+	var raw map[string]any
+	r = e.must(200, owner, "GET", "/api/v1/buckets/per-key", nil)
+	r.decode(t, &raw)
+	if raw["keyed"] != true || raw["shadow"] != true || raw["lease_ms"] != float64(250) {
+		t.Fatalf("GET body: %v", raw)
+	}
+	path := "/api/v1/buckets/per-key"
+	b := e.must(422, owner, "PATCH", path, map[string]any{"keyed": false}, "If-Match", "*").errorBody(t)
+	if b.reasonFor("keyed") == "" {
+		t.Errorf("unkeying: %+v", b.Error)
+	}
+	b = e.must(422, owner, "PATCH", path, map[string]any{"lease_ms": 3}, "If-Match", "*").errorBody(t)
+	if b.reasonFor("lease_ms") == "" {
+		t.Errorf("lease 3 ms: %+v", b.Error)
+	}
+	r = e.must(200, owner, "PATCH", path, map[string]any{"shadow": false, "lease_ms": 0}, "If-Match", `"1"`)
+	r.decode(t, &got)
+	if got.Version != 2 || !got.Keyed || got.Shadow || got.LeaseMillis != 0 {
+		t.Errorf("after PATCH: %+v", got)
+	}
+	r = e.must(200, owner, "PUT", path, map[string]any{"max_permits": 5, "rate": "1/s", "shadow": true}, "If-Match", `"2"`)
+	r.decode(t, &got)
+	if !got.Keyed || !got.Shadow || got.MaxPermits != 5 {
+		t.Errorf("PUT keeps keyed: %+v", got)
+	}
+}

@@ -249,6 +249,9 @@ type bucketJSON struct {
 	RatePermits       float64  `json:"rate_permits"`
 	RatePeriodSeconds int64    `json:"rate_period_seconds"`
 	AllowedApps       []string `json:"allowed_apps"`
+	Keyed             bool     `json:"keyed"`
+	Shadow            bool     `json:"shadow"`
+	LeaseMillis       int64    `json:"lease_ms"`
 	Version           int64    `json:"version"`
 	CreatedBy         string   `json:"created_by"`
 	UpdatedBy         string   `json:"updated_by"`
