@@ -90,14 +90,17 @@ func (b *Bucket) Validate() error {
 		v.Add("rate", errs.Fields(err).For("rate"))
 	}
 	if b.LeaseMillis != 0 && (b.LeaseMillis < MinLeaseMillis || b.LeaseMillis > MaxLeaseMillis) {
-		v.Add("lease_ms", fmt.Sprintf("must be 0 (off) or a whole number of milliseconds from %d to %d",
-			MinLeaseMillis, MaxLeaseMillis))
+		v.Add("lease_ms", LeaseRule)
 	}
 	if r := allowedAppsProblem(b.AllowedApps); r != "" {
 		v.Add("allowed_apps", r)
 	}
 	return v.Err()
 }
+
+// LeaseRule is what a lease time must be, in words.
+var LeaseRule = fmt.Sprintf("must be 0 (off) or a whole number of milliseconds from %d to %d",
+	MinLeaseMillis, MaxLeaseMillis)
 
 // maxPermitsRule is what a capacity must be, in words.
 var maxPermitsRule = fmt.Sprintf("must be a whole number from 1 to %d", MaxCapacity)

@@ -41,6 +41,9 @@ type bucketForm struct {
 	MaxPermits  string
 	Rate        string
 	AllowedApps string
+	Keyed       bool
+	Shadow      bool
+	LeaseMillis string
 	Version     int64
 }
 
@@ -130,19 +133,39 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 		MaxPermits:  postValue(c, "max_permits"),
 		Rate:        postValue(c, "rate"),
 		AllowedApps: postValue(c, "allowed_apps"),
+		Keyed:       c.PostForm("keyed") == "true",
+		Shadow:      c.PostForm("shadow") == "true",
+		LeaseMillis: postValue(c, "lease_ms"),
 	}
 	f.Version, _ = strconv.ParseInt(c.PostForm("version"), 10, 64)
 	allowed := splitApps(f.AllowedApps)
-	p := manage.BucketPatch{Description: &f.Description, Rate: &f.Rate, AllowedApps: &allowed}
+	p := manage.BucketPatch{Description: &f.Description, Rate: &f.Rate, AllowedApps: &allowed, Shadow: &f.Shadow}
 	if !editing {
-		p.Name, p.OwnerApp = &f.Name, &f.OwnerApp
+		// Keyed is fixed at creation: the edit form shows it but does not send it.
+		p.Name, p.OwnerApp, p.Keyed = &f.Name, &f.OwnerApp, &f.Keyed
 	}
 	if n, err := buckets.ParseMaxPermits(f.MaxPermits); err != nil {
 		p.Problems.Fields = append(p.Problems.Fields, errs.Fields(err).Fields...)
 	} else {
 		p.MaxPermits = &n
 	}
+	if n, ok := parseLease(f.LeaseMillis); !ok {
+		p.Problems.Add("lease_ms", buckets.LeaseRule)
+	} else {
+		p.LeaseMillis = &n
+	}
 	return f, p
+}
+
+// parseLease reads the lease time field: empty is 0 (off). Its range is
+// checked by the bucket's validation.
+func parseLease(s string) (int64, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }
 
 // splitApps reads a list of app names separated by commas or white space.
@@ -203,7 +226,8 @@ func liveOf(d *manage.BucketDetail) liveState {
 func formOf(b *buckets.Bucket) bucketForm {
 	return bucketForm{Name: b.Name, OwnerApp: b.OwnerApp, Description: b.Description,
 		MaxPermits: strconv.FormatInt(b.MaxPermits, 10), Rate: b.Rate.Human(),
-		AllowedApps: strings.Join(b.AllowedApps, ", "), Version: b.Version}
+		AllowedApps: strings.Join(b.AllowedApps, ", "), Keyed: b.Keyed, Shadow: b.Shadow,
+		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), Version: b.Version}
 }
 
 func (s *server) editBucket(c *gin.Context) {
