@@ -76,6 +76,8 @@ type bucketPage struct {
 	CanEdit bool
 	Live    liveState
 	Usage   usageView
+	// Overrides is the per-key part of a keyed bucket's page, else nil.
+	Overrides *overridesView
 }
 
 type bucketDeletePage struct {
@@ -194,14 +196,26 @@ func (s *server) createBucket(c *gin.Context) {
 		New: true, Form: form, Errors: v, OwnerApps: owned})
 }
 
-func (s *server) showBucket(c *gin.Context) {
+func (s *server) showBucket(c *gin.Context) { s.bucketDetail(c, http.StatusOK, nil) }
+
+// bucketDetail renders the detail page of the bucket in the path; adjust,
+// when given, changes the overrides part of a keyed bucket (a refused
+// override form shown again).
+func (s *server) bucketDetail(c *gin.Context, st int, adjust func(*overridesView)) {
 	d, err := s.svc.BucketDetail(ctx(c), caller(c), c.Param("bucket"), requestedWindow(c))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	s.render(c, http.StatusOK, "bucket", &bucketPage{layout: layout{Title: d.Name, Nav: "buckets"}, Bucket: d.Bucket,
-		CanEdit: d.CanEdit, Live: liveOf(d), Usage: usageOf(d)})
+	p := &bucketPage{layout: layout{Title: d.Name, Nav: "buckets"}, Bucket: d.Bucket,
+		CanEdit: d.CanEdit, Live: liveOf(d), Usage: usageOf(d)}
+	if d.Keyed {
+		p.Overrides = s.overridesOf(c, d.Name)
+		if adjust != nil {
+			adjust(p.Overrides)
+		}
+	}
+	s.render(c, st, "bucket", p)
 }
 
 // liveOf words the live state for the detail page.
