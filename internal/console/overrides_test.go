@@ -105,4 +105,3 @@ func TestOverridesOnAKeyedBucketsPage(t *testing.T) {
 	wantStatus(t, "deleted", ob.get(path), http.StatusNotFound)
 	wantStatus(t, "bad id", ob.get("/buckets/per-key/overrides/abc/delete"), http.StatusNotFound)
 }
-
