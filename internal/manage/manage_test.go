@@ -655,3 +655,29 @@ func TestOverrides(t *testing.T) {
 		t.Fatalf("stranger reads hot keys: %v", err)
 	}
 }
+
+func TestKeyedBucketStateReadsTheKeyGroups(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	olga := f.user("olga", false)
+	f.app(olga, "alpha")
+	fields := bucketFields("per-key", "alpha", 10, "1/s")
+	fields.Keyed = ptr(true)
+	b, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: fields})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := f.svc.BucketState(ctx, olga, b.Name)
+	if err != nil || !st.Keyed || st.InRedis || st.Sync != manage.Pending || st.RedisTime.IsZero() {
+		t.Fatalf("before sync: %+v %v", st, err)
+	}
+	cfg := redisscript.Config{Name: b.Name, ID: b.ID, Version: 1, Capacity: 10, PermitsMicro: 1_000_000,
+		PeriodSeconds: 1, Apps: []string{"alpha"}}
+	if _, err := redisscript.ApplyKeyed(ctx, f.rdb, f.ks, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	_, st, err = f.svc.BucketState(ctx, olga, b.Name)
+	if err != nil || !st.Keyed || !st.InRedis || st.Sync != manage.InSync || st.Config.Capacity != 10 {
+		t.Fatalf("synced: %+v %v", st, err)
+	}
+}
