@@ -60,8 +60,11 @@ type bucketFormPage struct {
 // liveState is what Redis holds about a bucket, for the detail page.
 type liveState struct {
 	// Status is "in-sync", "pending", "missing" or "unavailable".
-	Status   string
+	Status string
+	// Exists is true when there is one token count to show; a keyed
+	// bucket's state is per key (PerKey) instead.
 	Exists   bool
+	PerKey   bool
 	Tokens   float64
 	Capacity int64
 	Refilled time.Time
@@ -225,6 +228,13 @@ func liveOf(d *manage.BucketDetail) liveState {
 		return liveState{Status: "unavailable", Message: "This console is not connected to Redis."}
 	case d.LiveErr != nil:
 		return liveState{Status: "unavailable", Message: "Redis did not answer; the live state cannot be shown right now."}
+	case d.Live.Keyed && d.Live.InRedis:
+		l := liveState{Status: "pending", PerKey: true, Capacity: d.Live.Config.Capacity, Version: d.Live.Config.Version,
+			Now: d.Live.RedisTime}
+		if d.Live.Sync == manage.InSync {
+			l.Status = "in-sync"
+		}
+		return l
 	case !d.Live.InRedis:
 		return liveState{Status: "missing", Now: d.Live.RedisTime,
 			Message: "Redis has no config for this bucket yet. The sync worker writes it within a second of a change; if this persists, check that the sync worker is running."}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
 func TestOverridesOnAKeyedBucketsPage(t *testing.T) {
@@ -104,4 +105,20 @@ func TestOverridesOnAKeyedBucketsPage(t *testing.T) {
 	}
 	wantStatus(t, "deleted", ob.get(path), http.StatusNotFound)
 	wantStatus(t, "bad id", ob.get("/buckets/per-key/overrides/abc/delete"), http.StatusNotFound)
+}
+
+func TestKeyedBucketShowsPerKeyState(t *testing.T) {
+	e, ob, _ := bucketFixture(t)
+	b := e.keyedBucket("per-key", "alpha")
+	wantBody(t, "before sync", ob.get("/buckets/per-key"), "not in Redis yet")
+	cfg := redisscript.Config{Name: b.Name, ID: b.ID, Version: b.Version, Capacity: b.MaxPermits,
+		PermitsMicro: b.Rate.PermitsMicro, PeriodSeconds: b.Rate.PeriodSeconds(), Apps: b.AllowedApps}
+	if _, err := redisscript.ApplyKeyed(context.Background(), e.rdb, e.ks, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	r := ob.get("/buckets/per-key")
+	wantBody(t, "synced", r, "in sync", `<span class="badge badge-accent">per-key state</span>`, "up to 10 each")
+	if strings.Contains(r.body, "not in Redis yet") || strings.Contains(r.body, "data-live-tokens") {
+		t.Error("a keyed bucket is shown as missing or with one token count")
+	}
 }
