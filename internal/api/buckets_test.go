@@ -435,6 +435,11 @@ func TestOverrides(t *testing.T) {
 	if len(entries) != 2 {
 		t.Errorf("%d override.update audit entries, want 2", len(entries))
 	}
+	var state map[string]any
+	e.must(200, owner, "GET", "/api/v1/buckets/per-key/state", nil).decode(t, &state)
+	if _, has := state["tokens"]; state["keyed"] != true || has {
+		t.Errorf("state of a keyed bucket: %v", state)
+	}
 }
 
 // nextCursorOf returns a cursor of another list, which the overrides list
