@@ -87,6 +87,12 @@ func (s *server) routes() []route {
 		{method: http.MethodPatch, path: Prefix + "/buckets/{bucket}", handle: s.patchBucket},
 		{method: http.MethodDelete, path: Prefix + "/buckets/{bucket}", handle: s.deleteBucket},
 		{method: http.MethodGet, path: Prefix + "/buckets/{bucket}/state", handle: s.bucketState},
+		{method: http.MethodGet, path: Prefix + "/buckets/{bucket}/overrides", handle: s.listOverrides},
+		{method: http.MethodPost, path: Prefix + "/buckets/{bucket}/overrides", handle: s.createOverride},
+		{method: http.MethodGet, path: Prefix + "/buckets/{bucket}/overrides/{id}", handle: s.getOverride},
+		{method: http.MethodPut, path: Prefix + "/buckets/{bucket}/overrides/{id}", handle: s.replaceOverride},
+		{method: http.MethodPatch, path: Prefix + "/buckets/{bucket}/overrides/{id}", handle: s.patchOverride},
+		{method: http.MethodDelete, path: Prefix + "/buckets/{bucket}/overrides/{id}", handle: s.deleteOverride},
 
 		{method: http.MethodGet, path: Prefix + "/audit", handle: s.listAudit},
 	}

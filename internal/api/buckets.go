@@ -23,6 +23,9 @@ type bucketJSON struct {
 	RatePermits       json.Number `json:"rate_permits"`
 	RatePeriodSeconds int64       `json:"rate_period_seconds"`
 	AllowedApps       []string    `json:"allowed_apps"`
+	Keyed             bool        `json:"keyed"`
+	Shadow            bool        `json:"shadow"`
+	LeaseMillis       int64       `json:"lease_ms"`
 	Version           int64       `json:"version"`
 	CreatedBy         string      `json:"created_by"`
 	CreatedAt         time.Time   `json:"created_at"`
@@ -38,7 +41,7 @@ func toBucketJSON(b *buckets.Bucket) bucketJSON {
 	return bucketJSON{
 		Name: b.Name, OwnerApp: b.OwnerApp, Description: b.Description, MaxPermits: b.MaxPermits,
 		Rate: b.Rate.String(), RatePermits: json.Number(b.Rate.Permits()), RatePeriodSeconds: b.Rate.PeriodSeconds(),
-		AllowedApps: allowed, Version: b.Version,
+		AllowedApps: allowed, Keyed: b.Keyed, Shadow: b.Shadow, LeaseMillis: b.LeaseMillis, Version: b.Version,
 		CreatedBy: b.CreatedBy, CreatedAt: b.CreatedAt, UpdatedBy: b.UpdatedBy, UpdatedAt: b.UpdatedAt,
 	}
 }
@@ -54,12 +57,17 @@ type bucketInput struct {
 	MaxPermits  *int64    `json:"max_permits"`
 	Rate        *string   `json:"rate"`
 	AllowedApps *[]string `json:"allowed_apps"`
+	// Keyed is taken on creation only; a change of it is refused.
+	Keyed       *bool  `json:"keyed"`
+	Shadow      *bool  `json:"shadow"`
+	LeaseMillis *int64 `json:"lease_ms"`
 }
 
 // patch is the input as the application layer reads it.
 func (in *bucketInput) patch() manage.BucketPatch {
 	return manage.BucketPatch{Name: in.Name, OwnerApp: in.OwnerApp, Description: in.Description,
-		MaxPermits: in.MaxPermits, Rate: in.Rate, AllowedApps: in.AllowedApps}
+		MaxPermits: in.MaxPermits, Rate: in.Rate, AllowedApps: in.AllowedApps,
+		Keyed: in.Keyed, Shadow: in.Shadow, LeaseMillis: in.LeaseMillis}
 }
 
 // listBuckets: GET /buckets?search=&app=&cursor=&limit=, the buckets the

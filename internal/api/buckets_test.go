@@ -308,3 +308,150 @@ func TestBucketUpdate(t *testing.T) {
 		}
 	})
 }
+
+func TestBucketModeFields(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("olivia")
+	e.app("alpha", "olivia")
+	r := e.must(201, owner, "POST", "/api/v1/buckets", map[string]any{"name": "per-key", "owner_app": "alpha",
+		"max_permits": 10, "rate": "1/s", "keyed": true, "shadow": true, "lease_ms": 250})
+	var got bucketJSON
+	r.decode(t, &got)
+	if !got.Keyed || !got.Shadow || got.LeaseMillis != 250 {
+		t.Fatalf("created: %+v", got)
+	}
+	// The raw body names the fields as documented.
+	var raw map[string]any
+	r = e.must(200, owner, "GET", "/api/v1/buckets/per-key", nil)
+	r.decode(t, &raw)
+	if raw["keyed"] != true || raw["shadow"] != true || raw["lease_ms"] != float64(250) {
+		t.Fatalf("GET body: %v", raw)
+	}
+	path := "/api/v1/buckets/per-key"
+	b := e.must(422, owner, "PATCH", path, map[string]any{"keyed": false}, "If-Match", "*").errorBody(t)
+	if b.reasonFor("keyed") == "" {
+		t.Errorf("unkeying: %+v", b.Error)
+	}
+	b = e.must(422, owner, "PATCH", path, map[string]any{"lease_ms": 3}, "If-Match", "*").errorBody(t)
+	if b.reasonFor("lease_ms") == "" {
+		t.Errorf("lease 3 ms: %+v", b.Error)
+	}
+	r = e.must(200, owner, "PATCH", path, map[string]any{"shadow": false, "lease_ms": 0}, "If-Match", `"1"`)
+	r.decode(t, &got)
+	if got.Version != 2 || !got.Keyed || got.Shadow || got.LeaseMillis != 0 {
+		t.Errorf("after PATCH: %+v", got)
+	}
+	r = e.must(200, owner, "PUT", path, map[string]any{"max_permits": 5, "rate": "1/s", "shadow": true}, "If-Match", `"2"`)
+	r.decode(t, &got)
+	if !got.Keyed || !got.Shadow || got.MaxPermits != 5 {
+		t.Errorf("PUT keeps keyed: %+v", got)
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("olivia")
+	e.app("alpha", "olivia")
+	e.keyedBucket("per-key", "alpha")
+	e.bucket("shared", "alpha")
+	base := "/api/v1/buckets/per-key/overrides"
+
+	b := e.must(422, owner, "POST", base, map[string]any{"match": "fuzzy", "key": "", "max_permits": 0, "rate": "x"}).errorBody(t)
+	for _, f := range []string{"match", "key", "max_permits", "rate"} {
+		if b.reasonFor(f) == "" {
+			t.Errorf("no reason for %s: %+v", f, b.Error)
+		}
+	}
+	b = e.must(422, owner, "POST", "/api/v1/buckets/shared/overrides", map[string]any{"match": "exact", "key": "k", "max_permits": 1, "rate": "1/s"}).errorBody(t)
+	if b.reasonFor("bucket") == "" {
+		t.Errorf("override of an unkeyed bucket: %+v", b.Error)
+	}
+	e.must(400, owner, "POST", base, map[string]any{"match": "exact", "key": "k", "max_permits": 1, "rate": "1/s", "version": 3})
+	r := e.must(201, owner, "POST", base, map[string]any{"match": "prefix", "key": "premium:", "max_permits": 100, "rate": "100/min"})
+	var o overrideJSON
+	r.decode(t, &o)
+	if o.ID == 0 || o.Match != "prefix" || o.Key != "premium:" || o.Rate != "100/min" || o.Version != 1 ||
+		r.header.Get("Location") != fmt.Sprintf("%s/%d", base, o.ID) || r.header.Get("ETag") != `"1"` {
+		t.Fatalf("created %+v, headers %v", o, r.header)
+	}
+	e.must(409, owner, "POST", base, map[string]any{"match": "prefix", "key": "premium:", "max_permits": 1, "rate": "1/s"})
+	for i := range 3 {
+		e.must(201, owner, "POST", base, map[string]any{"match": "exact", "key": fmt.Sprintf("premium:%d", i), "max_permits": 1, "rate": "1/s"})
+	}
+	e.must(201, owner, "POST", base, map[string]any{"match": "exact", "key": "basic:1", "max_permits": 1, "rate": "1/s"})
+
+	var list struct {
+		Overrides  []overrideJSON `json:"overrides"`
+		NextCursor string         `json:"next_cursor"`
+		Total      int            `json:"total"`
+	}
+	e.must(200, owner, "GET", base+"?search=premium&limit=3", nil).decode(t, &list)
+	if list.Total != 4 || len(list.Overrides) != 3 || list.NextCursor == "" || list.Overrides[0].Key != "premium:" {
+		t.Fatalf("first page: %+v", list)
+	}
+	cursor := list.NextCursor
+	list.NextCursor = ""
+	e.must(200, owner, "GET", base+"?search=premium&limit=3&cursor="+cursor, nil).decode(t, &list)
+	if len(list.Overrides) != 1 || list.NextCursor != "" || list.Overrides[0].Key != "premium:2" {
+		t.Fatalf("second page: %+v", list)
+	}
+	e.must(200, owner, "GET", base+"?match=prefix", nil).decode(t, &list)
+	if list.Total != 1 {
+		t.Errorf("prefix overrides: %+v", list)
+	}
+	e.must(400, owner, "GET", base+"?match=fuzzy", nil)
+	e.must(400, owner, "GET", "/api/v1/buckets/per-key/overrides?cursor="+nextCursorOf(t, e, owner), nil)
+
+	path := fmt.Sprintf("%s/%d", base, o.ID)
+	e.must(404, owner, "GET", base+"/abc", nil)
+	e.must(404, owner, "GET", base+"/999999", nil)
+	e.must(404, owner, "GET", fmt.Sprintf("/api/v1/buckets/shared/overrides/%d", o.ID), nil)
+	e.must(428, owner, "PATCH", path, map[string]any{"max_permits": 2})
+	b = e.must(422, owner, "PATCH", path, map[string]any{"key": "other:"}, "If-Match", "*").errorBody(t)
+	if b.reasonFor("key") == "" {
+		t.Errorf("key change: %+v", b.Error)
+	}
+	r = e.must(200, owner, "PATCH", path, map[string]any{"max_permits": 200}, "If-Match", `"1"`)
+	r.decode(t, &o)
+	if o.Version != 2 || o.MaxPermits != 200 || o.Rate != "100/min" || r.header.Get("ETag") != `"2"` {
+		t.Errorf("after PATCH: %+v", o)
+	}
+	e.must(412, owner, "PUT", path, map[string]any{"max_permits": 1, "rate": "1/s"}, "If-Match", `"1"`)
+	b = e.must(422, owner, "PUT", path, map[string]any{"description": "only"}, "If-Match", "*").errorBody(t)
+	if b.reasonFor("max_permits") == "" || b.reasonFor("rate") == "" {
+		t.Errorf("PUT without limit: %+v", b.Error)
+	}
+	r = e.must(200, owner, "PUT", path, map[string]any{"match": "prefix", "key": "premium:", "max_permits": 9, "rate": "9/s"}, "If-Match", `"2"`)
+	r.decode(t, &o)
+	if o.Version != 3 || o.MaxPermits != 9 || o.Rate != "9/s" {
+		t.Errorf("after PUT: %+v", o)
+	}
+	e.must(412, owner, "DELETE", path, nil, "If-Match", `"2"`)
+	e.must(204, owner, "DELETE", path, nil, "If-Match", `"3"`)
+	e.must(404, owner, "GET", path, nil)
+	entries := e.auditEntries(audit.Filter{Action: "override.update"})
+	if len(entries) != 2 {
+		t.Errorf("%d override.update audit entries, want 2", len(entries))
+	}
+	var state map[string]any
+	e.must(200, owner, "GET", "/api/v1/buckets/per-key/state", nil).decode(t, &state)
+	if _, has := state["tokens"]; state["keyed"] != true || has {
+		t.Errorf("state of a keyed bucket: %v", state)
+	}
+}
+
+// nextCursorOf returns a cursor of another list, which the overrides list
+// must refuse.
+func nextCursorOf(t *testing.T, e *env, token string) string {
+	t.Helper()
+	e.bucket("c1", "alpha")
+	e.bucket("c2", "alpha")
+	var list bucketList
+	e.must(200, token, "GET", "/api/v1/buckets?limit=1", nil).decode(t, &list)
+	if list.NextCursor == "" {
+		t.Fatal("no cursor")
+	}
+	return list.NextCursor
+}

@@ -142,6 +142,27 @@ func (e *env) bucket(name, owner string, allowed ...string) *buckets.Bucket {
 	return b
 }
 
+// keyedBucket creates a keyed bucket of owner with one override per
+// key of prefixes (exact, 5 per second) and returns their ids by key.
+func (e *env) keyedBucket(name, owner string, keys ...string) map[string]int64 {
+	e.t.Helper()
+	b := &buckets.Bucket{Name: name, OwnerApp: owner, MaxPermits: 10, Keyed: true,
+		Rate: buckets.Rate{PermitsMicro: 1_000_000, Period: time.Second}}
+	if err := e.buckets.Create(context.Background(), setup, b); err != nil {
+		e.t.Fatalf("create bucket %s: %v", name, err)
+	}
+	ids := map[string]int64{}
+	for _, k := range keys {
+		o := &buckets.Override{Bucket: name, Match: buckets.MatchExact, Key: k, MaxPermits: 5,
+			Rate: buckets.Rate{PermitsMicro: 5_000_000, Period: time.Second}}
+		if err := e.buckets.CreateOverride(context.Background(), setup, o); err != nil {
+			e.t.Fatalf("create override %s: %v", k, err)
+		}
+		ids[k] = o.ID
+	}
+	return ids
+}
+
 // response is a finished API call.
 type response struct {
 	status int
@@ -249,9 +270,23 @@ type bucketJSON struct {
 	RatePermits       float64  `json:"rate_permits"`
 	RatePeriodSeconds int64    `json:"rate_period_seconds"`
 	AllowedApps       []string `json:"allowed_apps"`
+	Keyed             bool     `json:"keyed"`
+	Shadow            bool     `json:"shadow"`
+	LeaseMillis       int64    `json:"lease_ms"`
 	Version           int64    `json:"version"`
 	CreatedBy         string   `json:"created_by"`
 	UpdatedBy         string   `json:"updated_by"`
+}
+
+type overrideJSON struct {
+	ID          int64  `json:"id"`
+	Bucket      string `json:"bucket"`
+	Match       string `json:"match"`
+	Key         string `json:"key"`
+	Description string `json:"description"`
+	MaxPermits  int64  `json:"max_permits"`
+	Rate        string `json:"rate"`
+	Version     int64  `json:"version"`
 }
 
 type bucketList struct {

@@ -59,6 +59,11 @@ func TestRoleMatrix(t *testing.T) {
 	e.grant("victor", "alpha", rbac.RoleViewer)
 	e.bucket("alpha-main", "alpha")
 	e.bucket("beta-shared", "beta", "alpha", "beta")
+	ovKeys := []string{"main"}
+	for _, c := range matrixCallers {
+		ovKeys = append(ovKeys, "del:"+c)
+	}
+	ovIDs := e.keyedBucket("alpha-keyed", "alpha", ovKeys...)
 	for _, c := range matrixCallers {
 		e.bucket("del-"+c, "alpha")
 		for _, u := range []string{"temp-" + c, "gone-" + c} {
@@ -104,14 +109,30 @@ func TestRoleMatrix(t *testing.T) {
 		{method: "GET", path: "/api/v1/buckets/beta-shared", want: everyone(200)},
 		{method: "PATCH", path: "/api/v1/buckets/beta-shared", ifMatch: true, body: func(c string) any { return map[string]any{"description": "by " + c} }, want: want{403, 200, 403, 200}},
 		{method: "GET", path: "/api/v1/buckets/beta-shared/state", want: everyone(200)},
+		{method: "GET", path: "/api/v1/buckets/alpha-keyed/overrides", want: want{200, 404, 200, 200}},
+		{method: "POST", path: "/api/v1/buckets/alpha-keyed/overrides", body: func(c string) any {
+			return map[string]any{"match": "exact", "key": "new:" + c, "max_permits": 5, "rate": "1/s"}
+		}, want: want{403, 404, 201, 201}},
+		{method: "GET", path: "/api/v1/buckets/alpha-keyed/overrides/{main}", want: want{200, 404, 200, 200}},
+		{method: "PUT", path: "/api/v1/buckets/alpha-keyed/overrides/{main}", ifMatch: true, body: func(c string) any {
+			return map[string]any{"max_permits": 7, "rate": "2/s", "description": "put by " + c}
+		}, want: want{403, 404, 200, 200}},
+		{method: "PATCH", path: "/api/v1/buckets/alpha-keyed/overrides/{main}", ifMatch: true, body: func(c string) any {
+			return map[string]any{"description": "by " + c}
+		}, want: want{403, 404, 200, 200}},
+		{method: "DELETE", path: "/api/v1/buckets/alpha-keyed/overrides/{del}", ifMatch: true, want: want{403, 404, 204, 204}},
 		{method: "GET", path: "/api/v1/audit", want: everyone(200)},
+	}
+	ovPath := func(path, caller string) string {
+		path = strings.ReplaceAll(path, "{main}", fmt.Sprint(ovIDs["main"]))
+		return strings.ReplaceAll(path, "{del}", fmt.Sprint(ovIDs["del:"+caller]))
 	}
 
 	routes := map[string]bool{}
 	for _, tc := range cases {
 		routes[tc.method+" "+strings.ReplaceAll(tc.path, "{caller}", "x")] = true
 		for _, c := range matrixCallers {
-			path := strings.ReplaceAll(tc.path, "{caller}", c)
+			path := ovPath(strings.ReplaceAll(tc.path, "{caller}", c), c)
 			var body any
 			if tc.body != nil {
 				body = tc.body(c)
@@ -170,6 +191,15 @@ func TestRoleMatrix(t *testing.T) {
 		if _, err := e.buckets.Get(ctx, "new-"+c); err == nil {
 			t.Errorf("bucket new-%s was created by a refused caller", c)
 		}
+		if _, err := e.buckets.GetOverride(ctx, "alpha-keyed", ovIDs["del:"+c]); err != nil {
+			t.Errorf("override del:%s was deleted by a refused caller: %v", c, err)
+		}
+		if o, _ := e.buckets.EffectiveOverride(ctx, "alpha-keyed", "new:"+c); o != nil {
+			t.Errorf("override new:%s was created by a refused caller", c)
+		}
+	}
+	if o, err := e.buckets.GetOverride(ctx, "alpha-keyed", ovIDs["main"]); err != nil || o.Version != 5 || o.Description != "by admin" {
+		t.Errorf("override main: %+v %v; want version 5 described %q", o, err, "by admin")
 	}
 
 	// Refusals are audited as access.denied with the API token as actor.

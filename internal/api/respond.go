@@ -254,6 +254,11 @@ func stale(err error) error {
 		return preconditionFailed("bucket " + se.Current.Name + " is now at version " + etag(se.Current.Version) +
 			", not " + etag(se.Based) + "; GET it again and reapply your change")
 	}
+	var oe *manage.OverrideStaleError
+	if errors.As(err, &oe) {
+		return preconditionFailed("override " + strconv.FormatInt(oe.Current.ID, 10) + " of bucket " + oe.Current.Bucket +
+			" is now at version " + etag(oe.Current.Version) + ", not " + etag(oe.Based) + "; GET it again and reapply your change")
+	}
 	return err
 }
 

@@ -18,7 +18,9 @@ type stateJSON struct {
 	SyncStatus   manage.SyncStatus `json:"sync_status"`
 	MySQLVersion int64             `json:"mysql_version"`
 	// InRedis is false until the sync worker has written the bucket.
-	InRedis      bool        `json:"in_redis"`
+	InRedis bool `json:"in_redis"`
+	// Keyed buckets have their tokens per key: no one count to show.
+	Keyed        bool        `json:"keyed,omitempty"`
 	RedisVersion int64       `json:"redis_version,omitempty"`
 	Capacity     int64       `json:"capacity,omitempty"`
 	Rate         string      `json:"rate,omitempty"`
@@ -37,14 +39,16 @@ func (s *server) bucketState(w http.ResponseWriter, r *http.Request, c manage.Ca
 	if err != nil {
 		return err
 	}
-	out := stateJSON{Bucket: b.Name, MySQLVersion: b.Version, InRedis: st.InRedis, RedisTime: st.RedisTime.UTC(),
-		SyncStatus: st.Sync}
+	out := stateJSON{Bucket: b.Name, MySQLVersion: b.Version, InRedis: st.InRedis, Keyed: st.Keyed,
+		RedisTime: st.RedisTime.UTC(), SyncStatus: st.Sync}
 	if st.InRedis {
 		cfg := st.Config
 		out.RedisVersion = cfg.Version
 		out.Capacity = cfg.Capacity
 		out.Rate = rateText(cfg.PermitsMicro, cfg.PeriodSeconds)
 		out.AllowedApps = cfg.Apps
+	}
+	if st.InRedis && !st.Keyed {
 		out.Tokens = tokens(st.Tokens)
 		if !st.Refilled.IsZero() {
 			t := st.Refilled.UTC()

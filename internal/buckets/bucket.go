@@ -90,14 +90,17 @@ func (b *Bucket) Validate() error {
 		v.Add("rate", errs.Fields(err).For("rate"))
 	}
 	if b.LeaseMillis != 0 && (b.LeaseMillis < MinLeaseMillis || b.LeaseMillis > MaxLeaseMillis) {
-		v.Add("lease_ms", fmt.Sprintf("must be 0 (off) or a whole number of milliseconds from %d to %d",
-			MinLeaseMillis, MaxLeaseMillis))
+		v.Add("lease_ms", LeaseRule)
 	}
 	if r := allowedAppsProblem(b.AllowedApps); r != "" {
 		v.Add("allowed_apps", r)
 	}
 	return v.Err()
 }
+
+// LeaseRule is what a lease time must be, in words.
+var LeaseRule = fmt.Sprintf("must be 0 (off) or a whole number of milliseconds from %d to %d",
+	MinLeaseMillis, MaxLeaseMillis)
 
 // maxPermitsRule is what a capacity must be, in words.
 var maxPermitsRule = fmt.Sprintf("must be a whole number from 1 to %d", MaxCapacity)
@@ -118,7 +121,8 @@ func ParseMaxPermits(s string) (int64, error) {
 // user-set fields, so that saving b over o would change nothing.
 func (b *Bucket) SameSettings(o *Bucket) bool {
 	return b.Name == o.Name && b.OwnerApp == o.OwnerApp && b.Description == o.Description &&
-		b.MaxPermits == o.MaxPermits && b.Rate == o.Rate && slices.Equal(b.AllowedApps, o.AllowedApps)
+		b.MaxPermits == o.MaxPermits && b.Rate == o.Rate && slices.Equal(b.AllowedApps, o.AllowedApps) &&
+		b.Keyed == o.Keyed && b.Shadow == o.Shadow && b.LeaseMillis == o.LeaseMillis
 }
 
 // normalizeApps trims, sorts and dedupes names, defaulting to owner.

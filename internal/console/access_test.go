@@ -8,8 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/accounts"
+	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/rbac"
 )
 
@@ -104,6 +106,16 @@ func probes() map[string]probe {
 			fx.e.bucket(name, "alpha")
 			return "/buckets/" + name + "/delete", url.Values{"version": {"1"}}
 		}},
+		"POST /buckets/:bucket/overrides": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			return "/buckets/alpha-keys/overrides", url.Values{"match": {"exact"}, "key": {fx.unique("k")},
+				"max_permits": {"5"}, "rate": {"1/s"}}
+		}},
+		"GET /buckets/:bucket/overrides/:id/delete": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			return fmt.Sprintf("/buckets/alpha-keys/overrides/%d/delete", fx.override()), nil
+		}},
+		"POST /buckets/:bucket/overrides/:id/delete": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			return fmt.Sprintf("/buckets/alpha-keys/overrides/%d/delete", fx.override()), url.Values{"version": {"1"}}
+		}},
 		"GET /usage":  {allow: everyone(), prepare: static("/usage")},
 		"GET /audit":  {allow: everyone(), prepare: static("/audit")},
 		"GET /tokens": {allow: everyone(), prepare: static("/tokens")},
@@ -138,6 +150,17 @@ func probes() map[string]probe {
 	}
 }
 
+// override creates an override of the keyed bucket alpha-keys and
+// returns its id.
+func (fx *matrixFixture) override() int64 {
+	o := &buckets.Override{Bucket: "alpha-keys", Match: buckets.MatchExact, Key: fx.unique("ov"), MaxPermits: 5,
+		Rate: buckets.Rate{PermitsMicro: 1_000_000, Period: time.Second}}
+	if err := fx.e.bkts.CreateOverride(context.Background(), fx.e.system, o); err != nil {
+		fx.e.t.Fatalf("create override: %v", err)
+	}
+	return o.ID
+}
+
 func (fx *matrixFixture) unique(prefix string) string {
 	fx.n++
 	return fmt.Sprintf("%s-%d", prefix, fx.n)
@@ -160,6 +183,7 @@ func TestAccessMatrix(t *testing.T) {
 	e.grant("vera", "alpha", rbac.RoleViewer)
 	e.bucket("alpha-api", "alpha")
 	e.bucket("beta-api", "beta")
+	e.keyedBucket("alpha-keys", "alpha")
 
 	table := probes()
 	routes := e.rt.Engine().Routes()

@@ -41,6 +41,9 @@ type bucketForm struct {
 	MaxPermits  string
 	Rate        string
 	AllowedApps string
+	Keyed       bool
+	Shadow      bool
+	LeaseMillis string
 	Version     int64
 }
 
@@ -57,8 +60,11 @@ type bucketFormPage struct {
 // liveState is what Redis holds about a bucket, for the detail page.
 type liveState struct {
 	// Status is "in-sync", "pending", "missing" or "unavailable".
-	Status   string
+	Status string
+	// Exists is true when there is one token count to show; a keyed
+	// bucket's state is per key (PerKey) instead.
 	Exists   bool
+	PerKey   bool
 	Tokens   float64
 	Capacity int64
 	Refilled time.Time
@@ -73,6 +79,8 @@ type bucketPage struct {
 	CanEdit bool
 	Live    liveState
 	Usage   usageView
+	// Overrides is the per-key part of a keyed bucket's page, else nil.
+	Overrides *overridesView
 }
 
 type bucketDeletePage struct {
@@ -130,19 +138,39 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 		MaxPermits:  postValue(c, "max_permits"),
 		Rate:        postValue(c, "rate"),
 		AllowedApps: postValue(c, "allowed_apps"),
+		Keyed:       c.PostForm("keyed") == "true",
+		Shadow:      c.PostForm("shadow") == "true",
+		LeaseMillis: postValue(c, "lease_ms"),
 	}
 	f.Version, _ = strconv.ParseInt(c.PostForm("version"), 10, 64)
 	allowed := splitApps(f.AllowedApps)
-	p := manage.BucketPatch{Description: &f.Description, Rate: &f.Rate, AllowedApps: &allowed}
+	p := manage.BucketPatch{Description: &f.Description, Rate: &f.Rate, AllowedApps: &allowed, Shadow: &f.Shadow}
 	if !editing {
-		p.Name, p.OwnerApp = &f.Name, &f.OwnerApp
+		// Keyed is fixed at creation: the edit form shows it but does not send it.
+		p.Name, p.OwnerApp, p.Keyed = &f.Name, &f.OwnerApp, &f.Keyed
 	}
 	if n, err := buckets.ParseMaxPermits(f.MaxPermits); err != nil {
 		p.Problems.Fields = append(p.Problems.Fields, errs.Fields(err).Fields...)
 	} else {
 		p.MaxPermits = &n
 	}
+	if n, ok := parseLease(f.LeaseMillis); !ok {
+		p.Problems.Add("lease_ms", buckets.LeaseRule)
+	} else {
+		p.LeaseMillis = &n
+	}
 	return f, p
+}
+
+// parseLease reads the lease time field: empty is 0 (off). Its range is
+// checked by the bucket's validation.
+func parseLease(s string) (int64, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }
 
 // splitApps reads a list of app names separated by commas or white space.
@@ -171,14 +199,26 @@ func (s *server) createBucket(c *gin.Context) {
 		New: true, Form: form, Errors: v, OwnerApps: owned})
 }
 
-func (s *server) showBucket(c *gin.Context) {
+func (s *server) showBucket(c *gin.Context) { s.bucketDetail(c, http.StatusOK, nil) }
+
+// bucketDetail renders the detail page of the bucket in the path; adjust,
+// when given, changes the overrides part of a keyed bucket (a refused
+// override form shown again).
+func (s *server) bucketDetail(c *gin.Context, st int, adjust func(*overridesView)) {
 	d, err := s.svc.BucketDetail(ctx(c), caller(c), c.Param("bucket"), requestedWindow(c))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	s.render(c, http.StatusOK, "bucket", &bucketPage{layout: layout{Title: d.Name, Nav: "buckets"}, Bucket: d.Bucket,
-		CanEdit: d.CanEdit, Live: liveOf(d), Usage: usageOf(d)})
+	p := &bucketPage{layout: layout{Title: d.Name, Nav: "buckets"}, Bucket: d.Bucket,
+		CanEdit: d.CanEdit, Live: liveOf(d), Usage: usageOf(d)}
+	if d.Keyed {
+		p.Overrides = s.overridesOf(c, d.Name)
+		if adjust != nil {
+			adjust(p.Overrides)
+		}
+	}
+	s.render(c, st, "bucket", p)
 }
 
 // liveOf words the live state for the detail page.
@@ -188,6 +228,13 @@ func liveOf(d *manage.BucketDetail) liveState {
 		return liveState{Status: "unavailable", Message: "This console is not connected to Redis."}
 	case d.LiveErr != nil:
 		return liveState{Status: "unavailable", Message: "Redis did not answer; the live state cannot be shown right now."}
+	case d.Live.Keyed && d.Live.InRedis:
+		l := liveState{Status: "pending", PerKey: true, Capacity: d.Live.Config.Capacity, Version: d.Live.Config.Version,
+			Now: d.Live.RedisTime}
+		if d.Live.Sync == manage.InSync {
+			l.Status = "in-sync"
+		}
+		return l
 	case !d.Live.InRedis:
 		return liveState{Status: "missing", Now: d.Live.RedisTime,
 			Message: "Redis has no config for this bucket yet. The sync worker writes it within a second of a change; if this persists, check that the sync worker is running."}
@@ -203,7 +250,8 @@ func liveOf(d *manage.BucketDetail) liveState {
 func formOf(b *buckets.Bucket) bucketForm {
 	return bucketForm{Name: b.Name, OwnerApp: b.OwnerApp, Description: b.Description,
 		MaxPermits: strconv.FormatInt(b.MaxPermits, 10), Rate: b.Rate.Human(),
-		AllowedApps: strings.Join(b.AllowedApps, ", "), Version: b.Version}
+		AllowedApps: strings.Join(b.AllowedApps, ", "), Keyed: b.Keyed, Shadow: b.Shadow,
+		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), Version: b.Version}
 }
 
 func (s *server) editBucket(c *gin.Context) {

@@ -250,3 +250,50 @@ func TestBucketPagesEscapeInput(t *testing.T) {
 		t.Fatalf("%d buckets created from hostile input", n)
 	}
 }
+
+func TestBucketModeFieldsOnTheForm(t *testing.T) {
+	e, ob, _ := bucketFixture(t)
+	r := ob.get("/buckets/new")
+	wantBody(t, "new bucket form", r, "Keyed (a separate bucket per caller key)", "Shadow mode (count, never refuse)",
+		"Lease time (ms, 0 = off)", `name="keyed"`)
+
+	form := url.Values{"name": {"per-key"}, "owner_app": {"alpha"}, "max_permits": {"10"}, "rate": {"1/s"},
+		"keyed": {"true"}, "shadow": {"true"}, "lease_ms": {"five"}}
+	r = ob.post("/buckets", form)
+	wantStatus(t, "lease not a number", r, http.StatusUnprocessableEntity)
+	wantBody(t, "lease not a number", r, `id="lease_ms-error"`, `aria-describedby="lease_ms-hint lease_ms-error"`, `value="five"`)
+	form.Set("lease_ms", "20000")
+	r = ob.post("/buckets", form)
+	wantStatus(t, "lease too long", r, http.StatusUnprocessableEntity)
+	wantBody(t, "lease too long", r, `id="lease_ms-error"`, "10000")
+
+	form.Set("lease_ms", "250")
+	r = ob.post("/buckets", form)
+	wantStatus(t, "valid", r, http.StatusSeeOther)
+	b, err := e.bkts.Get(context.Background(), "per-key")
+	if err != nil || !b.Keyed || !b.Shadow || b.LeaseMillis != 250 {
+		t.Fatalf("saved %+v %v", b, err)
+	}
+	r = ob.get("/buckets/per-key")
+	wantBody(t, "detail", r, `badge-warn" title="Counts as usual but never refuses">Shadow</span>`,
+		"yes: a separate bucket per caller key", "250 ms")
+	r = ob.get("/buckets")
+	wantBody(t, "list", r, `>Shadow</span>`)
+
+	// The edit form shows keyed but does not send it; unticking shadow and
+	// clearing the lease turn them off.
+	r = ob.get("/buckets/per-key/edit")
+	wantStatus(t, "edit form", r, http.StatusOK)
+	wantBody(t, "edit form", r, `id="keyed" disabled checked`, `name="shadow" value="true" checked`, `value="250"`)
+	r = ob.post("/buckets/per-key", url.Values{"max_permits": {"10"}, "rate": {"1/s"}, "allowed_apps": {"alpha"},
+		"keyed": {"false"}, "lease_ms": {""}, "version": {"1"}})
+	wantStatus(t, "edit", r, http.StatusSeeOther)
+	b, err = e.bkts.Get(context.Background(), "per-key")
+	if err != nil || !b.Keyed || b.Shadow || b.LeaseMillis != 0 || b.Version != 2 {
+		t.Fatalf("after edit %+v %v", b, err)
+	}
+	r = ob.get("/buckets")
+	if strings.Contains(r.body, ">Shadow</span>") {
+		t.Errorf("the list still marks the bucket as shadow")
+	}
+}

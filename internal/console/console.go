@@ -124,6 +124,9 @@ func (s *server) routes(rt *router.Router) {
 	u.POST("/buckets/:bucket", s.updateBucket)
 	u.GET("/buckets/:bucket/delete", s.confirmDeleteBucket)
 	u.POST("/buckets/:bucket/delete", s.deleteBucket)
+	u.POST("/buckets/:bucket/overrides", s.createOverride)
+	u.GET("/buckets/:bucket/overrides/:id/delete", s.confirmDeleteOverride)
+	u.POST("/buckets/:bucket/overrides/:id/delete", s.deleteOverride)
 
 	u.GET("/usage", s.usageOverview)
 

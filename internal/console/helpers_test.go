@@ -171,6 +171,17 @@ func (e *env) bucket(name, owner string, allowed ...string) *buckets.Bucket {
 	return b
 }
 
+// keyedBucket creates a keyed bucket of owner: 10 tokens, 100 per minute.
+func (e *env) keyedBucket(name, owner string) *buckets.Bucket {
+	e.t.Helper()
+	r, _ := buckets.ParseRate("100/min")
+	b := &buckets.Bucket{Name: name, OwnerApp: owner, MaxPermits: 10, Rate: r, Keyed: true}
+	if err := e.bkts.Create(context.Background(), e.system, b); err != nil {
+		e.t.Fatalf("create bucket %s: %v", name, err)
+	}
+	return b
+}
+
 // auditCount counts audit rows with action.
 func (e *env) auditCount(action string) int {
 	e.t.Helper()

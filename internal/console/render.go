@@ -28,7 +28,7 @@ import (
 var pageNames = []string{
 	"login", "error",
 	"apps", "app_new", "app",
-	"buckets", "bucket", "bucket_form", "bucket_delete",
+	"buckets", "bucket", "bucket_form", "bucket_delete", "override_delete",
 	"audit", "users", "tokens", "usage",
 }
 

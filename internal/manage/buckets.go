@@ -89,6 +89,11 @@ type BucketPatch struct {
 	// Rate is the rate's text ("100/min", "0.5 per second").
 	Rate        *string
 	AllowedApps *[]string
+	// Keyed is taken only when the bucket is created; an update that
+	// would change it is refused.
+	Keyed       *bool
+	Shadow      *bool
+	LeaseMillis *int64
 	// Problems are fields the transport could not even parse (a capacity
 	// that is not a number). They are reported together with what
 	// validation finds, and nothing is saved.
@@ -103,6 +108,9 @@ func (p *BucketPatch) Apply(b *buckets.Bucket) error {
 	set(&b.Description, p.Description)
 	set(&b.MaxPermits, p.MaxPermits)
 	set(&b.AllowedApps, p.AllowedApps)
+	set(&b.Keyed, p.Keyed)
+	set(&b.Shadow, p.Shadow)
+	set(&b.LeaseMillis, p.LeaseMillis)
 	v := errs.Validation{Fields: slices.Clone(p.Problems.Fields)}
 	if p.Rate != nil {
 		r, err := buckets.ParseRate(*p.Rate)
@@ -229,8 +237,9 @@ type UpdateBucket struct {
 	// version is current.
 	Version int64
 	// Replace resets the fields not given to their defaults (empty
-	// description, allowed apps = the owner app; capacity and rate are
-	// then required). Otherwise they keep their values.
+	// description, allowed apps = the owner app, shadow and lease off;
+	// capacity and rate are then required; keyed is kept). Otherwise they
+	// keep their values.
 	Replace bool
 	Fields  BucketPatch
 }
@@ -256,6 +265,9 @@ func (s *Service) UpdateBucket(ctx context.Context, c Caller, req UpdateBucket) 
 	}
 	if n := req.Fields.Name; n != nil && *n != cur.Name {
 		return BucketChange{}, errs.Invalid("name", "cannot be changed; create a new bucket and delete this one instead")
+	}
+	if k := req.Fields.Keyed; k != nil && *k != cur.Keyed {
+		return BucketChange{}, errs.Invalid("keyed", "cannot be changed; create a new bucket and delete this one instead")
 	}
 	b := *cur
 	if req.Replace {

@@ -37,6 +37,9 @@ type LiveState struct {
 	Sync SyncStatus
 	// InRedis is false until the sync worker has written the bucket.
 	InRedis bool
+	// Keyed tells that the tokens are per key: Config is then the config
+	// of the bucket's first key group, and Tokens and Refilled are unset.
+	Keyed bool
 	// Config is the config Redis holds (when InRedis).
 	Config redisscript.Config
 	Tokens float64
@@ -64,6 +67,9 @@ func (s *Service) live(ctx context.Context, b *buckets.Bucket) (LiveState, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
+	if b.Keyed {
+		return s.liveKeyed(ctx, b)
+	}
 	st, err := redisscript.Read(ctx, s.rdb, s.ks, b.Name)
 	if err != nil {
 		return LiveState{}, fmt.Errorf("read live state of %q: %w: %w", b.Name, errs.ErrUnavailable, err)
@@ -71,14 +77,41 @@ func (s *Service) live(ctx context.Context, b *buckets.Bucket) (LiveState, error
 	l := LiveState{Sync: Pending, InRedis: st.Exists, RedisTime: st.Now}
 	if st.Exists {
 		l.Config, l.Tokens, l.Refilled = st.Config, st.Tokens, st.Refilled
-		switch cfg := st.Config; {
-		case cfg.ID > b.ID || (cfg.ID == b.ID && cfg.Version > b.Version):
-			l.Sync = Ahead
-		case cfg.ID == b.ID && cfg.Version == b.Version:
-			l.Sync = InSync
-		}
+		l.Sync = syncOf(st.Config, b)
 	}
 	return l, nil
+}
+
+// liveKeyed reads a keyed bucket's config in Redis: it has no bucket hash,
+// and its tokens are per key (docs/protocol.md, "Keyed buckets"). The sync
+// worker writes every key group with each change; the first one stands
+// for them.
+func (s *Service) liveKeyed(ctx context.Context, b *buckets.Bucket) (LiveState, error) {
+	now, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return LiveState{}, fmt.Errorf("read redis time: %w: %w", errs.ErrUnavailable, err)
+	}
+	g, err := redisscript.ReadGroup(ctx, s.rdb, s.ks, b.Name, 0)
+	if err != nil {
+		return LiveState{}, fmt.Errorf("read live state of %q: %w: %w", b.Name, errs.ErrUnavailable, err)
+	}
+	l := LiveState{Sync: Pending, Keyed: true, InRedis: g.Exists, RedisTime: now}
+	if g.Exists {
+		l.Config = g.Config
+		l.Sync = syncOf(g.Config, b)
+	}
+	return l, nil
+}
+
+// syncOf compares the config in Redis with the bucket as read from MySQL.
+func syncOf(cfg redisscript.Config, b *buckets.Bucket) SyncStatus {
+	switch {
+	case cfg.ID > b.ID || (cfg.ID == b.ID && cfg.Version > b.Version):
+		return Ahead
+	case cfg.ID == b.ID && cfg.Version == b.Version:
+		return InSync
+	}
+	return Pending
 }
 
 // BucketDetail is everything a bucket's page shows. A Redis read that

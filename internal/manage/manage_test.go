@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -458,5 +459,225 @@ func TestSignInThrottleWithoutRedis(t *testing.T) {
 	}
 	if _, _, err := svc.BucketState(context.Background(), manage.Caller{}, "x"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("state of a missing bucket: %v", err)
+	}
+}
+
+func TestBucketModeFields(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	olga := f.user("olga", false)
+	f.app(olga, "alpha")
+	fields := bucketFields("alpha-keys", "alpha", 10, "1/s")
+	fields.Keyed, fields.Shadow, fields.LeaseMillis = ptr(true), ptr(true), ptr(int64(250))
+	b, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: fields})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.svc.Bucket(ctx, olga, b.Name)
+	if err != nil || !got.Keyed || !got.Shadow || got.LeaseMillis != 250 {
+		t.Fatalf("created: %+v %v", got, err)
+	}
+
+	// Keyed is fixed at creation.
+	_, err = f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name, Fields: manage.BucketPatch{Keyed: ptr(false)}})
+	if errs.Fields(err).For("keyed") == "" {
+		t.Fatalf("unkeying: %v, want a field error on keyed", err)
+	}
+	// Giving the same value is no change.
+	ch, err := f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name, Version: 1,
+		Fields: manage.BucketPatch{Keyed: ptr(true), Shadow: ptr(true), LeaseMillis: ptr(int64(250))}})
+	if err != nil || ch.Changed {
+		t.Fatalf("same modes: %+v %v", ch, err)
+	}
+	// Shadow and lease alone are changes.
+	ch, err = f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name, Version: 1,
+		Fields: manage.BucketPatch{Shadow: ptr(false)}})
+	if err != nil || !ch.Changed || ch.Bucket.Shadow || ch.Bucket.Version != 2 {
+		t.Fatalf("shadow off: %+v %v", ch.Bucket, err)
+	}
+	ch, err = f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name, Version: 2,
+		Fields: manage.BucketPatch{LeaseMillis: ptr(int64(0))}})
+	if err != nil || !ch.Changed || ch.Bucket.LeaseMillis != 0 {
+		t.Fatalf("lease off: %+v %v", ch.Bucket, err)
+	}
+	_, err = f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name,
+		Fields: manage.BucketPatch{LeaseMillis: ptr(int64(5))}})
+	if errs.Fields(err).For("lease_ms") == "" {
+		t.Fatalf("lease 5 ms: %v, want a field error on lease_ms", err)
+	}
+	// A full replace keeps keyed and resets shadow and lease.
+	if _, err := f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name,
+		Fields: manage.BucketPatch{Shadow: ptr(true), LeaseMillis: ptr(int64(100))}}); err != nil {
+		t.Fatal(err)
+	}
+	ch, err = f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name, Replace: true,
+		Fields: manage.BucketPatch{MaxPermits: ptr(int64(10)), Rate: ptr("1/s")}})
+	if err != nil || !ch.Bucket.Keyed || ch.Bucket.Shadow || ch.Bucket.LeaseMillis != 0 {
+		t.Fatalf("replace: %+v %v", ch.Bucket, err)
+	}
+	stored, err := f.buckets.Get(ctx, b.Name)
+	if err != nil || !stored.Keyed || stored.Shadow || stored.LeaseMillis != 0 {
+		t.Fatalf("stored after replace: %+v %v", stored, err)
+	}
+	// An invalid lease at creation is a field error, and nothing is saved.
+	bad := bucketFields("alpha-bad", "alpha", 10, "1/s")
+	bad.LeaseMillis = ptr(int64(10_001))
+	if _, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: bad}); errs.Fields(err).For("lease_ms") == "" {
+		t.Fatalf("create with lease 10001: %v", err)
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	olga := f.user("olga", false)
+	vera := f.user("vera", false)
+	mallory := f.user("mallory", false)
+	f.app(olga, "alpha")
+	if _, err := f.svc.GrantRole(ctx, olga, manage.GrantRole{App: "alpha", User: "vera", Role: string(rbac.RoleViewer)}); err != nil {
+		t.Fatal(err)
+	}
+	fields := bucketFields("per-key", "alpha", 10, "1/s")
+	fields.Keyed = ptr(true)
+	if _, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: fields}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: bucketFields("shared", "alpha", 10, "1/s")}); err != nil {
+		t.Fatal(err)
+	}
+	patch := func(match, key string, capacity int64, rate string) manage.OverridePatch {
+		return manage.OverridePatch{Match: &match, Key: &key, MaxPermits: &capacity, Rate: &rate}
+	}
+
+	// Validation reports every field; a bucket that is not keyed is refused.
+	_, err := f.svc.CreateOverride(ctx, olga, manage.CreateOverride{Bucket: "per-key", Fields: patch("fuzzy", "", 0, "lots")})
+	if v := errs.Fields(err); v.For("match") == "" || v.For("key") == "" || v.For("max_permits") == "" || v.For("rate") == "" {
+		t.Fatalf("invalid override: %v", err)
+	}
+	_, err = f.svc.CreateOverride(ctx, olga, manage.CreateOverride{Bucket: "shared", Fields: patch("exact", "k", 5, "1/s")})
+	if errs.Fields(err).For("bucket") == "" {
+		t.Fatalf("override of an unkeyed bucket: %v", err)
+	}
+	// Only owners change; viewers read; others see nothing.
+	if _, err := f.svc.CreateOverride(ctx, vera, manage.CreateOverride{Bucket: "per-key", Fields: patch("exact", "k", 5, "1/s")}); !errors.Is(err, errs.ErrForbidden) {
+		t.Fatalf("viewer creates: %v", err)
+	}
+	if _, err := f.svc.CreateOverride(ctx, mallory, manage.CreateOverride{Bucket: "per-key", Fields: patch("exact", "k", 5, "1/s")}); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("stranger creates: %v", err)
+	}
+	o, err := f.svc.CreateOverride(ctx, olga, manage.CreateOverride{Bucket: "per-key", Fields: patch("exact", "premium:1", 100, "10/s")})
+	if err != nil || o.ID == 0 || o.Version != 1 {
+		t.Fatalf("create: %+v %v", o, err)
+	}
+	if _, err := f.svc.CreateOverride(ctx, olga, manage.CreateOverride{Bucket: "per-key", Fields: patch("exact", "premium:1", 1, "1/s")}); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	if _, err := f.svc.CreateOverride(ctx, olga, manage.CreateOverride{Bucket: "per-key", Fields: patch("prefix", "premium:", 50, "5/s")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.CreateOverride(ctx, olga, manage.CreateOverride{Bucket: "per-key", Fields: patch("exact", "basic:1", 1, "1/min")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.entries("override.create")); n != 3 {
+		t.Fatalf("%d override.create audit entries, want 3", n)
+	}
+
+	page, err := f.svc.ListOverrides(ctx, vera, "per-key", manage.OverrideQuery{Search: "premium", Limit: 1})
+	if err != nil || page.Total != 2 || len(page.Overrides) != 1 || page.Next == "" {
+		t.Fatalf("viewer lists: %+v %v", page, err)
+	}
+	page, err = f.svc.ListOverrides(ctx, vera, "per-key", manage.OverrideQuery{Search: "premium", Limit: 1, After: page.Next})
+	if err != nil || len(page.Overrides) != 1 || page.Next != "" {
+		t.Fatalf("second page: %+v %v", page, err)
+	}
+	if _, err := f.svc.ListOverrides(ctx, mallory, "per-key", manage.OverrideQuery{}); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("stranger lists: %v", err)
+	}
+	v, err := f.svc.Override(ctx, vera, "per-key", o.ID)
+	if err != nil || v.CanEdit || v.Key != "premium:1" {
+		t.Fatalf("viewer reads: %+v %v", v, err)
+	}
+	if _, err := f.svc.Override(ctx, olga, "shared", o.ID); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("override through another bucket: %v", err)
+	}
+
+	// Updates: no-ops, fixed key, stale versions.
+	ch, err := f.svc.UpdateOverride(ctx, olga, manage.UpdateOverride{Bucket: "per-key", ID: o.ID, Version: 1,
+		Fields: manage.OverridePatch{Rate: ptr("10 per second")}})
+	if err != nil || ch.Changed {
+		t.Fatalf("no-op: %+v %v", ch, err)
+	}
+	_, err = f.svc.UpdateOverride(ctx, olga, manage.UpdateOverride{Bucket: "per-key", ID: o.ID, Fields: manage.OverridePatch{Key: ptr("other")}})
+	if errs.Fields(err).For("key") == "" {
+		t.Fatalf("key change: %v", err)
+	}
+	ch, err = f.svc.UpdateOverride(ctx, olga, manage.UpdateOverride{Bucket: "per-key", ID: o.ID, Version: 1,
+		Fields: manage.OverridePatch{MaxPermits: ptr(int64(200))}})
+	if err != nil || !ch.Changed || ch.Override.Version != 2 || ch.Override.MaxPermits != 200 {
+		t.Fatalf("update: %+v %v", ch, err)
+	}
+	var stale *manage.OverrideStaleError
+	_, err = f.svc.UpdateOverride(ctx, olga, manage.UpdateOverride{Bucket: "per-key", ID: o.ID, Version: 1,
+		Fields: manage.OverridePatch{MaxPermits: ptr(int64(300))}})
+	if !errors.As(err, &stale) || stale.Current.Version != 2 || !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("stale update: %v", err)
+	}
+	if _, err := f.svc.UpdateOverride(ctx, vera, manage.UpdateOverride{Bucket: "per-key", ID: o.ID,
+		Fields: manage.OverridePatch{MaxPermits: ptr(int64(1))}}); !errors.Is(err, errs.ErrForbidden) {
+		t.Fatalf("viewer updates: %v", err)
+	}
+	if err := f.svc.DeleteOverride(ctx, olga, manage.DeleteOverride{Bucket: "per-key", ID: o.ID, Version: 1}); !errors.As(err, &stale) {
+		t.Fatalf("stale delete: %v", err)
+	}
+	if err := f.svc.DeleteOverride(ctx, vera, manage.DeleteOverride{Bucket: "per-key", ID: o.ID}); !errors.Is(err, errs.ErrForbidden) {
+		t.Fatalf("viewer deletes: %v", err)
+	}
+	if err := f.svc.DeleteOverride(ctx, olga, manage.DeleteOverride{Bucket: "per-key", ID: o.ID, Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Override(ctx, olga, "per-key", o.ID); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("deleted override: %v", err)
+	}
+	if n := len(f.entries("override.delete")); n != 1 {
+		t.Fatalf("%d override.delete audit entries, want 1", n)
+	}
+
+	// Hot keys are read from Redis for those who see the bucket.
+	hour := time.Now().Unix() / 3600
+	if err := f.rdb.ZAdd(ctx, f.ks.HotKeys("per-key", hour), redis.Z{Score: 7, Member: "basic:1"}, redis.Z{Score: 3, Member: "basic:2"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	hot, err := f.svc.HotKeys(ctx, vera, "per-key", 0)
+	if err != nil || len(hot) != 2 || hot[0].Key != "basic:1" || hot[0].Denied != 7 {
+		t.Fatalf("hot keys: %+v %v", hot, err)
+	}
+	if _, err := f.svc.HotKeys(ctx, mallory, "per-key", 0); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("stranger reads hot keys: %v", err)
+	}
+}
+
+func TestKeyedBucketStateReadsTheKeyGroups(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	olga := f.user("olga", false)
+	f.app(olga, "alpha")
+	fields := bucketFields("per-key", "alpha", 10, "1/s")
+	fields.Keyed = ptr(true)
+	b, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: fields})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := f.svc.BucketState(ctx, olga, b.Name)
+	if err != nil || !st.Keyed || st.InRedis || st.Sync != manage.Pending || st.RedisTime.IsZero() {
+		t.Fatalf("before sync: %+v %v", st, err)
+	}
+	cfg := redisscript.Config{Name: b.Name, ID: b.ID, Version: 1, Capacity: 10, PermitsMicro: 1_000_000,
+		PeriodSeconds: 1, Apps: []string{"alpha"}}
+	if _, err := redisscript.ApplyKeyed(ctx, f.rdb, f.ks, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	_, st, err = f.svc.BucketState(ctx, olga, b.Name)
+	if err != nil || !st.Keyed || !st.InRedis || st.Sync != manage.InSync || st.Config.Capacity != 10 {
+		t.Fatalf("synced: %+v %v", st, err)
 	}
 }

@@ -1,0 +1,170 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/manage"
+)
+
+// overrideJSON is an override of a keyed bucket as the API returns it;
+// its rate is given like a bucket's.
+type overrideJSON struct {
+	ID                int64       `json:"id"`
+	Bucket            string      `json:"bucket"`
+	Match             string      `json:"match"`
+	Key               string      `json:"key"`
+	Description       string      `json:"description"`
+	MaxPermits        int64       `json:"max_permits"`
+	Rate              string      `json:"rate"`
+	RatePermits       json.Number `json:"rate_permits"`
+	RatePeriodSeconds int64       `json:"rate_period_seconds"`
+	Version           int64       `json:"version"`
+	CreatedBy         string      `json:"created_by"`
+	CreatedAt         time.Time   `json:"created_at"`
+	UpdatedBy         string      `json:"updated_by"`
+	UpdatedAt         time.Time   `json:"updated_at"`
+}
+
+func toOverrideJSON(o *buckets.Override) overrideJSON {
+	return overrideJSON{ID: o.ID, Bucket: o.Bucket, Match: string(o.Match), Key: o.Key, Description: o.Description,
+		MaxPermits: o.MaxPermits, Rate: o.Rate.String(), RatePermits: json.Number(o.Rate.Permits()),
+		RatePeriodSeconds: o.Rate.PeriodSeconds(), Version: o.Version,
+		CreatedBy: o.CreatedBy, CreatedAt: o.CreatedAt, UpdatedBy: o.UpdatedBy, UpdatedAt: o.UpdatedAt}
+}
+
+// overrideInput is the body of POST, PUT and PATCH on overrides; like
+// bucketInput, read-only fields are refused as unknown.
+type overrideInput struct {
+	Match       *string `json:"match"`
+	Key         *string `json:"key"`
+	Description *string `json:"description"`
+	MaxPermits  *int64  `json:"max_permits"`
+	Rate        *string `json:"rate"`
+}
+
+func (in *overrideInput) patch() manage.OverridePatch {
+	return manage.OverridePatch{Match: in.Match, Key: in.Key, Description: in.Description, MaxPermits: in.MaxPermits,
+		Rate: in.Rate}
+}
+
+// overrideID reads the {id} of the path. An id that is not a number names
+// no override: 404, as for any missing one.
+func overrideID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 {
+		return 0, errs.NotFoundf("override %q not found", r.PathValue("id"))
+	}
+	return id, nil
+}
+
+// listOverrides: GET /buckets/{bucket}/overrides?search=&match=&cursor=&limit=,
+// ordered by key.
+func (s *server) listOverrides(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
+	search, err := query(r, "search", buckets.MaxKeyLength)
+	if err != nil {
+		return err
+	}
+	match, err := query(r, "match", 6)
+	if err != nil {
+		return err
+	}
+	if match != "" && match != string(buckets.MatchExact) && match != string(buckets.MatchPrefix) {
+		return badParam("match", `must be "exact" or "prefix"`)
+	}
+	cursor, limit, err := page(r, "override")
+	if err != nil {
+		return err
+	}
+	p, err := s.svc.ListOverrides(r.Context(), c, r.PathValue("bucket"),
+		manage.OverrideQuery{Search: search, Match: match, After: cursor, Limit: limit})
+	if err != nil {
+		return err
+	}
+	writePage(w, "overrides", nextCursor("override", p.Next), p.Total, p.Overrides, toOverrideJSON)
+	return nil
+}
+
+// createOverride: POST /buckets/{bucket}/overrides, owner role on the
+// bucket's owner app.
+func (s *server) createOverride(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
+	var in overrideInput
+	if err := decode(r, &in); err != nil {
+		return refusedFirst(err, func() error {
+			_, err := s.svc.EditableBucket(r.Context(), c, r.PathValue("bucket"))
+			return err
+		})
+	}
+	o, err := s.svc.CreateOverride(r.Context(), c, manage.CreateOverride{Bucket: r.PathValue("bucket"), Fields: in.patch()})
+	if err != nil {
+		return err
+	}
+	writeVersioned(w, http.StatusCreated, Prefix+"/buckets/"+o.Bucket+"/overrides/"+strconv.FormatInt(o.ID, 10),
+		o.Version, toOverrideJSON(o))
+	return nil
+}
+
+// getOverride: GET /buckets/{bucket}/overrides/{id}, with the version as ETag.
+func (s *server) getOverride(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
+	id, err := overrideID(r)
+	if err != nil {
+		return err
+	}
+	o, err := s.svc.Override(r.Context(), c, r.PathValue("bucket"), id)
+	if err != nil {
+		return err
+	}
+	writeVersioned(w, http.StatusOK, "", o.Version, toOverrideJSON(o.Override))
+	return nil
+}
+
+// replaceOverride: PUT /buckets/{bucket}/overrides/{id}: absent fields take
+// their defaults; match and key may be sent but cannot change.
+func (s *server) replaceOverride(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
+	return s.updateOverride(w, r, c, true)
+}
+
+// patchOverride: PATCH /buckets/{bucket}/overrides/{id} changes the fields given.
+func (s *server) patchOverride(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
+	return s.updateOverride(w, r, c, false)
+}
+
+func (s *server) updateOverride(w http.ResponseWriter, r *http.Request, c manage.Caller, replace bool) error {
+	var in overrideInput
+	version, err := s.precondition(r, c, &in)
+	if err != nil {
+		return err
+	}
+	id, err := overrideID(r)
+	if err != nil {
+		return err
+	}
+	ch, err := s.svc.UpdateOverride(r.Context(), c, manage.UpdateOverride{Bucket: r.PathValue("bucket"), ID: id,
+		Version: version, Replace: replace, Fields: in.patch()})
+	if err != nil {
+		return stale(err)
+	}
+	writeVersioned(w, http.StatusOK, "", ch.Override.Version, toOverrideJSON(ch.Override))
+	return nil
+}
+
+// deleteOverride: DELETE /buckets/{bucket}/overrides/{id}, with If-Match.
+func (s *server) deleteOverride(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
+	version, err := s.precondition(r, c, nil)
+	if err != nil {
+		return err
+	}
+	id, err := overrideID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.svc.DeleteOverride(r.Context(), c, manage.DeleteOverride{Bucket: r.PathValue("bucket"), ID: id, Version: version}); err != nil {
+		return stale(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,272 @@
+package manage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/rbac"
+	"github.com/sluicehq/sluice/internal/usage"
+)
+
+// Overrides of a keyed bucket follow its bucket's permissions: whoever
+// sees the bucket reads them; changing them needs the owner role on the
+// bucket's owner app. The store audits every change.
+
+// OverrideQuery selects overrides of one bucket for ListOverrides.
+type OverrideQuery struct {
+	// Search keeps overrides whose key starts with it.
+	Search string
+	// Match keeps only "exact" or only "prefix" overrides; "" keeps both.
+	Match string
+	After string
+	Limit int
+}
+
+// ListOverrides returns one page of the overrides of a keyed bucket the
+// caller may see. A bucket that is not keyed is a field error on bucket.
+func (s *Service) ListOverrides(ctx context.Context, c Caller, bucket string, q OverrideQuery) (buckets.OverridePage, error) {
+	b, err := s.bucketFor(ctx, c, bucket, rbac.ActionView)
+	if err != nil {
+		return buckets.OverridePage{}, err
+	}
+	return s.buckets.ListOverrides(ctx, b.Name, buckets.OverrideFilter{Search: q.Search, Match: buckets.Match(q.Match),
+		After: q.After, Limit: q.Limit})
+}
+
+// OverrideView is an override as its reader may see it.
+type OverrideView struct {
+	*buckets.Override
+	// CanEdit tells whether the caller may change or delete it.
+	CanEdit bool
+}
+
+// Override returns override id of a bucket the caller may see.
+func (s *Service) Override(ctx context.Context, c Caller, bucket string, id int64) (*OverrideView, error) {
+	b, err := s.bucketFor(ctx, c, bucket, rbac.ActionView)
+	if err != nil {
+		return nil, err
+	}
+	o, err := s.override(ctx, b, id)
+	if err != nil {
+		return nil, err
+	}
+	return &OverrideView{Override: o, CanEdit: s.can(c, b.OwnerApp, rbac.ActionEdit)}, nil
+}
+
+// EditableOverride returns override id if the caller may change it (a
+// delete confirmation).
+func (s *Service) EditableOverride(ctx context.Context, c Caller, bucket string, id int64) (*buckets.Override, error) {
+	b, err := s.bucketFor(ctx, c, bucket, rbac.ActionEdit)
+	if err != nil {
+		return nil, err
+	}
+	return s.override(ctx, b, id)
+}
+
+func (s *Service) override(ctx context.Context, b *buckets.Bucket, id int64) (*buckets.Override, error) {
+	o, err := s.buckets.GetOverride(ctx, b.Name, id)
+	if errors.Is(err, errs.ErrNotFound) {
+		return nil, errs.NotFoundf("bucket %q has no override %d", b.Name, id)
+	}
+	return o, err
+}
+
+// OverridePatch carries the settable fields of an override as a request
+// gives them; nil means "not given".
+type OverridePatch struct {
+	// Match is "exact" or "prefix"; with Key, fixed at creation.
+	Match       *string
+	Key         *string
+	Description *string
+	MaxPermits  *int64
+	// Rate is the rate's text ("100/min").
+	Rate *string
+	// Problems are fields the transport could not parse.
+	Problems errs.Validation
+}
+
+// Apply copies the given fields onto o, then validates o. Every problem is
+// reported at once, those of the transport first.
+func (p *OverridePatch) Apply(o *buckets.Override) error {
+	if p.Match != nil {
+		o.Match = buckets.Match(*p.Match)
+	}
+	set(&o.Key, p.Key)
+	set(&o.Description, p.Description)
+	set(&o.MaxPermits, p.MaxPermits)
+	v := errs.Validation{Fields: slices.Clone(p.Problems.Fields)}
+	if p.Rate != nil {
+		r, err := buckets.ParseRate(*p.Rate)
+		if err != nil {
+			v.Add("rate", errs.Fields(err).For("rate"))
+		}
+		o.Rate = r
+	}
+	if err := o.Validate(); err != nil {
+		for _, fe := range errs.Fields(err).Fields {
+			if v.For(fe.Field) == "" {
+				v.Fields = append(v.Fields, fe)
+			}
+		}
+	}
+	return v.Err()
+}
+
+// CreateOverride gives some keys of a keyed bucket another limit.
+type CreateOverride struct {
+	Bucket string
+	Fields OverridePatch
+}
+
+// CreateOverride needs the owner role on the bucket's owner app.
+func (s *Service) CreateOverride(ctx context.Context, c Caller, req CreateOverride) (*buckets.Override, error) {
+	b, err := s.bucketFor(ctx, c, req.Bucket, rbac.ActionEdit)
+	if err != nil {
+		return nil, err
+	}
+	o := &buckets.Override{Bucket: b.Name}
+	if err := req.Fields.Apply(o); err != nil {
+		return nil, err
+	}
+	if err := s.buckets.CreateOverride(ctx, c.Actor(), o); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// OverrideStaleError is the conflict of a change based on an older
+// version of an override than the stored one. Nothing was written.
+type OverrideStaleError struct {
+	Current *buckets.Override
+	Based   int64
+}
+
+func (e *OverrideStaleError) Error() string {
+	return fmt.Sprintf("override %d of bucket %q was changed by someone else (now version %d, you edited version %d); reload it and apply your change again",
+		e.Current.ID, e.Current.Bucket, e.Current.Version, e.Based)
+}
+
+// Is makes an OverrideStaleError match errs.ErrConflict.
+func (e *OverrideStaleError) Is(target error) bool { return target == errs.ErrConflict }
+
+// PublicMessage says what happened and what to do, fit to show.
+func (e *OverrideStaleError) PublicMessage() string { return e.Error() }
+
+// UpdateOverride changes the description and limit of an override.
+type UpdateOverride struct {
+	Bucket string
+	ID     int64
+	// Version is the version the change is based on; 0 means whatever
+	// version is current.
+	Version int64
+	// Replace resets the fields not given (empty description; capacity
+	// and rate are then required). Match and key may be given but cannot
+	// change.
+	Replace bool
+	Fields  OverridePatch
+}
+
+// OverrideChange is the outcome of a change.
+type OverrideChange struct {
+	Override *buckets.Override
+	// Changed is false when the request changed nothing.
+	Changed bool
+}
+
+// UpdateOverride needs the owner role on the bucket's owner app.
+func (s *Service) UpdateOverride(ctx context.Context, c Caller, req UpdateOverride) (OverrideChange, error) {
+	b, err := s.bucketFor(ctx, c, req.Bucket, rbac.ActionEdit)
+	if err != nil {
+		return OverrideChange{}, err
+	}
+	cur, err := s.override(ctx, b, req.ID)
+	if err != nil {
+		return OverrideChange{}, err
+	}
+	if req.Version != 0 && req.Version != cur.Version {
+		return OverrideChange{}, &OverrideStaleError{Current: cur, Based: req.Version}
+	}
+	if m := req.Fields.Match; m != nil && buckets.Match(*m) != cur.Match {
+		return OverrideChange{}, errs.Invalid("match", "cannot be changed; delete the override and create another")
+	}
+	if k := req.Fields.Key; k != nil && *k != cur.Key {
+		return OverrideChange{}, errs.Invalid("key", "cannot be changed; delete the override and create another")
+	}
+	o := *cur
+	if req.Replace {
+		o = buckets.Override{ID: cur.ID, Bucket: cur.Bucket, Match: cur.Match, Key: cur.Key}
+	}
+	o.Version = cur.Version
+	if err := req.Fields.Apply(&o); err != nil {
+		return OverrideChange{}, err
+	}
+	if o.Description == cur.Description && o.MaxPermits == cur.MaxPermits && o.Rate == cur.Rate {
+		return OverrideChange{Override: cur}, nil
+	}
+	if err := s.buckets.UpdateOverride(ctx, c.Actor(), &o); err != nil {
+		return OverrideChange{}, s.staleOverride(ctx, err, b, cur)
+	}
+	return OverrideChange{Override: &o, Changed: true}, nil
+}
+
+// staleOverride turns the store's version conflict into an
+// *OverrideStaleError carrying the newer override.
+func (s *Service) staleOverride(ctx context.Context, err error, b *buckets.Bucket, based *buckets.Override) error {
+	if !errors.Is(err, errs.ErrConflict) {
+		return err
+	}
+	cur, gerr := s.buckets.GetOverride(ctx, b.Name, based.ID)
+	if gerr != nil {
+		return err
+	}
+	return &OverrideStaleError{Current: cur, Based: based.Version}
+}
+
+// DeleteOverride removes an override: its keys get the bucket's limit
+// again (or a less specific override's).
+type DeleteOverride struct {
+	Bucket string
+	ID     int64
+	// Version is the version the caller saw; 0 means whatever is current.
+	Version int64
+}
+
+// DeleteOverride needs the owner role on the bucket's owner app.
+func (s *Service) DeleteOverride(ctx context.Context, c Caller, req DeleteOverride) error {
+	b, err := s.bucketFor(ctx, c, req.Bucket, rbac.ActionEdit)
+	if err != nil {
+		return err
+	}
+	cur, err := s.override(ctx, b, req.ID)
+	if err != nil {
+		return err
+	}
+	if req.Version != 0 && req.Version != cur.Version {
+		return &OverrideStaleError{Current: cur, Based: req.Version}
+	}
+	err = s.buckets.DeleteOverride(ctx, c.Actor(), b.Name, cur.ID, cur.Version)
+	if errors.Is(err, errs.ErrNotFound) {
+		return errs.NotFoundf("bucket %q has no override %d", b.Name, req.ID)
+	}
+	if err != nil {
+		return s.staleOverride(ctx, err, b, cur)
+	}
+	return nil
+}
+
+// HotKeys returns the keys of a keyed bucket the caller may see with the
+// most denied acquires in the last hour, most denied first.
+func (s *Service) HotKeys(ctx context.Context, c Caller, bucket string, limit int) ([]usage.HotKey, error) {
+	b, err := s.bucketFor(ctx, c, bucket, rbac.ActionView)
+	if err != nil {
+		return nil, err
+	}
+	if s.usage == nil {
+		return nil, ErrNoRedis
+	}
+	return s.usage.HotKeys(ctx, b.Name, limit)
+}
