@@ -167,8 +167,8 @@ func NewRecorder(rdb redis.UniversalClient, app string, opts ...Option) (*Record
 		rdb: rdb, ks: redisscript.Keyspace{Prefix: o.prefix}, opt: o,
 		allowed: redisscript.UsageAllowedField(app), denied: redisscript.UsageDeniedField(app),
 		would: redisscript.UsageWouldDenyField(app),
-		ttl:  o.retention.Truncate(time.Second),
-		stop: make(chan struct{}), done: make(chan struct{}),
+		ttl:   o.retention.Truncate(time.Second),
+		stop:  make(chan struct{}), done: make(chan struct{}),
 	}
 	empty := map[string]*entry{}
 	r.buckets.Store(&empty)
