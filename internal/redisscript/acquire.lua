@@ -3,10 +3,11 @@
 -- array of seven integers: {code, remaining, retry_us, reset_us, capacity,
 -- permits_micro, period} (docs/protocol.md). A client that passes ARGV[3]
 -- = '2' gets an eighth, lease_ms, on allowed and denied answers of a bucket
--- in lease mode. A bucket whose shadow field is '1' never denies: where it
--- would, it answers code 2 (would deny) and takes nothing. Every value is a whole number
--- below 2^53, so Redis converts it to an integer reply exactly. State is
--- written with string.format because tostring loses precision.
+-- in lease mode. A bucket whose shadow field is '1' never denies: where
+-- it would, it answers code 2 (would deny) and takes nothing. Every value
+-- is a whole number below 2^53, so Redis converts it to an integer reply
+-- exactly. State is written with string.format because tostring loses
+-- precision.
 local MAX_N = 1000000000
 local MAX_US = 1000000000000000 -- durations are capped at 1e15 us (about 31 years)
 
