@@ -45,6 +45,7 @@ type conformanceStep struct {
 		Period   int64    `json:"period"`
 		Apps     []string `json:"apps"`
 		Force    bool     `json:"force"`
+		Shadow   bool     `json:"shadow"`
 	} `json:"apply"`
 	Delete *struct {
 		Bucket  string `json:"bucket"`
@@ -125,7 +126,7 @@ type wantError struct {
 var codeNames = map[string]redisscript.Code{
 	"allowed": redisscript.Allowed, "denied": redisscript.Denied, "unknown_bucket": redisscript.UnknownBucket,
 	"app_not_allowed": redisscript.AppNotAllowed, "exceeds_capacity": redisscript.ExceedsCapacity,
-	"invalid_n": redisscript.InvalidN,
+	"invalid_n": redisscript.InvalidN, "would_deny": redisscript.WouldDeny,
 }
 
 var applyNames = map[string]redisscript.ApplyOutcome{
@@ -234,6 +235,8 @@ func limiterAcquirer(t *testing.T, e env) acquirer {
 			return redisscript.Answer{}, 0, false, err
 		case res.Fallback:
 			return a, 0, false, fmt.Errorf("answered by the failure policy: %w", err)
+		case err == nil && res.Allowed && res.WouldDeny:
+			a.Code = redisscript.WouldDeny
 		case err == nil && res.Allowed:
 			a.Code = redisscript.Allowed
 		case err == nil:
@@ -269,7 +272,7 @@ func runConformanceCase(t *testing.T, e env, c conformanceCase, acquire acquirer
 				t.Fatalf("%s: %v", where, err)
 			}
 			out, err := redisscript.Apply(ctx, e.rdb, e.ks(), redisscript.Config{Name: a.Bucket, ID: a.ID, Version: a.Version,
-				Capacity: a.Capacity, PermitsMicro: pm, PeriodSeconds: a.Period, Apps: a.Apps}, a.Force)
+				Capacity: a.Capacity, PermitsMicro: pm, PeriodSeconds: a.Period, Apps: a.Apps, Shadow: a.Shadow}, a.Force)
 			var name string
 			if json.Unmarshal(s.Want, &name) == nil {
 				if want, ok := applyNames[name]; !ok || err != nil || out != want {

@@ -21,7 +21,10 @@
 // acquire adds 1 to "<app>:a", a denied one (including n over the bucket's
 // capacity) to "<app>:d", in the hash of the minute and in the hash of the
 // hour (see redisscript.Keyspace.UsageMinute and UsageHour), and names the
-// bucket in the set of the minute's active buckets (UsageActive). Calls, not
+// bucket in the set of the minute's active buckets (UsageActive). An
+// acquire that a bucket in shadow mode allowed but would have denied
+// (Result.WouldDeny) counts as allowed and also adds 1 to "<app>:w", so
+// the console can show what the limit would have refused. Calls, not
 // tokens, are counted; every attempt of a client.Limiter.Wait is a call.
 //
 // For keyed buckets (client.Limiter.AcquireKey) the denials are also
@@ -118,6 +121,7 @@ type Recorder struct {
 	ks      redisscript.Keyspace
 	allowed string // hash field of the app's allowed count
 	denied  string // hash field of the app's denied count
+	would   string // hash field of the app's would-deny count
 	opt     options
 	ttl     time.Duration
 
@@ -162,8 +166,9 @@ func NewRecorder(rdb redis.UniversalClient, app string, opts ...Option) (*Record
 	r := &Recorder{
 		rdb: rdb, ks: redisscript.Keyspace{Prefix: o.prefix}, opt: o,
 		allowed: redisscript.UsageAllowedField(app), denied: redisscript.UsageDeniedField(app),
-		ttl:  o.retention.Truncate(time.Second),
-		stop: make(chan struct{}), done: make(chan struct{}),
+		would: redisscript.UsageWouldDenyField(app),
+		ttl:   o.retention.Truncate(time.Second),
+		stop:  make(chan struct{}), done: make(chan struct{}),
 	}
 	empty := map[string]*entry{}
 	r.buckets.Store(&empty)
@@ -187,6 +192,9 @@ func (r *Recorder) Observe(d client.Decision) {
 	}
 	now := time.Now()
 	r.Add(d.Bucket, now, allowed, 1)
+	if allowed && d.Result.WouldDeny {
+		r.add(d.Bucket, now, kindWouldDeny, 1)
+	}
 	if !allowed && d.Key != "" && !r.opt.noHotKeys {
 		r.addHot(d.Bucket, d.Key, floorDiv(now.Unix(), 3600))
 	}
@@ -238,6 +246,23 @@ func Counted(d client.Decision) (allowed, ok bool) {
 // client in another process reporting in bulk, a replay); names that are
 // not valid bucket names and n < 1 are ignored.
 func (r *Recorder) Add(bucket string, at time.Time, allowed bool, n int64) {
+	k := kindDenied
+	if allowed {
+		k = kindAllowed
+	}
+	r.add(bucket, at, k, n)
+}
+
+// kind picks a counter of a cell.
+type kind uint8
+
+const (
+	kindAllowed kind = iota
+	kindDenied
+	kindWouldDeny // a part of allowed, counted apart as well
+)
+
+func (r *Recorder) add(bucket string, at time.Time, k kind, n int64) {
 	if n < 1 {
 		return
 	}
@@ -250,17 +275,14 @@ func (r *Recorder) Add(bucket string, at time.Time, allowed bool, n int64) {
 	if c == nil || c.minute != m {
 		c = e.cell(m)
 	}
-	ctr := &c.denied
-	if allowed {
-		ctr = &c.allowed
-	}
+	ctr := c.counter(k)
 	ctr.Add(n)
 	if c.retired.Load() {
 		// The flusher took this cell's counts between our lookup and our
 		// add: whatever it did not take moves to a live cell. Both sides
 		// Swap, so every count is written exactly once.
 		if v := ctr.Swap(0); v != 0 {
-			e.late(m, allowed, v)
+			e.late(m, k, v)
 		}
 	}
 }
@@ -339,9 +361,19 @@ type entry struct {
 // cell counts one minute of one bucket. Once retired by the flusher, it
 // takes no new counts (see Recorder.Add).
 type cell struct {
-	minute          int64
-	allowed, denied atomic.Int64
-	retired         atomic.Bool
+	minute                     int64
+	allowed, denied, wouldDeny atomic.Int64
+	retired                    atomic.Bool
+}
+
+func (c *cell) counter(k kind) *atomic.Int64 {
+	switch k {
+	case kindAllowed:
+		return &c.allowed
+	case kindWouldDeny:
+		return &c.wouldDeny
+	}
+	return &c.denied
 }
 
 // cell returns a cell to count minute m in: the current one, a new current
@@ -377,19 +409,15 @@ func (e *entry) pastLocked(m int64) *cell {
 }
 
 // late adds v counts that missed a retired cell of minute m.
-func (e *entry) late(m int64, allowed bool, v int64) {
+func (e *entry) late(m int64, k kind, v int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c := e.pastLocked(m) // under mu, so the flusher cannot retire it meanwhile
-	if allowed {
-		c.allowed.Add(v)
-	} else {
-		c.denied.Add(v)
-	}
+	c.counter(k).Add(v)
 }
 
 // counts is what one flush writes for one bucket and period.
-type counts struct{ allowed, denied int64 }
+type counts struct{ allowed, denied, wouldDeny int64 }
 
 type periodKey struct {
 	bucket string
@@ -406,14 +434,15 @@ func (e *entry) take(minutes map[periodKey]counts) {
 	}
 	e.mu.Unlock()
 	add := func(c *cell) {
-		a, d := c.allowed.Swap(0), c.denied.Swap(0)
-		if a == 0 && d == 0 {
+		a, d, w := c.allowed.Swap(0), c.denied.Swap(0), c.wouldDeny.Swap(0)
+		if a == 0 && d == 0 && w == 0 {
 			return
 		}
 		k := periodKey{e.name, c.minute}
 		sum := minutes[k]
 		sum.allowed += a
 		sum.denied += d
+		sum.wouldDeny += w
 		minutes[k] = sum
 	}
 	for _, c := range old {
@@ -449,6 +478,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		sum := hours[h]
 		sum.allowed += c.allowed
 		sum.denied += c.denied
+		sum.wouldDeny += c.wouldDeny
 		hours[h] = sum
 		total += c.allowed + c.denied
 	}
@@ -503,6 +533,9 @@ func (r *Recorder) write(ctx context.Context, pipe redis.Pipeliner, key string, 
 	}
 	if c.denied != 0 {
 		pipe.HIncrBy(ctx, key, r.denied, c.denied)
+	}
+	if c.wouldDeny != 0 {
+		pipe.HIncrBy(ctx, key, r.would, c.wouldDeny)
 	}
 	pipe.Expire(ctx, key, r.ttl)
 }

@@ -29,7 +29,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 CODES = {
     "allowed": sluice.ALLOWED, "denied": sluice.DENIED, "unknown_bucket": sluice.UNKNOWN_BUCKET,
     "app_not_allowed": sluice.APP_NOT_ALLOWED, "exceeds_capacity": sluice.EXCEEDS_CAPACITY,
-    "invalid_n": sluice.INVALID_N,
+    "invalid_n": sluice.INVALID_N, "would_deny": sluice.WOULD_DENY,
 }
 APPLY_OUTCOMES = {1: "created", 2: "updated", 3: "unchanged", 4: "stale", 5: "tombstoned"}
 FIELDS = ["remaining", "retry_us", "reset_us", "capacity", "permits_micro", "period"]
@@ -78,7 +78,7 @@ class Run:
         a = step["apply"]
         b = a["bucket"]
         args = [str(a["id"]), str(a["version"]), str(a["capacity"]), a["permits"], str(a["period"]),
-                "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0"]
+                "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", "0", "1" if a.get("shadow") else "0"]
         want = step["want"]
         try:
             got = APPLY_OUTCOMES.get(self.apply.run(self.r, [sluice.bucket_key(b, prefix),
@@ -165,7 +165,8 @@ class Run:
         got = {}
         try:
             res = limiters[app].acquire(q["bucket"], v)
-            got = {"code": "allowed" if res.allowed else "denied", "remaining": res.remaining,
+            code = "would_deny" if res.would_deny else "allowed" if res.allowed else "denied"
+            got = {"code": code, "remaining": res.remaining,
                    "retry_us": res.retry_after_us, "reset_us": res.reset_after_us, "capacity": res.limit}
         except sluice.WrongType as e:
             got = {"error": str(e)}

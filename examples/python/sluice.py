@@ -36,6 +36,9 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 # Codes of the acquire answer.
 ALLOWED = 1
 DENIED = 0
+# A bucket in shadow mode would have denied: the caller is allowed and
+# nothing was taken.
+WOULD_DENY = 2
 UNKNOWN_BUCKET = -1
 APP_NOT_ALLOWED = -2
 EXCEEDS_CAPACITY = -3
@@ -132,7 +135,7 @@ class Answer:
     @classmethod
     def from_reply(cls, reply):
         if (not isinstance(reply, list) or len(reply) != 7 or not all(type(v) is int for v in reply)
-                or not INVALID_N <= reply[0] <= ALLOWED):
+                or not INVALID_N <= reply[0] <= WOULD_DENY):
             raise ProtocolError("malformed acquire answer: %r" % (reply,))
         return cls(*reply)
 
@@ -171,6 +174,10 @@ class Result:
     reset_after_us: int
     # The bucket's capacity.
     limit: int
+    # True when the bucket is in shadow mode and would have denied: allowed
+    # is True, nothing was taken, and retry_after_us says when the tokens
+    # would have been there.
+    would_deny: bool = False
 
     @property
     def retry_after(self):
@@ -211,8 +218,8 @@ class Limiter:
         if not valid_name(bucket):
             raise UnknownBucket("unknown bucket %r" % (bucket,))  # no such name can exist
         a = acquire_answer(self.r, self.script, bucket_key(bucket, self.prefix), self.app, n)
-        if a.code in (ALLOWED, DENIED):
-            return Result(a.code == ALLOWED, a.remaining, a.retry_us, a.reset_us, a.capacity)
+        if a.code in (ALLOWED, DENIED, WOULD_DENY):
+            return Result(a.code != DENIED, a.remaining, a.retry_us, a.reset_us, a.capacity, a.code == WOULD_DENY)
         if a.code == UNKNOWN_BUCKET:
             raise UnknownBucket("unknown bucket %r" % (bucket,))
         if a.code == APP_NOT_ALLOWED:

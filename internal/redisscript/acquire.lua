@@ -3,9 +3,11 @@
 -- array of seven integers: {code, remaining, retry_us, reset_us, capacity,
 -- permits_micro, period} (docs/protocol.md). A client that passes ARGV[3]
 -- = '2' gets an eighth, lease_ms, on allowed and denied answers of a bucket
--- in lease mode. Every value is a whole number
--- below 2^53, so Redis converts it to an integer reply exactly. State is
--- written with string.format because tostring loses precision.
+-- in lease mode. A bucket whose shadow field is '1' never denies: where
+-- it would, it answers code 2 (would deny) and takes nothing. Every value
+-- is a whole number below 2^53, so Redis converts it to an integer reply
+-- exactly. State is written with string.format because tostring loses
+-- precision.
 local MAX_N = 1000000000
 local MAX_US = 1000000000000000 -- durations are capped at 1e15 us (about 31 years)
 
@@ -19,7 +21,7 @@ if n > MAX_N then
   return {-4, 0, 0, 0, 0, 0, 0}
 end
 
-local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms')
+local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms', 'shadow')
 local capacity = tonumber(f[1])
 local permits = tonumber(f[2])
 local period = tonumber(f[3])
@@ -77,10 +79,13 @@ if tokens >= n then
   end
   return {1, whole, 0, until_us(capacity - tokens), capacity, pm, period}
 end
--- Denied: nothing is written. Refill is a pure function of time, so the
--- stored (tokens, ts) pair still yields the same count later.
+-- Denied (or, in shadow mode, would deny): nothing is written. Refill is
+-- a pure function of time, so the stored (tokens, ts) pair still yields
+-- the same count later.
+local code = 0
+if f[8] == '1' then code = 2 end
 if ARGV[3] == '2' and f[7] then
-  return {0, math.floor(tokens), until_us(n - tokens), until_us(capacity - tokens), capacity, pm, period,
+  return {code, math.floor(tokens), until_us(n - tokens), until_us(capacity - tokens), capacity, pm, period,
     tonumber(f[7]) or 0}
 end
-return {0, math.floor(tokens), until_us(n - tokens), until_us(capacity - tokens), capacity, pm, period}
+return {code, math.floor(tokens), until_us(n - tokens), until_us(capacity - tokens), capacity, pm, period}

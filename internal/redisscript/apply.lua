@@ -1,7 +1,8 @@
 -- Sluice apply: write a bucket config, guarded by (id, version).
 -- KEYS[1] bucket hash, KEYS[2] tombstone.
 -- ARGV: id, version, capacity, permits, period, apps, force ("1" or "0"),
--- lease_ms (optional, "0" when absent: lease mode off).
+-- lease_ms (optional, "0" when absent: lease mode off), shadow (optional,
+-- "1" or "0", "0" when absent: shadow mode off).
 -- Returns 1 created, 2 updated, 3 unchanged, 4 stale, 5 tombstoned.
 
 -- Arguments: exactly the formats of docs/protocol.md ("Argument formats"),
@@ -67,6 +68,10 @@ local force = ARGV[7] == '1'
 -- sends only 0 or MinLeaseMillis..MaxLeaseMillis.
 local lease = ARGV[8] or '0'
 if not int_arg(lease, 0, 10000) then return invalid('lease_ms') end
+-- shadow: "1" puts the bucket in shadow mode (acquire answers 2, would
+-- deny, instead of denying); "0" (or absent) is the normal mode.
+local shadow = ARGV[9] or '0'
+if shadow ~= '1' and shadow ~= '0' then return invalid('shadow') end
 -- ---- end of argument validation ----
 
 -- A deleted incarnation, or an older one, never comes back.
@@ -76,13 +81,13 @@ if tomb and tomb >= id then
 end
 
 local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts',
-  'lease_ms')
+  'lease_ms', 'shadow')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local function write(tokens, ts)
   redis.call('HSET', KEYS[1], 'id', ARGV[1], 'version', ARGV[2], 'capacity', ARGV[3], 'permits', ARGV[4],
-    'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'tokens', string.format('%.17g', tokens),
+    'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'shadow', shadow, 'tokens', string.format('%.17g', tokens),
     'ts', string.format('%d', ts))
 end
 
@@ -99,7 +104,7 @@ if not force and (cid > id or (cid == id and cver > version)) then
   return 4
 end
 if cid == id and cver == version and cur[3] == ARGV[3] and cur[4] == ARGV[4] and cur[5] == ARGV[5]
-    and cur[6] == ARGV[6] and (cur[9] or '0') == lease then
+    and cur[6] == ARGV[6] and (cur[9] or '0') == lease and (cur[10] or '0') == shadow then
   return 3
 end
 

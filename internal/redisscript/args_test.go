@@ -38,12 +38,14 @@ var applyForms = []argForms{
 		[]string{"", ",", ",,", "a", "a,", ",a", ",A,", ",a,,b,", ", a,", ",a ,", ",a b,", ",-a,", ",_a,", ",.a,",
 			"," + strings.Repeat("a", 64) + ",", ",a*,", ",a%,", ",é,", "a,b"}},
 	{6, "force", []string{"0", "1"}, []string{"", "2", "true", " 1", "01", "-0", "1.0"}},
+	{7, "lease_ms", []string{"0", "10", "10000"}, append([]string{"-1", "10001", "00"}, notPlainIntegers...)},
+	{8, "shadow", []string{"0", "1"}, []string{"", "2", "true", " 1", "01", "-0", "1.0", "yes"}},
 }
 
 func TestApplyArgumentFormats(t *testing.T) {
 	each(t, func(t *testing.T, s server) {
 		ctx := context.Background()
-		valid := []any{"1", "1", "10", "1", "1", ",svc,", "0"}
+		valid := []any{"1", "1", "10", "1", "1", ",svc,", "0", "0", "0"}
 		i := 0
 		for _, f := range applyForms {
 			for _, v := range f.accepted {
@@ -55,6 +57,11 @@ func TestApplyArgumentFormats(t *testing.T) {
 				if err != nil || out != int64(redisscript.Created) {
 					t.Errorf("%s %q refused: %v %v", f.name, v, out, err)
 					continue
+				}
+				if f.arg == 8 {
+					if got := s.fields(t, name)[redisscript.FieldShadow]; got != v {
+						t.Errorf("shadow %q stored as %q", v, got)
+					}
 				}
 				if f.arg >= 2 && f.arg <= 5 {
 					// Config arguments are stored as sent: canonical forms only,
@@ -84,6 +91,17 @@ func TestApplyArgumentFormats(t *testing.T) {
 		if _, err := redisscript.ApplyRaw(ctx, s.rdb, s.ks, "short", valid[:6]...); err == nil ||
 			!strings.Contains(err.Error(), "invalid force") {
 			t.Errorf("apply without force: %v", err)
+		}
+		// lease_ms and shadow may be left out (older writers): both off.
+		for _, args := range [][]any{valid[:7], valid[:8]} {
+			i++
+			name := fmt.Sprintf("old%d", i)
+			if out, err := redisscript.ApplyRaw(ctx, s.rdb, s.ks, name, args...); err != nil || out != int64(redisscript.Created) {
+				t.Errorf("apply with %d arguments: %v %v", len(args), out, err)
+			}
+			if got := s.fields(t, name)[redisscript.FieldShadow]; got != "0" {
+				t.Errorf("apply with %d arguments: shadow %q, want 0", len(args), got)
+			}
 		}
 	})
 }

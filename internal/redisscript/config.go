@@ -49,6 +49,9 @@ type Config struct {
 	// LeaseMillis is how long a client may hand out leased tokens of the
 	// bucket, in milliseconds; 0 turns lease mode off.
 	LeaseMillis int64
+	// Shadow puts the bucket in shadow mode: where it would deny, the
+	// acquire script answers WouldDeny and takes nothing.
+	Shadow bool
 }
 
 // Validate reports whether c can be written to Redis.

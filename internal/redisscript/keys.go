@@ -39,7 +39,7 @@ const (
 	FieldTS = "ts"
 	// FieldShadow is "1" for a bucket in shadow mode: it decides and
 	// counts as usual but never refuses, answering WouldDeny instead.
-	// Absent means "0". (Written by the sync worker once buckets carry it.)
+	// Absent means "0". Written by Apply.
 	FieldShadow = "shadow"
 )
 

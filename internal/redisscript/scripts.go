@@ -93,14 +93,17 @@ func Apply(ctx context.Context, rdb redis.Scripter, ks Keyspace, cfg Config, for
 	if err := cfg.Validate(); err != nil {
 		return 0, fmt.Errorf("apply bucket %q: %w", name, err)
 	}
-	f := "0"
+	f, shadow := "0", "0"
 	if force {
 		f = "1"
+	}
+	if cfg.Shadow {
+		shadow = "1"
 	}
 	n, err := applyScript.Run(ctx, rdb, []string{ks.Bucket(name), ks.Tombstone(name)},
 		strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
 		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f,
-		strconv.FormatInt(cfg.LeaseMillis, 10)).Int64()
+		strconv.FormatInt(cfg.LeaseMillis, 10), shadow).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("apply bucket %q: %w", name, err)
 	}
@@ -218,5 +221,6 @@ func parseConfig(h map[string]string) (Config, bool) {
 	if v, ok := h[FieldLeaseMillis]; ok {
 		c.LeaseMillis, _ = strconv.ParseInt(v, 10, 64)
 	}
+	c.Shadow = h[FieldShadow] == "1"
 	return c, true
 }

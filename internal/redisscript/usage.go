@@ -9,8 +9,10 @@ import (
 // each app had allowed and denied on a bucket, per minute and per hour.
 // Each period of a bucket is one hash, hash-tagged on the bucket name like
 // the bucket itself (so it lives in the bucket's Cluster slot), with two
-// fields per app: UsageAllowedField and UsageDeniedField. Clients add to
-// them with HINCRBY and set UsageTTLSeconds with EXPIRE.
+// fields per app: UsageAllowedField and UsageDeniedField, and a third,
+// UsageWouldDenyField, for the allowed acquires that a bucket in shadow
+// mode would have denied. Clients add to them with HINCRBY and set
+// UsageTTLSeconds with EXPIRE.
 
 // UsageTTLSeconds is how long a usage hash lives after its last write:
 // eight days, so that a week of minutes and hours is always complete.
@@ -42,8 +44,9 @@ func (ks Keyspace) usage(name, kind string, n int64) string {
 
 // Suffixes of the usage fields of an app.
 const (
-	usageAllowed = ":a"
-	usageDenied  = ":d"
+	usageAllowed   = ":a"
+	usageDenied    = ":d"
+	usageWouldDeny = ":w"
 )
 
 // UsageAllowedField returns the usage hash field counting the allowed
@@ -54,9 +57,16 @@ func UsageAllowedField(app string) string { return app + usageAllowed }
 // acquires of app: "<app>:d".
 func UsageDeniedField(app string) string { return app + usageDenied }
 
+// UsageWouldDenyField returns the usage hash field counting the acquires
+// of app that a bucket in shadow mode allowed but would have denied:
+// "<app>:w". They are counted in UsageAllowedField too, so a reader that
+// knows only allowed and denied still adds up every call.
+func UsageWouldDenyField(app string) string { return app + usageWouldDeny }
+
 // ParseUsageField splits a usage hash field into its app and whether it
 // counts allowed (true) or denied (false) acquires. ok is false for any
-// other field, including one whose app is not a valid name.
+// other field, including one whose app is not a valid name, and for
+// UsageWouldDenyField (a part of the allowed count, not a third outcome).
 func ParseUsageField(field string) (app string, allowed, ok bool) {
 	if app, found := strings.CutSuffix(field, usageAllowed); found && ValidName(app) {
 		return app, true, true

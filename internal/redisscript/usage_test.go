@@ -38,6 +38,7 @@ func TestUsageFields(t *testing.T) {
 		{UsageAllowedField("checkout"), "checkout", true, true},
 		{UsageDeniedField("a-b.c_d"), "a-b.c_d", false, true},
 		{"checkout:x", "", false, false},
+		{UsageWouldDenyField("checkout"), "", false, false},
 		{":a", "", false, false},
 		{"Bad:a", "", false, false},
 		{"a:b:d", "", false, false},

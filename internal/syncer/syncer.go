@@ -335,7 +335,7 @@ func eventConfig(e buckets.Event) redisscript.Config {
 	return redisscript.Config{
 		Name: e.Name, ID: e.BucketID, Version: e.Version, Capacity: e.MaxPermits,
 		PermitsMicro: e.Rate.PermitsMicro, PeriodSeconds: int64(e.Rate.Period / time.Second),
-		Apps: e.AllowedApps, LeaseMillis: e.LeaseMillis,
+		Apps: e.AllowedApps, LeaseMillis: e.LeaseMillis, Shadow: e.Shadow,
 	}
 }
 
@@ -344,7 +344,7 @@ func bucketConfig(b *buckets.Bucket) redisscript.Config {
 	return redisscript.Config{
 		Name: b.Name, ID: b.ID, Version: b.Version, Capacity: b.MaxPermits,
 		PermitsMicro: b.Rate.PermitsMicro, PeriodSeconds: int64(b.Rate.Period / time.Second),
-		Apps: b.AllowedApps, LeaseMillis: b.LeaseMillis,
+		Apps: b.AllowedApps, LeaseMillis: b.LeaseMillis, Shadow: b.Shadow,
 	}
 }
 

@@ -77,6 +77,58 @@ func TestCreateUpdateDelete(t *testing.T) {
 	}
 }
 
+// The shadow flag of a bucket reaches Redis with its events, and the
+// reconcile repairs a hash whose flag differs from MySQL's.
+func TestShadowSynced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	w := e.worker(Config{})
+
+	b := &buckets.Bucket{Name: "trial", OwnerApp: ownerApp, MaxPermits: 2, Rate: mustRate(t, "1/day"), Shadow: true}
+	if err := e.store.Create(ctx, actor, b); err != nil {
+		t.Fatal(err)
+	}
+	syncOnce(t, w)
+	if st := e.read(t, "trial"); !st.Config.Shadow {
+		t.Fatalf("after create: %+v, want shadow", st.Config)
+	}
+	// Drained past empty: allowed, would deny, never below zero tokens.
+	for i, want := range []redisscript.Code{redisscript.Allowed, redisscript.Allowed, redisscript.WouldDeny, redisscript.WouldDeny} {
+		if a, err := redisscript.Acquire(ctx, e.rdb, e.ks, "trial", ownerApp, 1); err != nil || a.Code != want {
+			t.Fatalf("acquire %d: %+v %v, want code %d", i, a, err, want)
+		}
+	}
+	if st := e.read(t, "trial"); st.Stored < 0 || st.Tokens > 0.01 {
+		t.Fatalf("tokens %v (stored %v), want about 0", st.Tokens, st.Stored)
+	}
+
+	// Shadow mode off, a new version: the bucket denies.
+	b.Shadow = false
+	if err := e.store.Update(ctx, actor, b); err != nil {
+		t.Fatal(err)
+	}
+	syncOnce(t, w)
+	if st := e.read(t, "trial"); st.Config.Shadow || st.Config.Version != b.Version {
+		t.Fatalf("after update: %+v", st.Config)
+	}
+	if a, err := redisscript.Acquire(ctx, e.rdb, e.ks, "trial", ownerApp, 1); err != nil || a.Code != redisscript.Denied {
+		t.Fatalf("shadow off: %+v %v, want denied", a, err)
+	}
+
+	// A hash whose flag differs from MySQL is repaired by the reconcile.
+	if err := e.rdb.HSet(ctx, e.ks.Bucket("trial"), redisscript.FieldShadow, "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := w.Reconcile(ctx)
+	if err != nil || rep.Differing != 1 {
+		t.Fatalf("reconcile: %+v %v, want 1 differing", rep, err)
+	}
+	if st := e.read(t, "trial"); st.Config.Shadow {
+		t.Fatalf("after reconcile: %+v, want shadow off", st.Config)
+	}
+}
+
 func TestReorderedAndDuplicateEvents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -528,6 +580,8 @@ func TestSameConfig(t *testing.T) {
 		func(c *redisscript.Config) { c.Capacity++ },
 		func(c *redisscript.Config) { c.PermitsMicro++ },
 		func(c *redisscript.Config) { c.PeriodSeconds++ },
+		func(c *redisscript.Config) { c.LeaseMillis = 100 },
+		func(c *redisscript.Config) { c.Shadow = true },
 		func(c *redisscript.Config) { c.Apps = []string{"a"} },
 		func(c *redisscript.Config) { c.Apps = []string{"a", "c"} },
 	} {
