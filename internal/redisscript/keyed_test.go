@@ -327,8 +327,11 @@ func TestKeyedRefill(t *testing.T) {
 		}
 		elapsed := s.secondsSince(t, start)
 		bound := 5 + 50*elapsed
-		if float64(admitted) > bound || float64(admitted) < 0.9*(5+50*0.3) {
-			t.Fatalf("admitted %d in %.3fs; bound %.1f", admitted, elapsed, bound)
+		// The floor is the full bucket plus one refilled token: a stalled
+		// scheduler can leave the loop few calls, so a tighter floor would
+		// measure the machine, not the script.
+		if float64(admitted) > bound || admitted < 6 {
+			t.Fatalf("admitted %d in %.3fs; bound %.1f, floor 6", admitted, elapsed, bound)
 		}
 	})
 }
