@@ -30,7 +30,12 @@ func (s *Service) ListBuckets(ctx context.Context, c Caller, q BucketQuery) (buc
 
 // visibleBuckets returns every bucket the caller may see, all pages of it.
 func (s *Service) visibleBuckets(ctx context.Context, c Caller) ([]*buckets.Bucket, error) {
-	f := buckets.Filter{VisibleTo: s.Visible(c), Limit: database.MaxPageSize}
+	return s.allBuckets(ctx, buckets.Filter{VisibleTo: s.Visible(c)})
+}
+
+// allBuckets returns every bucket f selects, all pages of it.
+func (s *Service) allBuckets(ctx context.Context, f buckets.Filter) ([]*buckets.Bucket, error) {
+	f.Limit = database.MaxPageSize
 	if f.VisibleTo != nil && len(f.VisibleTo) == 0 {
 		return nil, nil
 	}
