@@ -367,6 +367,7 @@ func TestBrowserUsage(t *testing.T) {
 			t.Fatalf("write usage: %v", err)
 		}
 	}
+	e.rollUp()
 
 	browser := startBrowser(t)
 	olga := newTab(t, browser, e.srv.URL)

@@ -2,6 +2,8 @@ package console
 
 import (
 	"errors"
+	"html/template"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -12,8 +14,10 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/chart"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/manage"
+	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
 // bucketsPageSize is how many buckets one page of the list shows.
@@ -22,14 +26,37 @@ const bucketsPageSize = 25
 // bucketsPage lists the buckets the user can see.
 type bucketsPage struct {
 	layout
-	Buckets   []*buckets.Bucket
+	Rows      []bucketRow
 	Search    string
 	App       string
 	Apps      []string
+	Order     string
+	Denied    bool
 	After     string
 	Next      string
+	Prev      string
+	Page      int
+	PrevPage  int
+	NextPage  int
+	From, To  int
 	Total     int
 	CanCreate bool
+	// LiveSrc is the list state endpoint of this page's buckets.
+	LiveSrc string
+	Message string
+}
+
+// bucketRow is one bucket of the list with its state.
+type bucketRow struct {
+	*buckets.Bucket
+	Live      bool
+	Tokens    int64
+	Capacity  int64
+	Gauge     template.HTML
+	Share     string
+	Denied    int64
+	Sparkline template.HTML
+	HasRecent bool
 }
 
 // bucketForm holds a bucket as the form shows and sends it: text, exactly
@@ -57,9 +84,12 @@ type bucketFormPage struct {
 // liveState is what Redis holds about a bucket, for the detail page.
 type liveState struct {
 	// Status is "in-sync", "pending", "missing" or "unavailable".
-	Status   string
-	Exists   bool
-	Tokens   float64
+	Status string
+	Exists bool
+	Tokens float64
+	// Whole is Tokens rounded down: a fraction of a token cannot be taken.
+	Whole    int64
+	Gauge    template.HTML
 	Capacity int64
 	Refilled time.Time
 	Version  int64
@@ -82,9 +112,13 @@ type bucketDeletePage struct {
 }
 
 func (s *server) listBuckets(c *gin.Context) {
-	q := manage.BucketQuery{Search: queryValue(c, "q", 100), App: queryValue(c, "app", 63),
-		After: queryValue(c, "after", 63), Limit: bucketsPageSize}
-	page, err := s.svc.ListBuckets(ctx(c), caller(c), q)
+	page, _ := strconv.Atoi(c.Query("page"))
+	q := manage.BucketListQuery{
+		BucketQuery: manage.BucketQuery{Search: queryValue(c, "q", 100), App: queryValue(c, "app", 63),
+			After: queryValue(c, "after", 63), Before: queryValue(c, "before", 63), Limit: bucketsPageSize},
+		Order: manage.ParseBucketOrder(c.Query("sort")), Denied: c.Query("denied") != "", Page: max(page, 1),
+	}
+	list, err := s.svc.ListBucketStates(ctx(c), caller(c), q)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -99,9 +133,52 @@ func (s *server) listBuckets(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.render(c, http.StatusOK, "buckets", &bucketsPage{layout: layout{Title: "Buckets", Nav: "buckets"},
-		Buckets: page.Buckets, Search: q.Search, App: q.App, Apps: names, After: q.After, Next: page.Next,
-		Total: page.Total, CanCreate: len(owned) > 0})
+	p := &bucketsPage{layout: layout{Title: "Buckets", Nav: "buckets"},
+		Search: q.Search, App: q.App, Apps: names, Order: string(q.Order), Denied: q.Denied, After: q.After,
+		Next: list.Next, Prev: list.Prev, Page: list.Page, Total: list.Total, CanCreate: len(owned) > 0}
+	if q.Denied || q.Order == manage.MostDenied {
+		p.Next, p.Prev = "", ""
+		if list.Page > 1 {
+			p.PrevPage = list.Page - 1
+		}
+		if list.HasMore {
+			p.NextPage = list.Page + 1
+		}
+		p.From = (list.Page-1)*bucketsPageSize + 1
+	}
+	var live []string
+	for _, r := range list.Rows {
+		row := bucketRow{Bucket: r.Bucket}
+		if r.LiveOK && r.Live.Exists {
+			row.Live, row.Capacity = true, r.Live.Config.Capacity
+			row.Tokens = int64(math.Floor(r.Live.Tokens))
+			row.Gauge = chart.Gauge(r.Live.Tokens, r.Live.Config.Capacity)
+		}
+		if r.RecentOK {
+			row.HasRecent = true
+			row.Denied = r.Recent.TotalDenied
+			row.Share = chart.Share(r.Recent.TotalAllowed, r.Recent.TotalDenied)
+			row.Sparkline = chart.Sparkline(r.Recent.Allowed, r.Recent.Denied)
+		}
+		p.Rows = append(p.Rows, row)
+		live = append(live, r.Name)
+	}
+	if p.From == 0 && len(p.Rows) > 0 {
+		p.From = 1
+	}
+	p.To = p.From + len(p.Rows) - 1
+	if len(live) > 0 {
+		p.LiveSrc = "/live/buckets.json?names=" + url.QueryEscape(strings.Join(live, ","))
+	}
+	switch {
+	case errors.Is(list.LiveErr, manage.ErrNoRedis):
+		p.Message = "This console is not connected to Redis, so fill levels cannot be shown."
+	case list.LiveErr != nil:
+		p.Message = "Redis did not answer; fill levels cannot be shown right now."
+	case list.RecentErr != nil:
+		p.Message = "Usage of the last hour cannot be read right now."
+	}
+	s.render(c, http.StatusOK, "buckets", p)
 }
 
 func (s *server) newBucket(c *gin.Context) {
@@ -194,6 +271,8 @@ func liveOf(d *manage.BucketDetail) liveState {
 	}
 	l := liveState{Status: "pending", Exists: true, Tokens: d.Live.Tokens, Capacity: d.Live.Config.Capacity,
 		Refilled: d.Live.Refilled, Version: d.Live.Config.Version, Now: d.Live.RedisTime}
+	l.Whole = int64(math.Floor(d.Live.Tokens))
+	l.Gauge = chart.Gauge(d.Live.Tokens, d.Live.Config.Capacity)
 	if d.Live.Sync == manage.InSync {
 		l.Status = "in-sync"
 	}
@@ -288,4 +367,53 @@ func (s *server) deleteBucket(c *gin.Context) {
 	default:
 		s.fail(c, err)
 	}
+}
+
+// bucketState is the live state of one bucket as web/static/app.js reads
+// it (docs/console.md, "Live state").
+type bucketState struct {
+	Name     string  `json:"name"`
+	Exists   bool    `json:"exists"`
+	Tokens   float64 `json:"tokens"`
+	Capacity int64   `json:"capacity"`
+}
+
+func stateOf(name string, st redisscript.State) bucketState {
+	out := bucketState{Name: name, Exists: st.Exists}
+	if st.Exists {
+		out.Tokens, out.Capacity = st.Tokens, st.Config.Capacity
+	}
+	return out
+}
+
+// bucketStateJSON answers the live state of one bucket, visible as its page.
+func (s *server) bucketStateJSON(c *gin.Context) {
+	b, st, err := s.svc.BucketState(ctx(c), caller(c), c.Param("bucket"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	out := bucketState{Name: b.Name, Exists: st.InRedis}
+	if st.InRedis {
+		out.Tokens, out.Capacity = st.Tokens, st.Config.Capacity
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// bucketStatesJSON answers the live state of the buckets named in
+// ?names=a,b (a page of the list) that the user may see.
+func (s *server) bucketStatesJSON(c *gin.Context) {
+	names := strings.Split(queryValue(c, "names", 8000), ",")
+	bs, st, err := s.svc.BucketStates(ctx(c), caller(c), names)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	out := struct {
+		Buckets []bucketState `json:"buckets"`
+	}{Buckets: []bucketState{}}
+	for _, b := range bs {
+		out.Buckets = append(out.Buckets, stateOf(b.Name, st[b.Name]))
+	}
+	c.JSON(http.StatusOK, out)
 }

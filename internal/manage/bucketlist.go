@@ -70,8 +70,9 @@ func (r BucketRow) Fill() float64 {
 
 // BucketList is one page of the bucket list.
 type BucketList struct {
-	Rows  []BucketRow
-	Next  string
+	Rows []BucketRow
+	// Next and Prev are the cursors of the name order.
+	Next, Prev string
 	Total int
 	// Page and HasMore page the ranked lists.
 	Page    int
@@ -98,7 +99,7 @@ func (s *Service) ListBucketStates(ctx context.Context, c Caller, q BucketListQu
 		if err != nil {
 			return nil, err
 		}
-		page, out.Next, out.Total = p.Buckets, p.Next, p.Total
+		page, out.Next, out.Prev, out.Total = p.Buckets, p.Next, p.Prev, p.Total
 	}
 	names := make([]string, len(page))
 	for i, b := range page {
@@ -188,4 +189,40 @@ func (s *Service) deniedPage(ctx context.Context, c Caller, q BucketListQuery, n
 		out = append(out, b)
 	}
 	return out, len(top), to < len(top), nil
+}
+
+// MaxStateNames bounds the names of one BucketStates call: a page.
+const MaxStateNames = 100
+
+// BucketStates returns the live state of the buckets of names the caller
+// may see, in one pipelined read; names the caller may not see (or that
+// do not exist) are left out, as a list leaves them out.
+func (s *Service) BucketStates(ctx context.Context, c Caller, names []string) ([]*buckets.Bucket, map[string]redisscript.State, error) {
+	if len(names) > MaxStateNames {
+		return nil, nil, errs.Invalid("names", fmt.Sprintf("at most %d buckets at once", MaxStateNames))
+	}
+	var seen []*buckets.Bucket
+	var visible []string
+	for _, n := range names {
+		if !redisscript.ValidName(n) || slices.Contains(visible, n) {
+			continue
+		}
+		b, err := s.buckets.Get(ctx, n)
+		if errors.Is(err, errs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if !s.IsAdmin(c) && (c.User == nil || !s.enf.CanSeeBucket(c.Name(), b.OwnerApp, b.AllowedApps)) {
+			continue
+		}
+		seen = append(seen, b)
+		visible = append(visible, n)
+	}
+	st, err := s.readMany(ctx, visible)
+	if err != nil {
+		return nil, nil, err
+	}
+	return seen, st, nil
 }

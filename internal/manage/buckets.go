@@ -19,12 +19,14 @@ type BucketQuery struct {
 	// App keeps buckets owned by or allowed to this app.
 	App   string
 	After string
-	Limit int
+	// Before asks for the previous page, the one ending before this name.
+	Before string
+	Limit  int
 }
 
 // ListBuckets returns one page of the buckets the caller may see.
 func (s *Service) ListBuckets(ctx context.Context, c Caller, q BucketQuery) (buckets.Page, error) {
-	return s.buckets.List(ctx, buckets.Filter{Search: q.Search, App: q.App, After: q.After, Limit: q.Limit,
+	return s.buckets.List(ctx, buckets.Filter{Search: q.Search, App: q.App, After: q.After, Before: q.Before, Limit: q.Limit,
 		VisibleTo: s.Visible(c)})
 }
 
