@@ -73,7 +73,7 @@ type BucketList struct {
 	Rows []BucketRow
 	// Next and Prev are the cursors of the name order.
 	Next, Prev string
-	Total int
+	Total      int
 	// Page and HasMore page the ranked lists.
 	Page    int
 	HasMore bool
