@@ -75,10 +75,99 @@ type bucketFormPage struct {
 	layout
 	New       bool
 	Form      bucketForm
+	// Pattern is the traffic pattern of the preview, as typed.
+	Pattern patternForm
+	// Preview is the drawn simulation of Pattern; PreviewText says its
+	// totals in words.
+	Preview     template.HTML
+	PreviewText string
 	Errors    *errs.Validation
 	OwnerApps []string
 	// Conflict is the newer bucket a stale edit ran into.
 	Conflict *buckets.Bucket
+}
+
+// patternForm is the traffic pattern of the bucket form's preview.
+type patternForm struct {
+	Steady, Burst, Every, Duration string
+}
+
+// defaultPattern is what the preview tries until the user says otherwise.
+var defaultPattern = patternForm{Steady: "2", Burst: "20", Every: "15", Duration: "60"}
+
+// Summary is the limit in plain words, as the server says it ("" while
+// the form does not hold a valid limit); the script keeps it current as
+// the user types.
+func (p *bucketFormPage) Summary() string {
+	n, err1 := buckets.ParseMaxPermits(p.Form.MaxPermits)
+	r, err2 := buckets.ParseRate(p.Form.Rate)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	return buckets.Summary(n, r)
+}
+
+// patternField is one input of the preview's pattern.
+type patternField struct{ ID, Label, Value string }
+
+// PatternFields lists the pattern's inputs in form order.
+func (p *bucketFormPage) PatternFields() []patternField {
+	return []patternField{{"steady", "Steady, per second", p.Pattern.Steady}, {"burst", "Burst of", p.Pattern.Burst},
+		{"every", "every (seconds)", p.Pattern.Every}, {"duration", "for (seconds)", p.Pattern.Duration}}
+}
+
+// previewBucket answers the form's "Preview" button: the form comes back
+// as typed, with the simulation of the pattern against its limit drawn.
+// Nothing is saved; the caller must still be allowed to create or edit.
+func (s *server) previewBucket(c *gin.Context, name string) {
+	p := &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"}, New: name == ""}
+	var owner string
+	if p.New {
+		owned, err := s.svc.BucketDraft(ctx(c), caller(c))
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		p.OwnerApps = owned
+	} else {
+		b, err := s.svc.EditableBucket(ctx(c), caller(c), name)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		p.Title, owner = "Edit "+b.Name, b.OwnerApp
+	}
+	p.Form, _ = readBucketForm(c, !p.New)
+	if !p.New {
+		p.Form.Name, p.Form.OwnerApp = name, owner
+	}
+	p.Pattern = patternOf(c)
+	pv, err := s.svc.PreviewLimit(manage.PreviewLimit{Capacity: p.Form.MaxPermits, Rate: p.Form.Rate,
+		Steady: p.Pattern.Steady, Burst: p.Pattern.Burst, Every: p.Pattern.Every, Duration: p.Pattern.Duration})
+	if err != nil {
+		if status(err) != http.StatusUnprocessableEntity {
+			s.fail(c, err)
+			return
+		}
+		p.Errors = errs.Fields(err)
+		s.render(c, http.StatusUnprocessableEntity, "bucket_form", p)
+		return
+	}
+	sim := pv.Simulation
+	p.Preview = chart.Preview(sim, pv.Rate, "")
+	p.PreviewText = chart.Count(sim.TotalAllowed) + " allowed, " + chart.Count(sim.TotalDenied) + " denied (" +
+		chart.Share(sim.TotalAllowed, sim.TotalDenied) + ")."
+	s.render(c, http.StatusOK, "bucket_form", p)
+}
+
+// patternOf reads the preview's pattern back from a posted form.
+func patternOf(c *gin.Context) patternForm {
+	p := patternForm{Steady: postValue(c, "steady"), Burst: postValue(c, "burst"),
+		Every: postValue(c, "every"), Duration: postValue(c, "duration")}
+	if p == (patternForm{}) {
+		return defaultPattern
+	}
+	return p
 }
 
 // liveState is what Redis holds about a bucket, for the detail page.
@@ -187,12 +276,14 @@ func (s *server) newBucket(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	// The owner app starts empty unless the link named one: a bucket put
+	// under the first app by default is a mistake waiting to happen.
 	form := bucketForm{OwnerApp: queryValue(c, "app", 63)}
 	if !slices.Contains(owned, form.OwnerApp) {
-		form.OwnerApp = owned[0]
+		form.OwnerApp = ""
 	}
 	s.render(c, http.StatusOK, "bucket_form", &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
-		New: true, Form: form, OwnerApps: owned})
+		New: true, Form: form, OwnerApps: owned, Pattern: defaultPattern})
 }
 
 // readBucketForm parses the posted form into the text it shows back and
@@ -228,6 +319,10 @@ func splitApps(s string) []string {
 }
 
 func (s *server) createBucket(c *gin.Context) {
+	if c.PostForm("preview") != "" {
+		s.previewBucket(c, "")
+		return
+	}
 	form, patch := readBucketForm(c, false)
 	b, err := s.svc.CreateBucket(ctx(c), caller(c), manage.CreateBucket{Fields: patch})
 	if err == nil {
@@ -245,7 +340,7 @@ func (s *server) createBucket(c *gin.Context) {
 		return
 	}
 	s.render(c, st, "bucket_form", &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
-		New: true, Form: form, Errors: v, OwnerApps: owned})
+		New: true, Form: form, Errors: v, OwnerApps: owned, Pattern: patternOf(c)})
 }
 
 func (s *server) showBucket(c *gin.Context) {
@@ -292,7 +387,7 @@ func (s *server) editBucket(c *gin.Context) {
 		return
 	}
 	s.render(c, http.StatusOK, "bucket_form", &bucketFormPage{layout: layout{Title: "Edit " + b.Name, Nav: "buckets"},
-		Form: formOf(b)})
+		Form: formOf(b), Pattern: defaultPattern})
 }
 
 // updateBucket saves an edit made on the version the form was loaded
@@ -301,6 +396,10 @@ func (s *server) editBucket(c *gin.Context) {
 // them, and the newer version, so that saving again is a deliberate choice.
 func (s *server) updateBucket(c *gin.Context) {
 	name := c.Param("bucket")
+	if c.PostForm("preview") != "" {
+		s.previewBucket(c, name)
+		return
+	}
 	form, patch := readBucketForm(c, true)
 	form.Name = name
 	version := form.Version
@@ -316,7 +415,7 @@ func (s *server) updateBucket(c *gin.Context) {
 		s.redirect(c, "/buckets/"+url.PathEscape(name), msg)
 		return
 	}
-	p := &bucketFormPage{layout: layout{Title: "Edit " + name, Nav: "buckets"}, Form: form}
+	p := &bucketFormPage{layout: layout{Title: "Edit " + name, Nav: "buckets"}, Form: form, Pattern: patternOf(c)}
 	var stale *manage.StaleError
 	switch {
 	case errors.As(err, &stale):

@@ -226,3 +226,45 @@ func (s *Service) BucketStates(ctx context.Context, c Caller, names []string) ([
 	}
 	return seen, st, nil
 }
+
+// PreviewLimit asks what a capacity and rate, as a form gives them, would
+// do to a traffic pattern. Empty pattern fields take ParsePattern's
+// defaults.
+type PreviewLimit struct {
+	Capacity, Rate                 string
+	Steady, Burst, Every, Duration string
+}
+
+// LimitPreview is a limit in plain words and its simulation.
+type LimitPreview struct {
+	Rate       buckets.Rate
+	Summary    string
+	Simulation buckets.Simulation
+}
+
+// PreviewLimit simulates req's pattern against its limit; it saves
+// nothing and needs no role (it reads nothing stored). Every problem of
+// the limit or the pattern is reported at once, per field.
+func (s *Service) PreviewLimit(req PreviewLimit) (LimitPreview, error) {
+	v := &errs.Validation{}
+	capacity, err := buckets.ParseMaxPermits(req.Capacity)
+	if err != nil {
+		v.Fields = append(v.Fields, errs.Fields(err).Fields...)
+	}
+	rate, err := buckets.ParseRate(req.Rate)
+	if err != nil {
+		v.Add("rate", errs.Fields(err).For("rate"))
+	}
+	p, err := buckets.ParsePattern(req.Steady, req.Burst, req.Every, req.Duration)
+	if err != nil {
+		v.Fields = append(v.Fields, errs.Fields(err).Fields...)
+	}
+	if err := v.Err(); err != nil {
+		return LimitPreview{}, err
+	}
+	sim, err := buckets.Simulate(capacity, rate, p)
+	if err != nil {
+		return LimitPreview{}, err
+	}
+	return LimitPreview{Rate: rate, Summary: buckets.Summary(capacity, rate), Simulation: sim}, nil
+}
