@@ -73,16 +73,16 @@ type bucketForm struct {
 
 type bucketFormPage struct {
 	layout
-	New       bool
-	Form      bucketForm
+	New  bool
+	Form bucketForm
 	// Pattern is the traffic pattern of the preview, as typed.
 	Pattern patternForm
 	// Preview is the drawn simulation of Pattern; PreviewText says its
 	// totals in words.
 	Preview     template.HTML
 	PreviewText string
-	Errors    *errs.Validation
-	OwnerApps []string
+	Errors      *errs.Validation
+	OwnerApps   []string
 	// Conflict is the newer bucket a stale edit ran into.
 	Conflict *buckets.Bucket
 }
