@@ -144,3 +144,15 @@ func TestBucketFormPreview(t *testing.T) {
 	wantStatus(t, "edit preview", ob.post("/buckets/alpha-api", form), http.StatusOK)
 	wantStatus(t, "viewer preview", vb.post("/buckets/alpha-api", form), http.StatusForbidden)
 }
+
+// TestNotFoundKeepsNavigation: an unknown address answered to a signed-in
+// user keeps the navigation and offers no sign-in.
+func TestNotFoundKeepsNavigation(t *testing.T) {
+	_, ob, _ := bucketFixture(t)
+	r := ob.get("/no/such/page")
+	wantStatus(t, "unknown page", r, http.StatusNotFound)
+	wantBody(t, "unknown page", r, `href="/buckets"`, `href="/tokens"`, "Go to buckets")
+	if strings.Contains(r.body, `href="/login"`) {
+		t.Fatal("a signed-in user's 404 offers to sign in")
+	}
+}
