@@ -39,6 +39,9 @@ type Filter struct {
 	VisibleTo []string
 	// After is the cursor: the name of the last bucket of the previous page.
 	After string
+	// Before, when After is empty, asks for the page that ends just before
+	// this name (the previous page).
+	Before string
 	// Limit is the page size: database.PageSize reads it.
 	Limit int
 }
@@ -48,6 +51,8 @@ type Page struct {
 	Buckets []*Bucket `json:"buckets"`
 	// Next is the cursor of the next page, "" on the last one.
 	Next string `json:"next,omitempty"`
+	// Prev is the Before cursor of the previous page, "" on the first one.
+	Prev string `json:"prev,omitempty"`
 	// Total counts every bucket the filter selects, on all pages.
 	Total int `json:"total"`
 }
@@ -235,7 +240,7 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	// Input that no bucket can match is answered without a query, which
 	// also keeps invalid UTF-8 away from the server.
 	if (f.VisibleTo != nil && len(f.VisibleTo) == 0) || (f.App != "" && !names.Valid(f.App)) ||
-		!utf8.ValidString(f.Search) || !utf8.ValidString(f.After) {
+		!utf8.ValidString(f.Search) || !utf8.ValidString(f.After) || !utf8.ValidString(f.Before) {
 		return Page{Buckets: []*Bucket{}}, nil
 	}
 	var where []string
@@ -268,13 +273,22 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 		return Page{}, fmt.Errorf("count buckets: %w", database.Translate(err))
 	}
 
-	if f.After != "" {
+	backward := f.After == "" && f.Before != ""
+	order := ` ORDER BY b.name LIMIT ?`
+	switch {
+	case f.After != "":
 		where = append(where, `b.name > ?`)
 		args = append(args, f.After)
+	case backward:
+		where = append(where, `b.name < ?`)
+		args = append(args, f.Before)
+		order = ` ORDER BY b.name DESC LIMIT ?`
+	}
+	if len(where) > 0 {
 		cond = " WHERE " + strings.Join(where, " AND ")
 	}
 	args = append(args, limit+1)
-	q, qargs, err = sqlx.In(selectBuckets+cond+` ORDER BY b.name LIMIT ?`, args...)
+	q, qargs, err = sqlx.In(selectBuckets+cond+order, args...)
 	if err != nil {
 		return Page{}, fmt.Errorf("list buckets: %w", err)
 	}
@@ -282,9 +296,25 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	if err != nil {
 		return Page{}, fmt.Errorf("list buckets: %w", err)
 	}
-	if len(bs) > limit {
+	more := len(bs) > limit
+	if more {
 		bs = bs[:limit]
-		page.Next = bs[limit-1].Name
+	}
+	if backward {
+		slices.Reverse(bs)
+		if more {
+			page.Prev = bs[0].Name
+		}
+		if len(bs) > 0 {
+			page.Next = bs[len(bs)-1].Name
+		}
+	} else {
+		if more {
+			page.Next = bs[limit-1].Name
+		}
+		if f.After != "" && len(bs) > 0 {
+			page.Prev = bs[0].Name
+		}
 	}
 	if err := withApps(ctx, s.db, bs, false); err != nil {
 		return Page{}, err

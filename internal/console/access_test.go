@@ -95,7 +95,10 @@ func probes() map[string]probe {
 			f.Set("name", fx.unique("m-bucket"))
 			return "/buckets", f
 		}},
-		"GET /buckets/:bucket":      {allow: alphaMembers, prepare: static("/buckets/alpha-api")},
+		"GET /buckets/:bucket":            {allow: alphaMembers, prepare: static("/buckets/alpha-api")},
+		"GET /buckets/:bucket/state.json": {allow: alphaMembers, prepare: static("/buckets/alpha-api/state.json")},
+		// Everyone gets an answer: a list of the named buckets they may see.
+		"GET /live/buckets.json":    {allow: everyone(), prepare: static("/live/buckets.json?names=alpha-api,beta-api")},
 		"GET /buckets/:bucket/edit": {allow: alphaOwners, prepare: static("/buckets/alpha-api/edit")},
 		"POST /buckets/:bucket": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
 			return "/buckets/alpha-api", bucketForm(fx, "alpha-api")

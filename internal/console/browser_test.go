@@ -221,7 +221,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("create a bucket after a validation error", func(t *testing.T) {
 		olga.t = t
 		olga.open("/buckets/new")
-		olga.fill("name", "shop-checkout", "max_permits", "100", "rate", "as fast as possible",
+		olga.fill("name", "shop-checkout", "owner_app", "shop", "max_permits", "100", "rate", "as fast as possible",
 			"description", "Calls to the payment provider")
 		olga.submit("form[action='/buckets'] button[type=submit]")
 		olga.wantText("#rate-error", "must look like")
@@ -367,6 +367,7 @@ func TestBrowserUsage(t *testing.T) {
 			t.Fatalf("write usage: %v", err)
 		}
 	}
+	e.rollUp()
 
 	browser := startBrowser(t)
 	olga := newTab(t, browser, e.srv.URL)

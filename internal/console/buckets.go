@@ -2,6 +2,8 @@ package console
 
 import (
 	"errors"
+	"html/template"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -12,8 +14,10 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/chart"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/manage"
+	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
 // bucketsPageSize is how many buckets one page of the list shows.
@@ -22,14 +26,37 @@ const bucketsPageSize = 25
 // bucketsPage lists the buckets the user can see.
 type bucketsPage struct {
 	layout
-	Buckets   []*buckets.Bucket
+	Rows      []bucketRow
 	Search    string
 	App       string
 	Apps      []string
+	Order     string
+	Denied    bool
 	After     string
 	Next      string
+	Prev      string
+	Page      int
+	PrevPage  int
+	NextPage  int
+	From, To  int
 	Total     int
 	CanCreate bool
+	// LiveSrc is the list state endpoint of this page's buckets.
+	LiveSrc string
+	Message string
+}
+
+// bucketRow is one bucket of the list with its state.
+type bucketRow struct {
+	*buckets.Bucket
+	Live      bool
+	Tokens    int64
+	Capacity  int64
+	Gauge     template.HTML
+	Share     string
+	Denied    int64
+	Sparkline template.HTML
+	HasRecent bool
 }
 
 // bucketForm holds a bucket as the form shows and sends it: text, exactly
@@ -49,12 +76,101 @@ type bucketForm struct {
 
 type bucketFormPage struct {
 	layout
-	New       bool
-	Form      bucketForm
-	Errors    *errs.Validation
-	OwnerApps []string
+	New  bool
+	Form bucketForm
+	// Pattern is the traffic pattern of the preview, as typed.
+	Pattern patternForm
+	// Preview is the drawn simulation of Pattern; PreviewText says its
+	// totals in words.
+	Preview     template.HTML
+	PreviewText string
+	Errors      *errs.Validation
+	OwnerApps   []string
 	// Conflict is the newer bucket a stale edit ran into.
 	Conflict *buckets.Bucket
+}
+
+// patternForm is the traffic pattern of the bucket form's preview.
+type patternForm struct {
+	Steady, Burst, Every, Duration string
+}
+
+// defaultPattern is what the preview tries until the user says otherwise.
+var defaultPattern = patternForm{Steady: "2", Burst: "20", Every: "15", Duration: "60"}
+
+// Summary is the limit in plain words, as the server says it ("" while
+// the form does not hold a valid limit); the script keeps it current as
+// the user types.
+func (p *bucketFormPage) Summary() string {
+	n, err1 := buckets.ParseMaxPermits(p.Form.MaxPermits)
+	r, err2 := buckets.ParseRate(p.Form.Rate)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	return buckets.Summary(n, r)
+}
+
+// patternField is one input of the preview's pattern.
+type patternField struct{ ID, Label, Value string }
+
+// PatternFields lists the pattern's inputs in form order.
+func (p *bucketFormPage) PatternFields() []patternField {
+	return []patternField{{"steady", "Steady, per second", p.Pattern.Steady}, {"burst", "Burst of", p.Pattern.Burst},
+		{"every", "every (seconds)", p.Pattern.Every}, {"duration", "for (seconds)", p.Pattern.Duration}}
+}
+
+// previewBucket answers the form's "Preview" button: the form comes back
+// as typed, with the simulation of the pattern against its limit drawn.
+// Nothing is saved; the caller must still be allowed to create or edit.
+func (s *server) previewBucket(c *gin.Context, name string) {
+	p := &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"}, New: name == ""}
+	var owner string
+	if p.New {
+		owned, err := s.svc.BucketDraft(ctx(c), caller(c))
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		p.OwnerApps = owned
+	} else {
+		b, err := s.svc.EditableBucket(ctx(c), caller(c), name)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		p.Title, owner = "Edit "+b.Name, b.OwnerApp
+	}
+	p.Form, _ = readBucketForm(c, !p.New)
+	if !p.New {
+		p.Form.Name, p.Form.OwnerApp = name, owner
+	}
+	p.Pattern = patternOf(c)
+	pv, err := s.svc.PreviewLimit(manage.PreviewLimit{Capacity: p.Form.MaxPermits, Rate: p.Form.Rate,
+		Steady: p.Pattern.Steady, Burst: p.Pattern.Burst, Every: p.Pattern.Every, Duration: p.Pattern.Duration})
+	if err != nil {
+		if status(err) != http.StatusUnprocessableEntity {
+			s.fail(c, err)
+			return
+		}
+		p.Errors = errs.Fields(err)
+		s.render(c, http.StatusUnprocessableEntity, "bucket_form", p)
+		return
+	}
+	sim := pv.Simulation
+	p.Preview = chart.Preview(sim, pv.Rate, "")
+	p.PreviewText = chart.Count(sim.TotalAllowed) + " allowed, " + chart.Count(sim.TotalDenied) + " denied (" +
+		chart.Share(sim.TotalAllowed, sim.TotalDenied) + ")."
+	s.render(c, http.StatusOK, "bucket_form", p)
+}
+
+// patternOf reads the preview's pattern back from a posted form.
+func patternOf(c *gin.Context) patternForm {
+	p := patternForm{Steady: postValue(c, "steady"), Burst: postValue(c, "burst"),
+		Every: postValue(c, "every"), Duration: postValue(c, "duration")}
+	if p == (patternForm{}) {
+		return defaultPattern
+	}
+	return p
 }
 
 // liveState is what Redis holds about a bucket, for the detail page.
@@ -63,9 +179,12 @@ type liveState struct {
 	Status string
 	// Exists is true when there is one token count to show; a keyed
 	// bucket's state is per key (PerKey) instead.
-	Exists   bool
-	PerKey   bool
-	Tokens   float64
+	Exists bool
+	PerKey bool
+	Tokens float64
+	// Whole is Tokens rounded down: a fraction of a token cannot be taken.
+	Whole    int64
+	Gauge    template.HTML
 	Capacity int64
 	Refilled time.Time
 	Version  int64
@@ -90,9 +209,13 @@ type bucketDeletePage struct {
 }
 
 func (s *server) listBuckets(c *gin.Context) {
-	q := manage.BucketQuery{Search: queryValue(c, "q", 100), App: queryValue(c, "app", 63),
-		After: queryValue(c, "after", 63), Limit: bucketsPageSize}
-	page, err := s.svc.ListBuckets(ctx(c), caller(c), q)
+	page, _ := strconv.Atoi(c.Query("page"))
+	q := manage.BucketListQuery{
+		BucketQuery: manage.BucketQuery{Search: queryValue(c, "q", 100), App: queryValue(c, "app", 63),
+			After: queryValue(c, "after", 63), Before: queryValue(c, "before", 63), Limit: bucketsPageSize},
+		Order: manage.ParseBucketOrder(c.Query("sort")), Denied: c.Query("denied") != "", Page: max(page, 1),
+	}
+	list, err := s.svc.ListBucketStates(ctx(c), caller(c), q)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -107,9 +230,52 @@ func (s *server) listBuckets(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.render(c, http.StatusOK, "buckets", &bucketsPage{layout: layout{Title: "Buckets", Nav: "buckets"},
-		Buckets: page.Buckets, Search: q.Search, App: q.App, Apps: names, After: q.After, Next: page.Next,
-		Total: page.Total, CanCreate: len(owned) > 0})
+	p := &bucketsPage{layout: layout{Title: "Buckets", Nav: "buckets"},
+		Search: q.Search, App: q.App, Apps: names, Order: string(q.Order), Denied: q.Denied, After: q.After,
+		Next: list.Next, Prev: list.Prev, Page: list.Page, Total: list.Total, CanCreate: len(owned) > 0}
+	if q.Denied || q.Order == manage.MostDenied {
+		p.Next, p.Prev = "", ""
+		if list.Page > 1 {
+			p.PrevPage = list.Page - 1
+		}
+		if list.HasMore {
+			p.NextPage = list.Page + 1
+		}
+		p.From = (list.Page-1)*bucketsPageSize + 1
+	}
+	var live []string
+	for _, r := range list.Rows {
+		row := bucketRow{Bucket: r.Bucket}
+		if r.LiveOK && r.Live.Exists {
+			row.Live, row.Capacity = true, r.Live.Config.Capacity
+			row.Tokens = int64(math.Floor(r.Live.Tokens))
+			row.Gauge = chart.Gauge(r.Live.Tokens, r.Live.Config.Capacity)
+		}
+		if r.RecentOK {
+			row.HasRecent = true
+			row.Denied = r.Recent.TotalDenied
+			row.Share = chart.Share(r.Recent.TotalAllowed, r.Recent.TotalDenied)
+			row.Sparkline = chart.Sparkline(r.Recent.Allowed, r.Recent.Denied)
+		}
+		p.Rows = append(p.Rows, row)
+		live = append(live, r.Name)
+	}
+	if p.From == 0 && len(p.Rows) > 0 {
+		p.From = 1
+	}
+	p.To = p.From + len(p.Rows) - 1
+	if len(live) > 0 {
+		p.LiveSrc = "/live/buckets.json?names=" + url.QueryEscape(strings.Join(live, ","))
+	}
+	switch {
+	case errors.Is(list.LiveErr, manage.ErrNoRedis):
+		p.Message = "This console is not connected to Redis, so fill levels cannot be shown."
+	case list.LiveErr != nil:
+		p.Message = "Redis did not answer; fill levels cannot be shown right now."
+	case list.RecentErr != nil:
+		p.Message = "Usage of the last hour cannot be read right now."
+	}
+	s.render(c, http.StatusOK, "buckets", p)
 }
 
 func (s *server) newBucket(c *gin.Context) {
@@ -118,12 +284,14 @@ func (s *server) newBucket(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	// The owner app starts empty unless the link named one: a bucket put
+	// under the first app by default is a mistake waiting to happen.
 	form := bucketForm{OwnerApp: queryValue(c, "app", 63)}
 	if !slices.Contains(owned, form.OwnerApp) {
-		form.OwnerApp = owned[0]
+		form.OwnerApp = ""
 	}
 	s.render(c, http.StatusOK, "bucket_form", &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
-		New: true, Form: form, OwnerApps: owned})
+		New: true, Form: form, OwnerApps: owned, Pattern: defaultPattern})
 }
 
 // readBucketForm parses the posted form into the text it shows back and
@@ -179,6 +347,10 @@ func splitApps(s string) []string {
 }
 
 func (s *server) createBucket(c *gin.Context) {
+	if c.PostForm("preview") != "" {
+		s.previewBucket(c, "")
+		return
+	}
 	form, patch := readBucketForm(c, false)
 	b, err := s.svc.CreateBucket(ctx(c), caller(c), manage.CreateBucket{Fields: patch})
 	if err == nil {
@@ -196,7 +368,7 @@ func (s *server) createBucket(c *gin.Context) {
 		return
 	}
 	s.render(c, st, "bucket_form", &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
-		New: true, Form: form, Errors: v, OwnerApps: owned})
+		New: true, Form: form, Errors: v, OwnerApps: owned, Pattern: patternOf(c)})
 }
 
 func (s *server) showBucket(c *gin.Context) { s.bucketDetail(c, http.StatusOK, nil) }
@@ -241,6 +413,8 @@ func liveOf(d *manage.BucketDetail) liveState {
 	}
 	l := liveState{Status: "pending", Exists: true, Tokens: d.Live.Tokens, Capacity: d.Live.Config.Capacity,
 		Refilled: d.Live.Refilled, Version: d.Live.Config.Version, Now: d.Live.RedisTime}
+	l.Whole = int64(math.Floor(d.Live.Tokens))
+	l.Gauge = chart.Gauge(d.Live.Tokens, d.Live.Config.Capacity)
 	if d.Live.Sync == manage.InSync {
 		l.Status = "in-sync"
 	}
@@ -261,7 +435,7 @@ func (s *server) editBucket(c *gin.Context) {
 		return
 	}
 	s.render(c, http.StatusOK, "bucket_form", &bucketFormPage{layout: layout{Title: "Edit " + b.Name, Nav: "buckets"},
-		Form: formOf(b)})
+		Form: formOf(b), Pattern: defaultPattern})
 }
 
 // updateBucket saves an edit made on the version the form was loaded
@@ -270,6 +444,10 @@ func (s *server) editBucket(c *gin.Context) {
 // them, and the newer version, so that saving again is a deliberate choice.
 func (s *server) updateBucket(c *gin.Context) {
 	name := c.Param("bucket")
+	if c.PostForm("preview") != "" {
+		s.previewBucket(c, name)
+		return
+	}
 	form, patch := readBucketForm(c, true)
 	form.Name = name
 	version := form.Version
@@ -285,7 +463,7 @@ func (s *server) updateBucket(c *gin.Context) {
 		s.redirect(c, "/buckets/"+url.PathEscape(name), msg)
 		return
 	}
-	p := &bucketFormPage{layout: layout{Title: "Edit " + name, Nav: "buckets"}, Form: form}
+	p := &bucketFormPage{layout: layout{Title: "Edit " + name, Nav: "buckets"}, Form: form, Pattern: patternOf(c)}
 	var stale *manage.StaleError
 	switch {
 	case errors.As(err, &stale):
@@ -336,4 +514,53 @@ func (s *server) deleteBucket(c *gin.Context) {
 	default:
 		s.fail(c, err)
 	}
+}
+
+// bucketState is the live state of one bucket as web/static/app.js reads
+// it (docs/console.md, "Live state").
+type bucketState struct {
+	Name     string  `json:"name"`
+	Exists   bool    `json:"exists"`
+	Tokens   float64 `json:"tokens"`
+	Capacity int64   `json:"capacity"`
+}
+
+func stateOf(name string, st redisscript.State) bucketState {
+	out := bucketState{Name: name, Exists: st.Exists}
+	if st.Exists {
+		out.Tokens, out.Capacity = st.Tokens, st.Config.Capacity
+	}
+	return out
+}
+
+// bucketStateJSON answers the live state of one bucket, visible as its page.
+func (s *server) bucketStateJSON(c *gin.Context) {
+	b, st, err := s.svc.BucketState(ctx(c), caller(c), c.Param("bucket"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	out := bucketState{Name: b.Name, Exists: st.InRedis}
+	if st.InRedis {
+		out.Tokens, out.Capacity = st.Tokens, st.Config.Capacity
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// bucketStatesJSON answers the live state of the buckets named in
+// ?names=a,b (a page of the list) that the user may see.
+func (s *server) bucketStatesJSON(c *gin.Context) {
+	names := strings.Split(queryValue(c, "names", 8000), ",")
+	bs, st, err := s.svc.BucketStates(ctx(c), caller(c), names)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	out := struct {
+		Buckets []bucketState `json:"buckets"`
+	}{Buckets: []bucketState{}}
+	for _, b := range bs {
+		out.Buckets = append(out.Buckets, stateOf(b.Name, st[b.Name]))
+	}
+	c.JSON(http.StatusOK, out)
 }

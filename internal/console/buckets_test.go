@@ -220,7 +220,8 @@ func TestBucketDetailShowsLiveState(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := ob.get("/buckets/live")
-	wantBody(t, "synced", r, "in sync", "tokens available of 10", `class="big"`)
+	wantBody(t, "synced", r, "in sync", `data-live-tokens>10</div>`, `tokens available of <span data-live-capacity>10</span>`,
+		`class="gauge"`, `aria-valuenow="10"`, `data-live-src="/buckets/live/state.json"`)
 
 	// MySQL moves ahead of Redis: the page says the sync is pending.
 	b.MaxPermits = 20

@@ -120,6 +120,8 @@ func (s *server) routes(rt *router.Router) {
 	u.GET("/buckets/new", s.newBucket)
 	u.POST("/buckets", s.createBucket)
 	u.GET("/buckets/:bucket", s.showBucket)
+	u.GET("/buckets/:bucket/state.json", s.bucketStateJSON)
+	u.GET("/live/buckets.json", s.bucketStatesJSON)
 	u.GET("/buckets/:bucket/edit", s.editBucket)
 	u.POST("/buckets/:bucket", s.updateBucket)
 	u.GET("/buckets/:bucket/delete", s.confirmDeleteBucket)

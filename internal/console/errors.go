@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/manage"
 )
 
 // fail answers a request that could not be served. It is the console's one
@@ -63,6 +64,15 @@ func (s *server) fail(c *gin.Context, err error) {
 func status(err error) int { return errs.HTTPStatus(err) }
 
 func (s *server) notFound(c *gin.Context) {
+	// No route ran the session middleware: a signed-in user still gets the
+	// navigation, not an offer to sign in. A bad or ended session is
+	// simply ignored here.
+	if token, err := c.Cookie(sessionCookie); err == nil && token != "" {
+		if user, err := s.svc.Session(ctx(c), token); err == nil {
+			c.Set(keyUser, user)
+			c.Set(keyAdmin, s.svc.IsAdmin(manage.Caller{User: user}))
+		}
+	}
 	s.render(c, http.StatusNotFound, "error", &errorPage{layout: layout{Title: "Not found"}, Status: http.StatusNotFound,
 		Heading: "Not found", Message: "There is no page at this address."})
 }

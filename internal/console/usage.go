@@ -4,13 +4,11 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/chart"
-	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/usage"
 )
@@ -68,7 +66,8 @@ func usageOf(d *manage.BucketDetail) usageView {
 		v.Message = "Redis did not answer; usage cannot be shown right now."
 	default:
 		v.Series = d.Usage
-		v.Chart = chart.Usage(d.Usage, chart.Options{Title: "Acquires per app, last " + w.String()})
+		v.Chart = chart.UsageResponsive(d.Usage, chart.Options{Title: "Acquires per app, last " + w.String(),
+			Limit: chart.Sustained(d.Rate.PerSecond(), d.Usage.Step), LimitLabel: "limit: " + d.Rate.Human()})
 	}
 	return v
 }
@@ -79,6 +78,8 @@ type topRow struct {
 	Allowed  int64
 	Denied   int64
 	Requests int64
+	// Sparkline draws the last hour, per minute.
+	Sparkline template.HTML
 }
 
 // usagePage is the overview: the buckets that denied the most lately.
@@ -93,19 +94,15 @@ type usagePage struct {
 // usageOverview lists the buckets the user can see that denied the most
 // acquires in the last hour.
 func (s *server) usageOverview(c *gin.Context) {
-	ov, err := s.svc.TopDenied(ctx(c), caller(c), time.Hour, topDeniedLimit)
-	p := &usagePage{layout: layout{Title: "Usage", Nav: "usage"}, Buckets: ov.Buckets}
-	switch {
-	case errors.Is(err, manage.ErrNoRedis):
-		p.Message = "This console is not connected to Redis, so usage cannot be shown."
-	case errors.Is(err, errs.ErrUnavailable) && ov.Buckets > 0:
-		p.Message = "Redis did not answer; usage cannot be shown right now."
-	case err != nil:
+	ov, err := s.svc.TopDenied(ctx(c), caller(c), topDeniedLimit)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	p := &usagePage{layout: layout{Title: "Usage", Nav: "usage"}, Buckets: ov.Buckets}
 	for _, r := range ov.Rows {
-		p.Rows = append(p.Rows, topRow{Bucket: r.Bucket, Allowed: r.Allowed, Denied: r.Denied, Requests: r.Allowed + r.Denied})
+		p.Rows = append(p.Rows, topRow{Bucket: r.Bucket, Allowed: r.Allowed, Denied: r.Denied, Requests: r.Allowed + r.Denied,
+			Sparkline: chart.Sparkline(r.Recent.Allowed, r.Recent.Denied)})
 	}
 	s.render(c, http.StatusOK, "usage", p)
 }

@@ -19,18 +19,25 @@ type BucketQuery struct {
 	// App keeps buckets owned by or allowed to this app.
 	App   string
 	After string
-	Limit int
+	// Before asks for the previous page, the one ending before this name.
+	Before string
+	Limit  int
 }
 
 // ListBuckets returns one page of the buckets the caller may see.
 func (s *Service) ListBuckets(ctx context.Context, c Caller, q BucketQuery) (buckets.Page, error) {
-	return s.buckets.List(ctx, buckets.Filter{Search: q.Search, App: q.App, After: q.After, Limit: q.Limit,
+	return s.buckets.List(ctx, buckets.Filter{Search: q.Search, App: q.App, After: q.After, Before: q.Before, Limit: q.Limit,
 		VisibleTo: s.Visible(c)})
 }
 
 // visibleBuckets returns every bucket the caller may see, all pages of it.
 func (s *Service) visibleBuckets(ctx context.Context, c Caller) ([]*buckets.Bucket, error) {
-	f := buckets.Filter{VisibleTo: s.Visible(c), Limit: database.MaxPageSize}
+	return s.allBuckets(ctx, buckets.Filter{VisibleTo: s.Visible(c)})
+}
+
+// allBuckets returns every bucket f selects, all pages of it.
+func (s *Service) allBuckets(ctx context.Context, f buckets.Filter) ([]*buckets.Bucket, error) {
+	f.Limit = database.MaxPageSize
 	if f.VisibleTo != nil && len(f.VisibleTo) == 0 {
 		return nil, nil
 	}

@@ -2,6 +2,7 @@ package manage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -168,6 +169,8 @@ type DeniedRow struct {
 	Bucket  *buckets.Bucket
 	Allowed int64
 	Denied  int64
+	// Recent is the bucket's last hour, per minute.
+	Recent usage.Recent
 }
 
 // UsageOverview lists the buckets that denied the most lately.
@@ -178,38 +181,50 @@ type UsageOverview struct {
 }
 
 // TopDenied returns the buckets the caller can see that denied the most
-// acquires over since, at most limit. Only visible buckets are read, so
-// the answer says nothing about the others, not even that they exist. When
-// Redis cannot be read, the overview still counts the buckets and the
-// error says why.
-func (s *Service) TopDenied(ctx context.Context, c Caller, since time.Duration, limit int) (UsageOverview, error) {
-	visible, err := s.visibleBuckets(ctx, c)
+// acquires in the last hour, at most limit. It reads the usage roll-up in
+// MySQL (usage.Recents), never Redis: the overview puts no load on the
+// Redis that serves acquires. Only visible buckets count, so the answer
+// says nothing about the others, not even that they exist.
+func (s *Service) TopDenied(ctx context.Context, c Caller, limit int) (UsageOverview, error) {
+	var names []string // nil: every bucket (an admin)
+	byName := map[string]*buckets.Bucket{}
+	var ov UsageOverview
+	if s.IsAdmin(c) {
+		p, err := s.buckets.List(ctx, buckets.Filter{Limit: 1})
+		if err != nil {
+			return UsageOverview{}, err
+		}
+		ov.Buckets = p.Total
+	} else {
+		visible, err := s.visibleBuckets(ctx, c)
+		if err != nil {
+			return UsageOverview{}, err
+		}
+		ov.Buckets = len(visible)
+		if len(visible) == 0 {
+			return ov, nil
+		}
+		names = make([]string, 0, len(visible))
+		for _, b := range visible {
+			byName[b.Name] = b
+			names = append(names, b.Name)
+		}
+	}
+	top, err := s.recents.TopDenied(ctx, names, limit)
 	if err != nil {
-		return UsageOverview{}, err
-	}
-	ov := UsageOverview{Buckets: len(visible)}
-	if s.usage == nil {
-		return ov, ErrNoRedis
-	}
-	if len(visible) == 0 {
-		return ov, nil
-	}
-	byName := make(map[string]*buckets.Bucket, len(visible))
-	names := make([]string, 0, len(visible))
-	for _, b := range visible {
-		byName[b.Name] = b
-		names = append(names, b.Name)
-	}
-	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
-	defer cancel()
-	top, err := s.usage.TopDenied(rctx, names, since, limit)
-	if err != nil {
-		s.log.WarnContext(ctx, "read top denied buckets", "err", err)
-		return ov, fmt.Errorf("read usage: %w: %w", errs.ErrUnavailable, err)
+		return ov, err
 	}
 	for _, t := range top {
-		if b := byName[t.Bucket]; b != nil {
-			ov.Rows = append(ov.Rows, DeniedRow{Bucket: b, Allowed: t.Allowed, Denied: t.Denied})
+		b := byName[t.Bucket]
+		if b == nil && names == nil {
+			if b, err = s.buckets.Get(ctx, t.Bucket); errors.Is(err, errs.ErrNotFound) {
+				continue // deleted since the roll-up
+			} else if err != nil {
+				return ov, err
+			}
+		}
+		if b != nil {
+			ov.Rows = append(ov.Rows, DeniedRow{Bucket: b, Allowed: t.TotalAllowed, Denied: t.TotalDenied, Recent: t})
 		}
 	}
 	return ov, nil

@@ -70,6 +70,7 @@ type Service struct {
 	audit    *audit.Store
 	accounts *accounts.Store
 	usage    *usage.Reader
+	recents  *usage.Recents
 	throttle *throttle
 	// refusals samples the audit rows of refused anonymous requests.
 	refusals     *audit.Refusals
@@ -96,7 +97,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		db: cfg.DB, enf: cfg.Enforcer, rdb: cfg.Redis, ks: cfg.Keyspace,
 		apps: apps.NewStore(cfg.DB), buckets: buckets.NewStore(cfg.DB), audit: audit.NewStore(cfg.DB),
-		accounts: cfg.Accounts, log: log, tokenUse: newUseLog(),
+		accounts: cfg.Accounts, log: log, tokenUse: newUseLog(), recents: usage.NewRecents(cfg.DB),
 	}
 	if s.accounts == nil {
 		s.accounts = accounts.NewStore(cfg.DB)

@@ -1,0 +1,121 @@
+package console
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/redisscript"
+)
+
+// TestBrowserBucketList shows the bucket list with each bucket's state
+// (rate, fill gauge, denied share, last-hour sparkline) at 1280 and 400 px
+// wide, and the bucket page's tokens following Redis live.
+func TestBrowserBucketList(t *testing.T) {
+	e := newEnv(t)
+	e.user("olga", false)
+	e.app("shop", "olga")
+	busy := e.bucket("shop-checkout", "shop")
+	// A slow refill (10 an hour), so that what was taken stays taken.
+	busy.Rate, _ = buckets.ParseRate("10/hour")
+	if err := e.bkts.Update(context.Background(), e.system, busy); err != nil {
+		t.Fatal(err)
+	}
+	e.applyBucket(busy)
+	calm := e.bucket("shop-images", "shop")
+	e.applyBucket(calm)
+	now := time.Now()
+	for m := 1; m <= 50; m++ {
+		var d int64
+		if m%5 == 0 {
+			d = 7
+		}
+		e.record("shop", "shop-checkout", now.Add(-time.Duration(m)*time.Minute), int64(20+m%7), d)
+		e.record("shop", "shop-images", now.Add(-time.Duration(m)*time.Minute), int64(3+m%3), 0)
+	}
+	e.rollUp()
+	// Take 4 of the 10 tokens of the busy bucket.
+	if _, err := redisscript.Acquire(context.Background(), e.rdb, e.ks, "shop-checkout", "shop", 4); err != nil {
+		t.Fatal(err)
+	}
+
+	browser := startBrowser(t)
+	olga := newTab(t, browser, e.srv.URL)
+	olga.signIn("olga")
+
+	visible := func(tb *tab, sel string) bool {
+		tb.t.Helper()
+		ok, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool](`(function(){var n=document.querySelectorAll(`+jsString(sel)+`);
+			if(!n.length)return false;for(var i=0;i<n.length;i++){var r=n[i].getBoundingClientRect();
+			if(r.width<1||r.height<1||r.right>document.documentElement.clientWidth+1)return false}return true})()`))
+		if err != nil {
+			tb.t.Fatalf("measure %s: %v", sel, err)
+		}
+		return ok
+	}
+	for _, width := range []int64{1280, 400} {
+		t.Run(strings.TrimSpace(map[int64]string{1280: "wide", 400: "narrow"}[width]), func(t *testing.T) {
+			olga.t = t
+			olga.run("viewport", chromedp.EmulateViewport(width, 900))
+			olga.open("/buckets")
+			olga.wantText("tr[data-bucket='shop-checkout']", "shop-checkout", "per hour", "%")
+			for _, sel := range []string{
+				"tr[data-bucket='shop-checkout'] svg.gauge",
+				"tr[data-bucket='shop-checkout'] svg.sparkline",
+				"tr[data-bucket='shop-images'] svg.sparkline",
+				"tr[data-bucket] td[data-label='Rate']",
+				"tr[data-bucket] td[data-label='Denied (1 h)']",
+			} {
+				if !visible(olga, sel) {
+					olga.shot(t, "failed")
+					t.Fatalf("%s is not visible within the page at %d px", sel, width)
+				}
+			}
+			sideways, err := chromedp.Run(olga.ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth`))
+			if err != nil || sideways {
+				olga.shot(t, "failed")
+				t.Fatalf("the bucket list scrolls sideways at %d px", width)
+			}
+			olga.shot(t, "bucket-list")
+
+			// Most denied first, then only buckets that denied something.
+			olga.open("/buckets?sort=denied")
+			olga.wantText("table.bucket-list tbody", "shop-checkout")
+			if olga.count("tr[data-bucket='shop-images']") != 0 {
+				t.Fatal("a bucket without denials is listed under \"most denied\"")
+			}
+
+			olga.open("/buckets/shop-checkout")
+			before, err := strconv.Atoi(olga.text("[data-live-src] [data-live-tokens]"))
+			if err != nil || before < 3 {
+				t.Fatalf("the bucket page shows %d tokens (%v), want at least 3", before, err)
+			}
+			if !visible(olga, "[data-live-src] svg.gauge") {
+				t.Fatalf("the gauge of the bucket page is not visible at %d px", width)
+			}
+			// Someone takes tokens: the page follows without a reload.
+			if _, err := redisscript.Acquire(context.Background(), e.rdb, e.ks, "shop-checkout", "shop", 3); err != nil {
+				t.Fatal(err)
+			}
+			pctx, cancel := context.WithTimeout(olga.ctx, 20*time.Second)
+			now, err := chromedp.Run(pctx, chromedp.Poll[string](`(function(){var t=document.querySelector("[data-live-src] [data-live-tokens]").textContent;
+				return t !== "`+strconv.Itoa(before)+`" && t !== "" ? t : null})()`, chromedp.WithPollingTimeout(15*time.Second)))
+			cancel()
+			if err != nil {
+				olga.shot(t, "failed")
+				t.Fatalf("the bucket page's tokens did not follow Redis: %v", err)
+			}
+			// At 10 an hour, at most one token can come back meanwhile.
+			if n, _ := strconv.Atoi(now); n != before-3 && n != before-2 {
+				t.Errorf("tokens after taking 3 of %d show %q", before, now)
+			}
+			olga.shot(t, "bucket-live")
+		})
+	}
+	olga.run("reset viewport", chromedp.ResetViewport())
+}

@@ -1,0 +1,270 @@
+package manage
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/usage"
+)
+
+// BucketOrder is the order of a bucket list.
+type BucketOrder string
+
+// Orders of a bucket list.
+const (
+	// ByName is the default: every bucket, by name, in pages.
+	ByName BucketOrder = ""
+	// MostDenied lists the buckets that denied something in the last hour,
+	// most denials first (the roll-up's ranking).
+	MostDenied BucketOrder = "denied"
+	// NearestLimit orders a page by its fill level now, emptiest first.
+	NearestLimit BucketOrder = "fill"
+)
+
+// ParseBucketOrder reads an order from a query; anything unknown is ByName.
+func ParseBucketOrder(s string) BucketOrder {
+	switch o := BucketOrder(s); o {
+	case MostDenied, NearestLimit:
+		return o
+	}
+	return ByName
+}
+
+// BucketListQuery selects one page of the bucket list with its state.
+type BucketListQuery struct {
+	BucketQuery
+	Order BucketOrder
+	// Denied keeps the buckets that denied something in the last hour.
+	Denied bool
+	// Page is the page number (from 1) of the lists that are not in name
+	// order (Denied or MostDenied); name order pages by cursor.
+	Page int
+}
+
+// BucketRow is one bucket of the list with its state.
+type BucketRow struct {
+	*buckets.Bucket
+	// Live is the bucket's state in Redis now; LiveOK is false when it
+	// could not be read.
+	Live   redisscript.State
+	LiveOK bool
+	// Recent is the last hour of usage; RecentOK is false when unknown.
+	Recent   usage.Recent
+	RecentOK bool
+}
+
+// Fill is the bucket's fill level now, from 0 to 1 (1 when unknown).
+func (r BucketRow) Fill() float64 {
+	if !r.LiveOK || !r.Live.Exists || r.Live.Config.Capacity <= 0 {
+		return 1
+	}
+	return r.Live.Tokens / float64(r.Live.Config.Capacity)
+}
+
+// BucketList is one page of the bucket list.
+type BucketList struct {
+	Rows []BucketRow
+	// Next and Prev are the cursors of the name order.
+	Next, Prev string
+	Total      int
+	// Page and HasMore page the ranked lists.
+	Page    int
+	HasMore bool
+	// LiveErr and RecentErr say why a part could not be read.
+	LiveErr, RecentErr error
+}
+
+// ListBucketStates returns one page of the buckets the caller may see,
+// each with its fill level now (one pipelined HMGET per bucket of the
+// page) and its last hour (the roll-up in MySQL, by primary key). Redis is
+// never scanned: the load on it is bounded by the page size.
+func (s *Service) ListBucketStates(ctx context.Context, c Caller, q BucketListQuery) (*BucketList, error) {
+	out := &BucketList{Page: max(q.Page, 1)}
+	var page []*buckets.Bucket
+	if q.Denied || q.Order == MostDenied {
+		bs, total, more, err := s.deniedPage(ctx, c, q, out.Page)
+		if err != nil {
+			return nil, err
+		}
+		page, out.Total, out.HasMore = bs, total, more
+	} else {
+		p, err := s.ListBuckets(ctx, c, q.BucketQuery)
+		if err != nil {
+			return nil, err
+		}
+		page, out.Next, out.Prev, out.Total = p.Buckets, p.Next, p.Prev, p.Total
+	}
+	names := make([]string, len(page))
+	for i, b := range page {
+		names[i] = b.Name
+	}
+	states, recents, liveErr, recentErr := s.pageState(ctx, names)
+	out.LiveErr, out.RecentErr = liveErr, recentErr
+	for _, b := range page {
+		r := BucketRow{Bucket: b}
+		r.Live, r.LiveOK = states[b.Name]
+		r.Recent, r.RecentOK = recents[b.Name]
+		out.Rows = append(out.Rows, r)
+	}
+	if q.Order == NearestLimit {
+		slices.SortStableFunc(out.Rows, func(a, b BucketRow) int { return cmp.Compare(a.Fill(), b.Fill()) })
+	}
+	return out, nil
+}
+
+// pageState reads the live state and the last hour of a page of buckets,
+// both at once.
+func (s *Service) pageState(ctx context.Context, names []string) (map[string]redisscript.State, map[string]usage.Recent, error, error) {
+	var recents map[string]usage.Recent
+	var recentErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		recents, recentErr = s.recents.For(ctx, names)
+		if recentErr != nil {
+			s.log.WarnContext(ctx, "read recent usage", "err", recentErr)
+		}
+	}()
+	states, liveErr := s.readMany(ctx, names)
+	<-done
+	return states, recents, liveErr, recentErr
+}
+
+func (s *Service) readMany(ctx context.Context, names []string) (map[string]redisscript.State, error) {
+	if s.rdb == nil {
+		return nil, ErrNoRedis
+	}
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	st, err := redisscript.ReadMany(ctx, s.rdb, s.ks, names)
+	if err != nil {
+		s.log.WarnContext(ctx, "read bucket states from redis", "err", err)
+		return nil, fmt.Errorf("read live state: %w: %w", errs.ErrUnavailable, err)
+	}
+	return st, nil
+}
+
+// deniedPage returns page n of the visible buckets that denied something
+// in the last hour, most denials first, with search and app applied. The
+// ranking reads the roll-up (at most usage.MaxRecentNames rows); only the
+// buckets of the page are read from MySQL.
+func (s *Service) deniedPage(ctx context.Context, c Caller, q BucketListQuery, n int) ([]*buckets.Bucket, int, bool, error) {
+	var candidates []string // nil: every bucket
+	if !s.IsAdmin(c) || q.Search != "" || q.App != "" {
+		bs, err := s.allBuckets(ctx, buckets.Filter{VisibleTo: s.Visible(c), Search: q.Search, App: q.App})
+		if err != nil {
+			return nil, 0, false, err
+		}
+		candidates = make([]string, 0, len(bs))
+		for _, b := range bs {
+			candidates = append(candidates, b.Name)
+		}
+		if len(candidates) == 0 {
+			return nil, 0, false, nil
+		}
+	}
+	top, err := s.recents.TopDenied(ctx, candidates, usage.MaxRecentNames)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	limit := database.PageSize(q.Limit)
+	from := min((n-1)*limit, len(top))
+	to := min(from+limit, len(top))
+	var out []*buckets.Bucket
+	for _, t := range top[from:to] {
+		b, err := s.buckets.Get(ctx, t.Bucket)
+		if errors.Is(err, errs.ErrNotFound) {
+			continue // deleted since the roll-up
+		}
+		if err != nil {
+			return nil, 0, false, err
+		}
+		out = append(out, b)
+	}
+	return out, len(top), to < len(top), nil
+}
+
+// MaxStateNames bounds the names of one BucketStates call: a page.
+const MaxStateNames = 100
+
+// BucketStates returns the live state of the buckets of names the caller
+// may see, in one pipelined read; names the caller may not see (or that
+// do not exist) are left out, as a list leaves them out.
+func (s *Service) BucketStates(ctx context.Context, c Caller, names []string) ([]*buckets.Bucket, map[string]redisscript.State, error) {
+	if len(names) > MaxStateNames {
+		return nil, nil, errs.Invalid("names", fmt.Sprintf("at most %d buckets at once", MaxStateNames))
+	}
+	var seen []*buckets.Bucket
+	var visible []string
+	for _, n := range names {
+		if !redisscript.ValidName(n) || slices.Contains(visible, n) {
+			continue
+		}
+		b, err := s.buckets.Get(ctx, n)
+		if errors.Is(err, errs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if !s.IsAdmin(c) && (c.User == nil || !s.enf.CanSeeBucket(c.Name(), b.OwnerApp, b.AllowedApps)) {
+			continue
+		}
+		seen = append(seen, b)
+		visible = append(visible, n)
+	}
+	st, err := s.readMany(ctx, visible)
+	if err != nil {
+		return nil, nil, err
+	}
+	return seen, st, nil
+}
+
+// PreviewLimit asks what a capacity and rate, as a form gives them, would
+// do to a traffic pattern. Empty pattern fields take ParsePattern's
+// defaults.
+type PreviewLimit struct {
+	Capacity, Rate                 string
+	Steady, Burst, Every, Duration string
+}
+
+// LimitPreview is a limit in plain words and its simulation.
+type LimitPreview struct {
+	Rate       buckets.Rate
+	Summary    string
+	Simulation buckets.Simulation
+}
+
+// PreviewLimit simulates req's pattern against its limit; it saves
+// nothing and needs no role (it reads nothing stored). Every problem of
+// the limit or the pattern is reported at once, per field.
+func (s *Service) PreviewLimit(req PreviewLimit) (LimitPreview, error) {
+	v := &errs.Validation{}
+	capacity, err := buckets.ParseMaxPermits(req.Capacity)
+	if err != nil {
+		v.Fields = append(v.Fields, errs.Fields(err).Fields...)
+	}
+	rate, err := buckets.ParseRate(req.Rate)
+	if err != nil {
+		v.Add("rate", errs.Fields(err).For("rate"))
+	}
+	p, err := buckets.ParsePattern(req.Steady, req.Burst, req.Every, req.Duration)
+	if err != nil {
+		v.Fields = append(v.Fields, errs.Fields(err).Fields...)
+	}
+	if err := v.Err(); err != nil {
+		return LimitPreview{}, err
+	}
+	sim, err := buckets.Simulate(capacity, rate, p)
+	if err != nil {
+		return LimitPreview{}, err
+	}
+	return LimitPreview{Rate: rate, Summary: buckets.Summary(capacity, rate), Simulation: sim}, nil
+}
