@@ -77,7 +77,7 @@ func (s *Service) CreateMapping(ctx context.Context, c Caller, req SaveMapping) 
 		KeyFrom: req.KeyFrom, Description: req.Description}
 	st := descriptors.NewStore(s.db)
 	if err := st.Create(ctx, c.Actor(), m); err != nil {
-		return nil, err
+		return nil, public(err)
 	}
 	return m, nil
 }
@@ -100,7 +100,7 @@ func (s *Service) UpdateMapping(ctx context.Context, c Caller, req SaveMapping) 
 	}
 	m.Domain, m.Entries, m.Bucket, m.KeyFrom, m.Description = req.Domain, req.Entries, req.Bucket, req.KeyFrom, req.Description
 	if err := descriptors.NewStore(s.db).Update(ctx, c.Actor(), &m); err != nil {
-		return nil, err
+		return nil, public(err)
 	}
 	return &m, nil
 }
@@ -122,7 +122,7 @@ func (s *Service) DeleteMapping(ctx context.Context, c Caller, req DeleteMapping
 	if _, err := s.mappingOf(ctx, a.Name, req.ID); err != nil {
 		return err
 	}
-	return descriptors.NewStore(s.db).Delete(ctx, c.Actor(), req.ID, req.Version)
+	return public(descriptors.NewStore(s.db).Delete(ctx, c.Actor(), req.ID, req.Version))
 }
 
 // AppTokens lists the credentials of app, revoked ones included; it needs
@@ -150,7 +150,8 @@ func (s *Service) CreateAppToken(ctx context.Context, c Caller, req CreateAppTok
 	if err != nil {
 		return "", nil, err
 	}
-	return apptokens.NewStore(s.db).Create(ctx, c.Actor(), a.Name, req.Name, req.Expires)
+	secret, t, err := apptokens.NewStore(s.db).Create(ctx, c.Actor(), a.Name, req.Name, req.Expires)
+	return secret, t, public(err)
 }
 
 // RevokeAppToken revokes token id of app; it needs the owner role.
@@ -160,4 +161,13 @@ func (s *Service) RevokeAppToken(ctx context.Context, c Caller, app string, id i
 		return err
 	}
 	return apptokens.NewStore(s.db).Revoke(ctx, c.Actor(), a.Name, id)
+}
+
+// public makes a store's conflict, whose text is written for the user
+// (a duplicate match, a stale version), a message transports show.
+func public(err error) error {
+	if _, ok := errs.PublicMessage(err); !ok && errors.Is(err, errs.ErrConflict) {
+		return errs.Conflictf("%s", err.Error())
+	}
+	return err
 }
