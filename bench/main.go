@@ -68,9 +68,9 @@ type config struct {
 	decideBin      string
 	mysqlDSN       string
 	limit          int
-	pools       []int
-	scriptCalls int
-	lease       time.Duration
+	pools          []int
+	scriptCalls    int
+	lease          time.Duration
 }
 
 func parseFlags() (config, error) {
