@@ -260,7 +260,7 @@ type Status struct {
 	// Limit is the bucket's rate for Envoy, zero when unknown.
 	Limit EnvoyLimit
 	// Note says why a descriptor got the unmatched answer: "unmatched",
-	// "unknown_bucket", "app_not_allowed", "keyed_unavailable", "negative_hits"; "" otherwise.
+	// "unknown_bucket", "app_not_allowed", "negative_hits"; "" otherwise.
 	Note string
 }
 
@@ -415,8 +415,6 @@ func (s *Service) status(bucket string, o outcome, cur *snapshot) Status {
 		return s.misconfigured(bucket, "unknown_bucket", o.err)
 	case errors.Is(o.err, client.ErrAppNotAllowed):
 		return s.misconfigured(bucket, "app_not_allowed", o.err)
-	case errors.Is(o.err, ErrKeyedUnavailable):
-		return s.misconfigured(bucket, "keyed_unavailable", o.err)
 	default:
 		s.log.Error("acquire failed", "bucket", bucket, "err", o.err)
 		st.Code = CodeOverLimit

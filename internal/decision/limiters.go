@@ -16,10 +16,6 @@ import (
 	"github.com/sluicehq/sluice/client/usage"
 )
 
-// ErrKeyedUnavailable: a mapping names a key, but this build takes tokens
-// from plain buckets only.
-var ErrKeyedUnavailable = errors.New("keyed buckets are not available in this version")
-
 // Acquirer takes tokens as one app. *client.Limiter does Acquire; AcquireKey
 // is the keyed-bucket call of the client.
 type Acquirer interface {
