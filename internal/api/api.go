@@ -69,7 +69,7 @@ type route struct {
 }
 
 func (s *server) routes() []route {
-	return []route{
+	return append([]route{
 		{method: http.MethodGet, path: Prefix + "/openapi.json", handle: s.openAPI, public: true},
 		{method: http.MethodGet, path: Prefix + "/me", handle: s.me},
 
@@ -95,7 +95,7 @@ func (s *server) routes() []route {
 		{method: http.MethodDelete, path: Prefix + "/buckets/{bucket}/overrides/{id}", handle: s.deleteOverride},
 
 		{method: http.MethodGet, path: Prefix + "/audit", handle: s.listAudit},
-	}
+	}, s.mappingRoutes()...)
 }
 
 // Mount adds the API to rt as the area under Prefix.

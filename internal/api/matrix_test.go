@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/accounts"
+	"github.com/sluicehq/sluice/internal/apptokens"
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/descriptors"
 	"github.com/sluicehq/sluice/internal/rbac"
 )
 
@@ -73,6 +75,25 @@ func TestRoleMatrix(t *testing.T) {
 		}
 		e.grant("gone-"+c, "alpha", rbac.RoleViewer)
 	}
+	// Per caller, a mapping and an app token to delete ({mapping} and
+	// {token} in a path), and one mapping everybody tries to replace.
+	ids := map[string]map[string]int64{"{mapping}": {}, "{token}": {}}
+	mappings, appTokens := descriptors.NewStore(e.db), apptokens.NewStore(e.db)
+	for _, c := range append([]string{"shared"}, matrixCallers...) {
+		m := &descriptors.Mapping{App: "alpha", Domain: "del-" + c, Entries: []descriptors.Entry{{Key: "generic_key"}}, Bucket: "alpha-main"}
+		if err := mappings.Create(ctx, setup, m); err != nil {
+			t.Fatal(err)
+		}
+		ids["{mapping}"][c] = m.ID
+		_, tok, err := appTokens.Create(ctx, setup, "alpha", "del-"+c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids["{token}"][c] = tok.ID
+	}
+	mappingBody := func(c string) any {
+		return map[string]any{"domain": "new-" + c, "entries": []map[string]string{{"key": "generic_key"}}, "bucket": "alpha-main"}
+	}
 
 	// Expected status per caller for the callers that hold a valid token;
 	// the others always get 401 (except on the public document).
@@ -122,6 +143,16 @@ func TestRoleMatrix(t *testing.T) {
 		}, want: want{403, 404, 200, 200}},
 		{method: "DELETE", path: "/api/v1/buckets/alpha-keyed/overrides/{del}", ifMatch: true, want: want{403, 404, 204, 204}},
 		{method: "GET", path: "/api/v1/audit", want: everyone(200)},
+		{method: "GET", path: "/api/v1/apps/alpha/mappings", want: want{200, 404, 200, 200}},
+		{method: "POST", path: "/api/v1/apps/alpha/mappings", body: mappingBody, want: want{403, 404, 201, 201}},
+		{method: "GET", path: "/api/v1/apps/alpha/mappings/{mapping}", want: want{200, 404, 200, 200}},
+		{method: "PUT", path: "/api/v1/apps/alpha/mappings/{shared-mapping}", ifMatch: true, body: func(c string) any {
+			return map[string]any{"domain": "put-" + c, "entries": []map[string]string{{"key": "generic_key"}}, "bucket": "alpha-main"}
+		}, want: want{403, 404, 200, 200}},
+		{method: "DELETE", path: "/api/v1/apps/alpha/mappings/{mapping}", ifMatch: true, want: want{403, 404, 204, 204}},
+		{method: "GET", path: "/api/v1/apps/alpha/tokens", want: want{403, 404, 200, 200}},
+		{method: "POST", path: "/api/v1/apps/alpha/tokens", body: func(c string) any { return map[string]string{"name": "new-" + c} }, want: want{403, 404, 201, 201}},
+		{method: "DELETE", path: "/api/v1/apps/alpha/tokens/{token}", want: want{403, 404, 204, 204}},
 	}
 	ovPath := func(path, caller string) string {
 		path = strings.ReplaceAll(path, "{main}", fmt.Sprint(ovIDs["main"]))
@@ -133,6 +164,10 @@ func TestRoleMatrix(t *testing.T) {
 		routes[tc.method+" "+strings.ReplaceAll(tc.path, "{caller}", "x")] = true
 		for _, c := range matrixCallers {
 			path := ovPath(strings.ReplaceAll(tc.path, "{caller}", c), c)
+			path = strings.ReplaceAll(path, "{shared-mapping}", fmt.Sprint(ids["{mapping}"]["shared"]))
+			for ph, byCaller := range ids {
+				path = strings.ReplaceAll(path, ph, fmt.Sprint(byCaller[c]))
+			}
 			var body any
 			if tc.body != nil {
 				body = tc.body(c)
@@ -171,7 +206,7 @@ func TestRoleMatrix(t *testing.T) {
 			}
 		}
 	}
-	if len(routes) < 14 {
+	if len(routes) < 27 {
 		t.Fatalf("the matrix covers only %d routes", len(routes))
 	}
 

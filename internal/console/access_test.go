@@ -12,6 +12,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/accounts"
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/apptokens"
+	"github.com/sluicehq/sluice/internal/descriptors"
 	"github.com/sluicehq/sluice/internal/rbac"
 )
 
@@ -88,6 +90,24 @@ func probes() map[string]probe {
 			fx.e.grant("extra", "alpha", rbac.RoleViewer)
 			return "/apps/alpha/members/extra/revoke", nil
 		}},
+		"POST /apps/:app/mappings": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			return "/apps/alpha/mappings", url.Values{"domain": {fx.unique("d")}, "entries": {"generic_key"}, "bucket": {"alpha-api"}}
+		}},
+		"GET /apps/:app/mappings/:id/delete": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			return "/apps/alpha/mappings/" + fx.mapping() + "/delete", nil
+		}},
+		"POST /apps/:app/mappings/:id/delete": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			return "/apps/alpha/mappings/" + fx.mapping() + "/delete", url.Values{"version": {"1"}}
+		}},
+		"POST /apps/:app/tokens": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			return "/apps/alpha/tokens", url.Values{"name": {fx.unique("at")}}
+		}},
+		"GET /apps/:app/tokens/:id/revoke": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			return "/apps/alpha/tokens/" + fx.appToken() + "/revoke", nil
+		}},
+		"POST /apps/:app/tokens/:id/revoke": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			return "/apps/alpha/tokens/" + fx.appToken() + "/revoke", nil
+		}},
 		"GET /buckets":     {allow: everyone(), prepare: static("/buckets")},
 		"GET /buckets/new": {allow: []string{stranger, owner, admin}, prepare: static("/buckets/new")},
 		"POST /buckets": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
@@ -162,6 +182,24 @@ func (fx *matrixFixture) override() int64 {
 		fx.e.t.Fatalf("create override: %v", err)
 	}
 	return o.ID
+}
+
+// mapping makes a descriptor mapping of alpha and returns its id.
+func (fx *matrixFixture) mapping() string {
+	m := &descriptors.Mapping{App: "alpha", Domain: fx.unique("d"), Entries: []descriptors.Entry{{Key: "generic_key"}}, Bucket: "alpha-api"}
+	if err := descriptors.NewStore(fx.e.db).Create(context.Background(), fx.e.system, m); err != nil {
+		fx.e.t.Fatalf("create mapping: %v", err)
+	}
+	return strconv.FormatInt(m.ID, 10)
+}
+
+// appToken makes a token of alpha and returns its id.
+func (fx *matrixFixture) appToken() string {
+	_, tok, err := apptokens.NewStore(fx.e.db).Create(context.Background(), fx.e.system, "alpha", fx.unique("at"), nil)
+	if err != nil {
+		fx.e.t.Fatalf("create app token: %v", err)
+	}
+	return strconv.FormatInt(tok.ID, 10)
 }
 
 func (fx *matrixFixture) unique(prefix string) string {

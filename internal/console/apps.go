@@ -52,6 +52,7 @@ type appPage struct {
 	Grant      grantForm
 	Errors     *errs.Validation
 	GrantError string
+	Decisions  decisionsSection
 }
 
 func (s *server) listApps(c *gin.Context) {
@@ -93,13 +94,21 @@ func (s *server) showApp(c *gin.Context) {
 }
 
 func (s *server) renderApp(c *gin.Context, st int, g grantForm, v *errs.Validation, grantErr string) {
+	s.renderAppWith(c, st, g, v, grantErr, decisionsSection{})
+}
+
+func (s *server) renderAppWith(c *gin.Context, st int, g grantForm, v *errs.Validation, grantErr string, d decisionsSection) {
 	m, err := s.svc.Members(ctx(c), caller(c), c.Param("app"))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	if err := s.loadDecisions(c, m, &d); err != nil {
+		s.fail(c, err)
+		return
+	}
 	s.render(c, st, "app", &appPage{layout: layout{Title: m.App.Name, Nav: "apps"}, AppMembers: m,
-		Grant: g, Errors: v, GrantError: grantErr})
+		Grant: g, Errors: v, GrantError: grantErr, Decisions: d})
 }
 
 // grantMember gives a user the owner or viewer role on the app (replacing

@@ -115,6 +115,12 @@ func (s *server) routes(rt *router.Router) {
 	u.GET("/apps/:app", s.showApp)
 	u.POST("/apps/:app/members", s.grantMember)
 	u.POST("/apps/:app/members/:user/revoke", s.revokeMember)
+	u.POST("/apps/:app/mappings", s.createMapping)
+	u.GET("/apps/:app/mappings/:id/delete", s.confirmDeleteMapping)
+	u.POST("/apps/:app/mappings/:id/delete", s.deleteMapping)
+	u.POST("/apps/:app/tokens", s.createAppToken)
+	u.GET("/apps/:app/tokens/:id/revoke", s.confirmRevokeAppToken)
+	u.POST("/apps/:app/tokens/:id/revoke", s.revokeAppToken)
 
 	u.GET("/buckets", s.listBuckets)
 	u.GET("/buckets/new", s.newBucket)

@@ -27,7 +27,7 @@ import (
 // layout.html and partials.html into a set of its own.
 var pageNames = []string{
 	"login", "error",
-	"apps", "app_new", "app",
+	"apps", "app_new", "app", "app_confirm",
 	"buckets", "bucket", "bucket_form", "bucket_delete", "override_delete",
 	"audit", "users", "tokens", "usage",
 }

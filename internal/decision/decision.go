@@ -110,7 +110,7 @@ func New(cfg Config) *Service {
 		cfg.now = time.Now
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger}
-	s.charge = chargeEach
+	s.charge = chargeAll
 	return s
 }
 
@@ -260,7 +260,7 @@ type Status struct {
 	// Limit is the bucket's rate for Envoy, zero when unknown.
 	Limit EnvoyLimit
 	// Note says why a descriptor got the unmatched answer: "unmatched",
-	// "unknown_bucket", "app_not_allowed", "keyed_unavailable", "negative_hits"; "" otherwise.
+	// "unknown_bucket", "app_not_allowed", "negative_hits"; "" otherwise.
 	Note string
 }
 
@@ -275,10 +275,44 @@ type outcome struct {
 	err error
 }
 
+// allAcquirer takes the tokens of several plain buckets in one atomic
+// call; the client's Limiter is one.
+type allAcquirer interface {
+	AcquireAll(ctx context.Context, reqs []client.Request) (client.Results, error)
+}
+
+// chargeAll charges a request whose descriptors all map to plain buckets
+// atomically: either every bucket is charged or none is. A request with a
+// keyed bucket, a single descriptor, more than client.MaxRequests, or
+// buckets the atomic call refuses (in different Redis Cluster hash slots,
+// unknown, not allowed, Redis unavailable) is charged one by one by
+// chargeEach, which also gives each descriptor its own answer.
+func chargeAll(ctx context.Context, acq Acquirer, wants []want) []outcome {
+	all, ok := acq.(allAcquirer)
+	if !ok || len(wants) < 2 || len(wants) > client.MaxRequests {
+		return chargeEach(ctx, acq, wants)
+	}
+	reqs := make([]client.Request, len(wants))
+	for i, w := range wants {
+		if w.key != "" {
+			return chargeEach(ctx, acq, wants)
+		}
+		reqs[i] = client.Request{Bucket: w.bucket, N: w.n}
+	}
+	res, err := all.AcquireAll(ctx, reqs)
+	if err != nil || len(res.Each) != len(wants) {
+		return chargeEach(ctx, acq, wants)
+	}
+	out := make([]outcome, len(wants))
+	for i := range out {
+		out[i].res = res.Each[i]
+	}
+	return out
+}
+
 // chargeEach takes every want independently, in order. It is not atomic:
 // when a later bucket denies, earlier ones keep the tokens taken (as with
 // Envoy's own service, where every descriptor's counter is incremented).
-// An atomic multi-bucket acquire replaces this function, nothing else.
 func chargeEach(ctx context.Context, acq Acquirer, wants []want) []outcome {
 	out := make([]outcome, len(wants))
 	for i, w := range wants {
@@ -381,8 +415,6 @@ func (s *Service) status(bucket string, o outcome, cur *snapshot) Status {
 		return s.misconfigured(bucket, "unknown_bucket", o.err)
 	case errors.Is(o.err, client.ErrAppNotAllowed):
 		return s.misconfigured(bucket, "app_not_allowed", o.err)
-	case errors.Is(o.err, ErrKeyedUnavailable):
-		return s.misconfigured(bucket, "keyed_unavailable", o.err)
 	default:
 		s.log.Error("acquire failed", "bucket", bucket, "err", o.err)
 		st.Code = CodeOverLimit

@@ -85,7 +85,7 @@ func entries(kv ...string) []descriptors.Entry {
 var gatewayBuckets = []bucketDef{
 	{name: "checkout", owner: "edge", rate: "1/day", capacity: 5},
 	{name: "search", owner: "edge", rate: "1/day", capacity: 3},
-	{name: "per-ip", owner: "edge", rate: "1/day", capacity: 2},
+	{name: "per-ip", owner: "edge", rate: "1/day", capacity: 2, keyed: true},
 	{name: "slow", owner: "edge", rate: "0.5/s", capacity: 10},
 	{name: "theirs", owner: "other", rate: "1/day", capacity: 5},
 }
@@ -185,8 +185,8 @@ func TestEnvoyShapedRequests(t *testing.T) {
 	if lim := resp.GetStatuses()[0].GetCurrentLimit(); lim.GetRequestsPerUnit() != 30 || lim.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE {
 		t.Fatalf("0.5/s as %v", lim)
 	}
-	// The remote_address entry Envoy adds; the keyed path answers as
-	// unmatched until keyed buckets are available.
+	// The remote_address entry Envoy adds: its value is the key of the
+	// keyed bucket per-ip.
 	resp, err = e.ask(request("edge", 0, desc("generic_key", "api", "remote_address", "10.0.0.1")))
 	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("keyed descriptor: %v %v", resp, err)

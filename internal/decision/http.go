@@ -181,23 +181,15 @@ func (s *Service) acquireHTTP(r *http.Request, app string, req AcquireRequest) (
 		return res, fmt.Errorf("app %q may not take tokens from bucket %q: %w", app, req.Bucket, errs.ErrForbidden)
 	case errors.Is(err, client.ErrExceedsCapacity):
 		return res, errs.Invalid("n", fmt.Sprintf("is more than the capacity of bucket %q (%d): it can never be granted", req.Bucket, res.Limit))
-	case errors.Is(err, ErrKeyedUnavailable):
-		return res, errNotImplemented{err}
 	}
 	return res, err
 }
-
-type errNotImplemented struct{ error }
 
 func (s *Service) writeError(w http.ResponseWriter, err error) string {
 	status := errs.HTTPStatus(err)
 	code := errs.Code(err)
 	msg := err.Error()
-	var ni errNotImplemented
-	switch {
-	case errors.As(err, &ni):
-		status, code = http.StatusNotImplemented, "not_implemented"
-	case status == http.StatusInternalServerError:
+	if status == http.StatusInternalServerError {
 		s.log.Error("decision request failed", "err", err)
 		msg = "internal error"
 	}

@@ -16,10 +16,6 @@ import (
 	"github.com/sluicehq/sluice/client/usage"
 )
 
-// ErrKeyedUnavailable: a mapping names a key, but this build takes tokens
-// from plain buckets only.
-var ErrKeyedUnavailable = errors.New("keyed buckets are not available in this version")
-
 // Acquirer takes tokens as one app. *client.Limiter does Acquire; AcquireKey
 // is the keyed-bucket call of the client.
 type Acquirer interface {
@@ -86,7 +82,7 @@ func (p *Pool) For(app string) (Acquirer, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if a := p.apps[app]; a != nil {
-		return keyless{a.lim}, nil
+		return a.lim, nil
 	}
 	if p.closed {
 		return nil, client.ErrClosed
@@ -129,10 +125,10 @@ func (p *Pool) For(app string) (Acquirer, error) {
 	p.apps[app] = &appLimiter{lim: lim, rec: rec}
 	next := make(map[string]Acquirer, len(p.apps))
 	for name, a := range p.apps {
-		next[name] = keyless{a.lim}
+		next[name] = a.lim
 	}
 	p.ready.Store(&next)
-	return keyless{lim}, nil
+	return lim, nil
 }
 
 // Close closes every Limiter and writes the usage counts left.
@@ -150,11 +146,4 @@ func (p *Pool) Close() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// keyless adapts a Limiter of a client without keyed buckets.
-type keyless struct{ *client.Limiter }
-
-func (keyless) AcquireKey(context.Context, string, string, int64) (client.Result, error) {
-	return client.Result{}, ErrKeyedUnavailable
 }

@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"transport"}),
 		unmatch: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "decide", Name: "unmatched_total",
-			Help: "Descriptors answered by the unmatched setting, by reason (unmatched, unknown_bucket, app_not_allowed, keyed_unavailable, negative_hits).",
+			Help: "Descriptors answered by the unmatched setting, by reason (unmatched, unknown_bucket, app_not_allowed, negative_hits).",
 		}, []string{"reason"}),
 		refreshes: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "decide", Name: "config_refresh_failures_total",

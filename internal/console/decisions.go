@@ -1,0 +1,186 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/sluicehq/sluice/internal/apptokens"
+	"github.com/sluicehq/sluice/internal/descriptors"
+	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/manage"
+)
+
+// decisionsSection is the app page's part about the decision service: the
+// descriptor mappings (for every member) and the app tokens (for owners).
+type decisionsSection struct {
+	Mappings      []*descriptors.Mapping
+	Tokens        []*apptokens.Token
+	MappingForm   mappingForm
+	MappingErrors *errs.Validation
+	TokenName     string
+	TokenErrors   *errs.Validation
+	// Secret is a token just created, shown on this one response only.
+	Secret string
+}
+
+// mappingForm is what the add-mapping form sends back. Entries are typed
+// one per line as key=value (key alone matches any value).
+type mappingForm struct {
+	Domain, Entries, Bucket, KeyFrom, Description string
+}
+
+func (f mappingForm) entries() []descriptors.Entry {
+	var out []descriptors.Entry
+	for _, line := range strings.Split(f.Entries, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		out = append(out, descriptors.Entry{Key: strings.TrimSpace(k), Value: strings.TrimSpace(v)})
+	}
+	return out
+}
+
+func (s *server) loadDecisions(c *gin.Context, m *manage.AppMembers, d *decisionsSection) error {
+	var err error
+	if d.Mappings, err = s.svc.Mappings(ctx(c), caller(c), m.App.Name); err != nil {
+		return err
+	}
+	if m.CanManage {
+		if d.Tokens, err = s.svc.AppTokens(ctx(c), caller(c), m.App.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func appURL(app string) string { return "/apps/" + url.PathEscape(app) }
+
+// createMapping adds a mapping; a refused one comes back on the app page
+// with the errors next to the fields.
+func (s *server) createMapping(c *gin.Context) {
+	app := c.Param("app")
+	f := mappingForm{Domain: postValue(c, "domain"), Entries: postValue(c, "entries"), Bucket: postValue(c, "bucket"),
+		KeyFrom: postValue(c, "key_from"), Description: postValue(c, "description")}
+	m, err := s.svc.CreateMapping(ctx(c), caller(c), manage.SaveMapping{App: app, Domain: f.Domain, Entries: f.entries(),
+		Bucket: f.Bucket, KeyFrom: f.KeyFrom, Description: f.Description})
+	if err != nil {
+		if v, st := formErrors(err, "domain"); v != nil {
+			s.renderAppWith(c, st, grantForm{Role: "viewer"}, nil, "", decisionsSection{MappingForm: f, MappingErrors: v})
+			return
+		}
+		s.fail(c, err)
+		return
+	}
+	s.redirect(c, appURL(app), "Descriptors of domain "+m.Domain+" now map to bucket "+m.Bucket+".")
+}
+
+// confirmPage asks before a mapping is deleted or a token revoked.
+type confirmPage struct {
+	layout
+	App, Heading, Text, Action, Button string
+	Version                            int64
+}
+
+func pathID(c *gin.Context) (int64, bool) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	return id, err == nil && id > 0
+}
+
+func (s *server) confirmDeleteMapping(c *gin.Context) {
+	app := c.Param("app")
+	id, ok := pathID(c)
+	if !ok {
+		s.fail(c, errs.NotFoundf("no such mapping"))
+		return
+	}
+	// Reading through the owner check first: a viewer is refused here,
+	// not only when confirming.
+	if _, err := s.svc.AppTokens(ctx(c), caller(c), app); err != nil {
+		s.fail(c, err)
+		return
+	}
+	m, err := s.svc.Mapping(ctx(c), caller(c), app, id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.render(c, http.StatusOK, "app_confirm", &confirmPage{layout: layout{Title: "Delete mapping", Nav: "apps"}, App: app,
+		Heading: "Delete this descriptor mapping?", Version: m.Version,
+		Text:   "Descriptors of domain " + m.Domain + " will no longer take from bucket " + m.Bucket + ".",
+		Action: appURL(app) + "/mappings/" + strconv.FormatInt(id, 10) + "/delete", Button: "Delete mapping"})
+}
+
+func (s *server) deleteMapping(c *gin.Context) {
+	app := c.Param("app")
+	id, ok := pathID(c)
+	if !ok {
+		s.fail(c, errs.NotFoundf("no such mapping"))
+		return
+	}
+	version, _ := strconv.ParseInt(c.PostForm("version"), 10, 64)
+	if err := s.svc.DeleteMapping(ctx(c), caller(c), manage.DeleteMapping{App: app, ID: id, Version: version}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.redirect(c, appURL(app), "Descriptor mapping deleted.")
+}
+
+// createAppToken makes a token and shows its secret in this response, not
+// after a redirect, for the same reason as a personal token's.
+func (s *server) createAppToken(c *gin.Context) {
+	app := c.Param("app")
+	name := postValue(c, "name")
+	secret, _, err := s.svc.CreateAppToken(ctx(c), caller(c), manage.CreateAppToken{App: app, Name: name})
+	if err != nil {
+		if v, st := formErrors(err, "name"); v != nil {
+			s.renderAppWith(c, st, grantForm{Role: "viewer"}, nil, "", decisionsSection{TokenName: name, TokenErrors: v})
+			return
+		}
+		s.fail(c, err)
+		return
+	}
+	s.renderAppWith(c, http.StatusOK, grantForm{Role: "viewer"}, nil, "", decisionsSection{Secret: secret})
+}
+
+func (s *server) confirmRevokeAppToken(c *gin.Context) {
+	app := c.Param("app")
+	id, ok := pathID(c)
+	if !ok {
+		s.fail(c, errs.NotFoundf("no such token"))
+		return
+	}
+	ts, err := s.svc.AppTokens(ctx(c), caller(c), app)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	for _, t := range ts {
+		if t.ID == id && t.RevokedAt == nil {
+			s.render(c, http.StatusOK, "app_confirm", &confirmPage{layout: layout{Title: "Revoke token", Nav: "apps"}, App: app,
+				Heading: "Revoke token " + t.Name + "?", Text: "Gateways using it are refused within seconds. This cannot be undone.",
+				Action: appURL(app) + "/tokens/" + strconv.FormatInt(id, 10) + "/revoke", Button: "Revoke token"})
+			return
+		}
+	}
+	s.fail(c, errs.NotFoundf("no such token"))
+}
+
+func (s *server) revokeAppToken(c *gin.Context) {
+	app := c.Param("app")
+	id, ok := pathID(c)
+	if !ok {
+		s.fail(c, errs.NotFoundf("no such token"))
+		return
+	}
+	if err := s.svc.RevokeAppToken(ctx(c), caller(c), app, id); err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.redirect(c, appURL(app), "App token revoked.")
+}

@@ -1,0 +1,88 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/apptokens"
+	"github.com/sluicehq/sluice/internal/descriptors"
+	"github.com/sluicehq/sluice/internal/rbac"
+)
+
+func TestAppPageMappingsAndTokens(t *testing.T) {
+	e := newEnv(t)
+	olga, vic := e.user("olga", false), e.user("vic", false)
+	e.app("alpha", "olga")
+	e.grant("vic", "alpha", rbac.RoleViewer)
+	e.bucket("checkout", "alpha")
+	b := e.browser()
+	b.signIn(olga)
+
+	// A bad mapping comes back with the errors next to the fields.
+	r := b.post("/apps/alpha/mappings", url.Values{"domain": {"edge"}, "entries": {""}, "bucket": {"nope"}})
+	wantStatus(t, "bad mapping", r, http.StatusUnprocessableEntity)
+	wantBody(t, "bad mapping", r, `id="entries-error"`, `value="edge"`)
+
+	r = b.post("/apps/alpha/mappings", url.Values{"domain": {"edge"}, "entries": {"generic_key=checkout\nremote_address"},
+		"bucket": {"checkout"}, "key_from": {""}})
+	wantStatus(t, "add mapping", r, http.StatusSeeOther)
+	ms, err := descriptors.NewStore(e.db).List(context.Background(), "alpha")
+	if err != nil || len(ms) != 1 || len(ms[0].Entries) != 2 || ms[0].Entries[1] != (descriptors.Entry{Key: "remote_address"}) {
+		t.Fatalf("stored mappings %+v, %v", ms, err)
+	}
+	r = b.get("/apps/alpha")
+	wantBody(t, "app page", r, "Descriptor mappings", "generic_key=checkout", `/apps/alpha/mappings/`+itoa(ms[0].ID)+`/delete`, "App tokens")
+	if strings.Contains(r.body, "<script>") {
+		t.Fatal("inline script on the app page")
+	}
+
+	// A viewer sees the mappings, not the forms nor the tokens.
+	vb := e.browser()
+	vb.signIn(vic)
+	r = vb.get("/apps/alpha")
+	wantBody(t, "viewer's app page", r, "generic_key=checkout")
+	if strings.Contains(r.body, "Add mapping") || strings.Contains(r.body, "App tokens") {
+		t.Fatal("a viewer is offered owner actions")
+	}
+
+	// Delete: a confirmation page, then the delete.
+	r = b.get("/apps/alpha/mappings/" + itoa(ms[0].ID) + "/delete")
+	wantStatus(t, "confirm delete", r, http.StatusOK)
+	wantBody(t, "confirm delete", r, "Delete this descriptor mapping?", `name="version" value="1"`)
+	wantStatus(t, "delete", b.post("/apps/alpha/mappings/"+itoa(ms[0].ID)+"/delete", url.Values{"version": {"1"}}), http.StatusSeeOther)
+	if ms, _ := descriptors.NewStore(e.db).List(context.Background(), "alpha"); len(ms) != 0 {
+		t.Fatalf("mapping not deleted: %+v", ms)
+	}
+
+	// A token's secret is shown once.
+	r = b.post("/apps/alpha/tokens", url.Values{"name": {""}})
+	wantStatus(t, "unnamed app token", r, http.StatusUnprocessableEntity)
+	wantBody(t, "unnamed app token", r, `id="name-error"`)
+	r = b.post("/apps/alpha/tokens", url.Values{"name": {"gateway"}})
+	wantStatus(t, "create app token", r, http.StatusOK)
+	secret := regexp.MustCompile(`sla_[A-Za-z0-9_-]+`).FindString(r.body)
+	if secret == "" {
+		t.Fatalf("new app token not shown\n%s", excerpt(r.body))
+	}
+	if r.header.Get("Cache-Control") != "no-store" {
+		t.Fatal("the page with a secret may be cached")
+	}
+	r = b.get("/apps/alpha")
+	wantBody(t, "token listed", r, "gateway")
+	if strings.Contains(r.body, secret) {
+		t.Fatal("the secret is shown again")
+	}
+	ts, _ := apptokens.NewStore(e.db).List(context.Background(), "alpha")
+	if len(ts) != 1 {
+		t.Fatalf("%d tokens", len(ts))
+	}
+	wantBody(t, "confirm revoke", b.get("/apps/alpha/tokens/"+itoa(ts[0].ID)+"/revoke"), "Revoke token gateway?")
+	wantStatus(t, "revoke", b.post("/apps/alpha/tokens/"+itoa(ts[0].ID)+"/revoke", nil), http.StatusSeeOther)
+	if ts, _ := apptokens.NewStore(e.db).List(context.Background(), "alpha"); ts[0].RevokedAt == nil {
+		t.Fatal("token not revoked")
+	}
+}
