@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/accounts"
-	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/apptokens"
+	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/descriptors"
 	"github.com/sluicehq/sluice/internal/rbac"
 )
