@@ -89,8 +89,7 @@ func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*setup)) *env {
 	acc.Hash = cheapHash
 	throttlePrefix := prefix + "internal:"
 	st := setup{
-		manage: manage.Config{DB: db, Redis: rdb, Keyspace: ks, Enforcer: enf, Accounts: acc,
-			ThrottlePrefix: throttlePrefix, Logger: slog.New(slog.DiscardHandler)},
+		manage: manage.Config{DB: db, Redis: rdb, Keyspace: ks, Enforcer: enf, Accounts: acc, Logger: slog.New(slog.DiscardHandler)},
 		console: Config{Logger: slog.New(slog.DiscardHandler)},
 	}
 	for _, f := range with {
