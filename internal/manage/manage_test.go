@@ -410,4 +410,3 @@ func TestBucketStateWithoutRedis(t *testing.T) {
 		t.Fatalf("state of a missing bucket: %v", err)
 	}
 }
-
