@@ -168,3 +168,49 @@ func TestAdminClearsAnAddressLock(t *testing.T) {
 		t.Fatalf("%d address.unlock entries, want 1", n)
 	}
 }
+
+func TestAdminsListAndRevokeOtherUsersTokens(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	olga := f.user("olga", false)
+	admin := f.user("root", true)
+	bob := f.user("bob", false)
+	secret, tok, err := f.svc.CreateToken(ctx, olga, manage.CreateToken{Name: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.UserTokens(ctx, bob, "olga"); !errors.Is(err, errs.ErrForbidden) {
+		t.Fatalf("non-admin list: %v", err)
+	}
+	if err := f.svc.RevokeUserToken(ctx, bob, manage.RevokeUserToken{User: "olga", ID: tok.ID}); !errors.Is(err, errs.ErrForbidden) {
+		t.Fatalf("non-admin revoke: %v", err)
+	}
+	ts, err := f.svc.UserTokens(ctx, admin, "olga")
+	if err != nil || len(ts) != 1 || ts[0].ID != tok.ID {
+		t.Fatalf("tokens of olga: %v %v", ts, err)
+	}
+	// The token is olga's, not bob's.
+	if err := f.svc.RevokeUserToken(ctx, admin, manage.RevokeUserToken{User: "bob", ID: tok.ID}); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("revoke through the wrong user: %v", err)
+	}
+	if err := f.svc.RevokeUserToken(ctx, admin, manage.RevokeUserToken{User: "olga", ID: tok.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.TokenCaller(ctx, secret, "192.0.2.9", "GET /x"); !errors.Is(err, errs.ErrUnauthenticated) {
+		t.Fatalf("revoked token still works: %v", err)
+	}
+	// A password reset revokes the rest.
+	secret2, _, err := f.svc.CreateToken(ctx, olga, manage.CreateToken{Name: "ci2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.SetPassword(ctx, admin, manage.SetPassword{User: "olga", Password: "another long password"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.TokenCaller(ctx, secret2, "192.0.2.9", "GET /x"); !errors.Is(err, errs.ErrUnauthenticated) {
+		t.Fatalf("token after a password reset: %v", err)
+	}
+	if n := len(f.entries("access.denied")); n < 2 {
+		t.Fatalf("%d refusals audited, want at least 2", n)
+	}
+}
