@@ -296,3 +296,44 @@ func TestAnonymousRefusalsSampled(t *testing.T) {
 		t.Fatalf("200 anonymous refusals wrote %d audit rows, want at most %d", rows, audit.DefaultSample+1)
 	}
 }
+
+func TestAdminsSeeRevokeTokensAndClearLocks(t *testing.T) {
+	e := newEnv(t)
+	root := e.user("root", true)
+	alice := e.user("alice", false)
+	bob := e.user("bob", false)
+	_, tok, err := e.acc.CreateToken(context.Background(), e.system, alice.ID, "deploy bot", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// alice's name is locked by wrong guesses.
+	for range signin.DefaultPolicy.User.Failures {
+		e.browser().post("/login", url.Values{"username": {"alice"}, "password": {"wrong password!"}})
+	}
+	admin := e.browser()
+	admin.signIn(root)
+	r := admin.get("/users")
+	wantStatus(t, "users page", r, http.StatusOK)
+	revoke := "/users/alice/tokens/" + strconv.FormatInt(tok.ID, 10) + "/revoke"
+	wantBody(t, "users page", r, "deploy bot", `action="`+revoke+`"`, "sign-in locked for", `action="/users/alice/unlock"`)
+
+	other := e.browser()
+	other.signIn(bob)
+	wantStatus(t, "non-admin revoke", other.post(revoke, nil), http.StatusForbidden)
+	wantStatus(t, "non-admin unlock", other.post("/users/alice/unlock", nil), http.StatusForbidden)
+
+	wantStatus(t, "revoke", admin.post(revoke, nil), http.StatusSeeOther)
+	if ts, _ := e.acc.Tokens(context.Background(), alice.ID); len(ts) != 1 || ts[0].RevokedAt == nil {
+		t.Fatal("the token is not revoked")
+	}
+	wantStatus(t, "unlock", admin.post("/users/alice/unlock", nil), http.StatusSeeOther)
+	r = e.browser().post("/login", url.Values{"username": {"alice"}, "password": {testPassword}})
+	wantStatus(t, "sign in after the unlock", r, http.StatusSeeOther)
+	r = admin.post("/users/unlock-address", url.Values{"address": {"not an address"}})
+	wantStatus(t, "bad address", r, http.StatusUnprocessableEntity)
+	wantBody(t, "bad address", r, "is not an IP address")
+	wantStatus(t, "address unlock", admin.post("/users/unlock-address", url.Values{"address": {"127.0.0.1"}}), http.StatusSeeOther)
+	if e.auditCount("user.unlock") != 1 || e.auditCount("address.unlock") != 1 || e.auditCount("token.revoke") != 1 {
+		t.Fatal("unlocks and revocation not audited")
+	}
+}
