@@ -52,6 +52,9 @@ type appPage struct {
 	Grant      grantForm
 	Errors     *errs.Validation
 	GrantError string
+	// UserNames feed the member picker (a datalist): user names are not
+	// secret among signed-in users, see docs/console.md.
+	UserNames []string
 }
 
 func (s *server) listApps(c *gin.Context) {
@@ -98,8 +101,15 @@ func (s *server) renderApp(c *gin.Context, st int, g grantForm, v *errs.Validati
 		s.fail(c, err)
 		return
 	}
-	s.render(c, st, "app", &appPage{layout: layout{Title: m.App.Name, Nav: "apps"}, AppMembers: m,
-		Grant: g, Errors: v, GrantError: grantErr})
+	p := &appPage{layout: layout{Title: m.App.Name, Nav: "apps"}, AppMembers: m,
+		Grant: g, Errors: v, GrantError: grantErr}
+	if m.CanManage {
+		if p.UserNames, err = s.svc.UserNames(ctx(c), caller(c), g.User); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	s.render(c, st, "app", p)
 }
 
 // grantMember gives a user the owner or viewer role on the app (replacing

@@ -337,3 +337,25 @@ func TestAdminsSeeRevokeTokensAndClearLocks(t *testing.T) {
 		t.Fatal("unlocks and revocation not audited")
 	}
 }
+
+func TestMemberPickerOffersUserNames(t *testing.T) {
+	e := newEnv(t)
+	owner := e.user("olga", false)
+	viewer := e.user("vic", false)
+	e.user("zed", false)
+	e.app("alpha", "olga")
+	e.grant("vic", "alpha", "viewer")
+	b := e.browser()
+	b.signIn(owner)
+	r := b.get("/apps/alpha")
+	wantStatus(t, "app page", r, http.StatusOK)
+	wantBody(t, "app page", r, `list="user-names"`, `<datalist id="user-names">`, `<option value="zed">`)
+	// Viewers cannot add members and get no picker.
+	v := e.browser()
+	v.signIn(viewer)
+	r = v.get("/apps/alpha")
+	wantStatus(t, "app page as a viewer", r, http.StatusOK)
+	if strings.Contains(r.body, "<datalist") {
+		t.Fatal("a viewer got the member picker")
+	}
+}

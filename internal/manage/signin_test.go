@@ -214,3 +214,18 @@ func TestAdminsListAndRevokeOtherUsersTokens(t *testing.T) {
 		t.Fatalf("%d refusals audited, want at least 2", n)
 	}
 }
+
+func TestUserNamesNeedASignedInCaller(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	olga := f.user("olga", false)
+	f.user("oscar", false)
+	f.user("zed", false)
+	if _, err := f.svc.UserNames(ctx, manage.Caller{}, "o"); !errors.Is(err, errs.ErrUnauthenticated) {
+		t.Fatalf("anonymous: %v", err)
+	}
+	got, err := f.svc.UserNames(ctx, olga, "o")
+	if err != nil || len(got) != 2 || got[0] != "olga" || got[1] != "oscar" {
+		t.Fatalf("names %v %v", got, err)
+	}
+}

@@ -208,3 +208,13 @@ func (s *Service) RevokeUserToken(ctx context.Context, c Caller, req RevokeUserT
 	}
 	return s.accounts.RevokeToken(ctx, c.Actor(), u.ID, req.ID)
 }
+
+// UserNames returns the names of enabled users starting with prefix, for a
+// member picker, to any signed-in caller: user names are not secret among
+// signed-in users (docs/console.md), nothing else about an account is told.
+func (s *Service) UserNames(ctx context.Context, c Caller, prefix string) ([]string, error) {
+	if c.User == nil {
+		return nil, errs.ErrUnauthenticated
+	}
+	return s.accounts.Names(ctx, prefix, accounts.MaxNames)
+}
