@@ -18,7 +18,6 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sirupsen/logrus v1.9.3
 	golang.org/x/crypto v0.58.0
-	golang.org/x/time v0.16.0
 	google.golang.org/grpc v1.84.0
 	google.golang.org/protobuf v1.36.12
 )

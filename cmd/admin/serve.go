@@ -181,7 +181,9 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _ = enf.Run(runCtx) }()
-	go purgeSessions(runCtx, accounts.NewStore(st.db), signin.New(st.db), log)
+	// One throttle both counts sign-ins and purges its spent counters.
+	throttle := signin.New(st.db)
+	go purgeSessions(runCtx, accounts.NewStore(st.db), throttle, log)
 	go audit.NewStore(st.db).RunRetention(runCtx, cfg.auditRetention, log)
 
 	// Metrics are served on a listener of their own, if at all, so that the
@@ -191,7 +193,7 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	mcfg := manage.Config{DB: st.db, Enforcer: enf, Redis: st.rdb, Keyspace: st.ks, Logger: log}
+	mcfg := manage.Config{DB: st.db, Enforcer: enf, Redis: st.rdb, Keyspace: st.ks, Throttle: throttle, Logger: log}
 	if reg != nil {
 		refusals := prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "console", Name: "anonymous_refusals_total",

@@ -64,8 +64,7 @@ func newEnvOn(t testing.TB, db *sqlx.DB, rdb *redis.Client, prefix string) *env 
 	// Password hashing is not under test here; keep user creation cheap.
 	e.accounts.Hash = accounts.HashParams{Time: 1, Memory: 64, Threads: 1}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	mcfg := manage.Config{DB: db, Enforcer: enf, Keyspace: e.ks, Accounts: e.accounts, Logger: log,
-		ThrottlePrefix: "internal-" + prefix}
+	mcfg := manage.Config{DB: db, Enforcer: enf, Keyspace: e.ks, Accounts: e.accounts, Logger: log}
 	if rdb != nil {
 		mcfg.Redis = rdb
 	}

@@ -170,6 +170,21 @@ func probes() map[string]probe {
 		"POST /users/:user/password": {allow: []string{admin}, prepare: func(*matrixFixture, string) (string, url.Values) {
 			return "/users/extra/password", url.Values{"password": {"another long password"}}
 		}},
+		"POST /users/:user/tokens/:id/revoke": {allow: []string{admin}, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			u, err := fx.e.acc.UserByName(context.Background(), "extra")
+			if err != nil {
+				fx.e.t.Fatalf("user extra: %v", err)
+			}
+			_, tok, err := fx.e.acc.CreateToken(context.Background(), fx.e.system, u.ID, fx.unique("t"), nil)
+			if err != nil {
+				fx.e.t.Fatalf("create token: %v", err)
+			}
+			return "/users/extra/tokens/" + strconv.FormatInt(tok.ID, 10) + "/revoke", nil
+		}},
+		"POST /users/:user/unlock": {allow: []string{admin}, prepare: static("/users/extra/unlock")},
+		"POST /users/unlock-address": {allow: []string{admin}, prepare: func(*matrixFixture, string) (string, url.Values) {
+			return "/users/unlock-address", url.Values{"address": {"192.0.2.77"}}
+		}},
 	}
 }
 

@@ -53,6 +53,9 @@ type appPage struct {
 	Errors     *errs.Validation
 	GrantError string
 	Decisions  decisionsSection
+	// UserNames feed the member picker (a datalist): user names are not
+	// secret among signed-in users, see docs/console.md.
+	UserNames []string
 }
 
 func (s *server) listApps(c *gin.Context) {
@@ -107,8 +110,15 @@ func (s *server) renderAppWith(c *gin.Context, st int, g grantForm, v *errs.Vali
 		s.fail(c, err)
 		return
 	}
-	s.render(c, st, "app", &appPage{layout: layout{Title: m.App.Name, Nav: "apps"}, AppMembers: m,
-		Grant: g, Errors: v, GrantError: grantErr, Decisions: d})
+	p := &appPage{layout: layout{Title: m.App.Name, Nav: "apps"}, AppMembers: m,
+		Grant: g, Errors: v, GrantError: grantErr, Decisions: d}
+	if m.CanManage {
+		if p.UserNames, err = s.svc.UserNames(ctx(c), caller(c), g.User); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	s.render(c, st, "app", p)
 }
 
 // grantMember gives a user the owner or viewer role on the app (replacing

@@ -36,11 +36,13 @@ func (s *server) login(c *gin.Context) {
 	}
 	req := manage.SignIn{Username: name, Password: c.PostForm("password"), UserAgent: c.Request.UserAgent()}
 	req.Previous, _ = c.Cookie(sessionCookie)
-	session, _, err := s.svc.SignIn(ctx(c), caller(c), req)
+	req.Device, _ = c.Cookie(deviceCookie)
+	in, err := s.svc.SignIn(ctx(c), caller(c), req)
 	var throttled *manage.ThrottledError
 	switch {
 	case err == nil:
-		s.setSessionCookie(c, session)
+		s.setSessionCookie(c, in.Session)
+		s.setDeviceCookie(c, in.Device)
 		s.signin(signinSuccess)
 		s.redirect(c, p.Next, "")
 	case errors.As(err, &throttled):
@@ -76,6 +78,22 @@ func (s *server) home(c *gin.Context) { c.Redirect(http.StatusSeeOther, "/bucket
 func (s *server) setSessionCookie(c *gin.Context, token string) {
 	http.SetCookie(c.Writer, &http.Cookie{Name: sessionCookie, Value: token, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteLaxMode, Secure: s.secure(c)})
+}
+
+// deviceCookie keeps the device token of the last successful sign-in, so
+// that a lock on the user name caused by someone else's guesses does not
+// hold this browser back.
+const deviceCookie = "sluice_device"
+
+// deviceLifetime matches how long the throttle remembers a device.
+const deviceLifetime = 90 * 24 * time.Hour
+
+func (s *server) setDeviceCookie(c *gin.Context, token string) {
+	if token == "" {
+		return
+	}
+	http.SetCookie(c.Writer, &http.Cookie{Name: deviceCookie, Value: token, Path: "/", HttpOnly: true,
+		MaxAge: int(deviceLifetime / time.Second), SameSite: http.SameSiteLaxMode, Secure: s.secure(c)})
 }
 
 func (s *server) clearSessionCookie(c *gin.Context) {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/audit"
-	"github.com/sluicehq/sluice/internal/manage"
+	"github.com/sluicehq/sluice/internal/signin"
 )
 
 func TestSignInRotatesSessionAndSignOutEndsIt(t *testing.T) {
@@ -92,64 +93,82 @@ func TestSignInFailureIsAuditedAndGeneric(t *testing.T) {
 }
 
 func TestSignInThrottle(t *testing.T) {
-	t.Run("per user", func(t *testing.T) {
+	t.Run("per user, and a known device passes", func(t *testing.T) {
 		e := newEnv(t)
 		e.user("alice", false)
-		// Each attempt comes from its own address (through a trusted
-		// proxy), so only the user's bucket runs dry.
+		// alice's own browser signed in before and keeps its device cookie.
+		mine := e.browser()
+		wantStatus(t, "sign in", mine.post("/login", url.Values{"username": {"alice"}, "password": {testPassword}}), http.StatusSeeOther)
+		if mine.cookie(deviceCookie) == "" {
+			t.Fatal("no device cookie after a sign-in")
+		}
+		// Each guess comes from its own address (through a trusted
+		// proxy), so only the user name's allowance runs dry.
 		if err := e.rt.SetTrustedProxies([]string{"127.0.0.1"}); err != nil {
 			t.Fatal(err)
 		}
 		from := func(i int) map[string]string {
-			return map[string]string{"X-Forwarded-For": "10.0.0." + string(rune('0'+i)), "Sec-Fetch-Site": "same-origin"}
+			return map[string]string{"X-Forwarded-For": "10.0.0." + strconv.Itoa(i), "Sec-Fetch-Site": "same-origin"}
 		}
-		for i := 1; i <= manage.SignInAttempts; i++ {
+		for i := 1; i <= signin.DefaultPolicy.User.Failures; i++ {
 			r := e.browser().postWith("/login", url.Values{"username": {"alice"}, "password": {"wrong password!"}}, from(i))
 			wantStatus(t, "attempt", r, http.StatusUnauthorized)
 		}
-		// The 6th is refused even with the right password, without checking it.
-		r := e.browser().postWith("/login", url.Values{"username": {"alice"}, "password": {testPassword}}, from(6))
-		wantStatus(t, "6th attempt", r, http.StatusTooManyRequests)
-		wantBody(t, "6th attempt", r, "Too many sign-in attempts")
+		// The next is refused even with the right password, without checking it.
+		r := e.browser().postWith("/login", url.Values{"username": {"alice"}, "password": {testPassword}}, from(50))
+		wantStatus(t, "attempt after the failures", r, http.StatusTooManyRequests)
+		wantBody(t, "attempt after the failures", r, "Too many sign-in attempts")
 		if r.header.Get("Retry-After") == "" {
 			t.Fatal("no Retry-After on a throttled sign-in")
 		}
+		// alice's browser gets in all the same.
+		r = mine.postWith("/login", url.Values{"username": {"alice"}, "password": {testPassword}}, from(51))
+		wantStatus(t, "known device during the lock", r, http.StatusSeeOther)
 		// The addresses are not exhausted: another user signs in from one.
 		e.user("bob", false)
 		r = e.browser().postWith("/login", url.Values{"username": {"bob"}, "password": {testPassword}}, from(1))
 		wantStatus(t, "another user from a used address", r, http.StatusSeeOther)
 	})
-	t.Run("per address", func(t *testing.T) {
+	t.Run("per address counts failures only", func(t *testing.T) {
 		e := newEnv(t)
 		e.user("alice", false)
-		for i := 1; i <= manage.SignInAttempts; i++ {
-			r := e.browser().post("/login", url.Values{"username": {"user" + string(rune('a'+i))}, "password": {"wrong password!"}})
+		// Successes from one address never count.
+		for range signin.DefaultPolicy.Addr.Failures + 5 {
+			r := e.browser().post("/login", url.Values{"username": {"alice"}, "password": {testPassword}})
+			wantStatus(t, "success", r, http.StatusSeeOther)
+		}
+		for i := 1; i <= signin.DefaultPolicy.Addr.Failures; i++ {
+			r := e.browser().post("/login", url.Values{"username": {"user" + strconv.Itoa(i)}, "password": {"wrong password!"}})
 			wantStatus(t, "attempt", r, http.StatusUnauthorized)
 		}
 		r := e.browser().post("/login", url.Values{"username": {"alice"}, "password": {testPassword}})
-		wantStatus(t, "6th attempt from one address", r, http.StatusTooManyRequests)
+		wantStatus(t, "attempt from an address over its failures", r, http.StatusTooManyRequests)
 	})
-	t.Run("buckets live in redis under the internal prefix", func(t *testing.T) {
+	t.Run("device cookie", func(t *testing.T) {
 		e := newEnv(t)
-		e.browser().post("/login", url.Values{"username": {"alice"}, "password": {"whatever it is"}})
-		keys, err := e.rdb.Keys(context.Background(), e.throttlePrefix+"*").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(keys) != 2 {
-			t.Fatalf("throttle keys %v, want one per user and one per address", keys)
-		}
-		for _, k := range keys {
-			if ttl := e.rdb.TTL(context.Background(), k).Val(); ttl <= 0 {
-				t.Fatalf("throttle key %s has no TTL", k)
-			}
-			if strings.Contains(k, "alice") || strings.Contains(k, "127.0.0.1") {
-				t.Fatalf("throttle key %s carries the raw user name or address", k)
+		e.user("alice", false)
+		r := e.browser().post("/login", url.Values{"username": {"alice"}, "password": {testPassword}})
+		wantStatus(t, "sign in", r, http.StatusSeeOther)
+		var set string
+		for _, v := range r.header.Values("Set-Cookie") {
+			if strings.HasPrefix(v, deviceCookie+"=") {
+				set = v
 			}
 		}
-		n, err := e.rdb.Keys(context.Background(), e.ks.Pattern()).Result()
-		if err != nil || len(n) != 0 {
-			t.Fatalf("throttle buckets leaked into the sync worker's key space: %v %v", n, err)
+		for _, want := range []string{"HttpOnly", "SameSite=Lax", "Max-Age=7776000", "Path=/"} {
+			if !strings.Contains(set, want) {
+				t.Fatalf("device cookie %q lacks %s", set, want)
+			}
+		}
+		if strings.Contains(set, "Secure") {
+			t.Fatalf("device cookie %q is Secure on a plain-HTTP deployment", set)
+		}
+		// A failed sign-in sets none.
+		r = e.browser().post("/login", url.Values{"username": {"alice"}, "password": {"wrong password!"}})
+		for _, v := range r.header.Values("Set-Cookie") {
+			if strings.HasPrefix(v, deviceCookie+"=") {
+				t.Fatalf("a failed sign-in set %q", v)
+			}
 		}
 	})
 }
@@ -275,5 +294,68 @@ func TestAnonymousRefusalsSampled(t *testing.T) {
 	}
 	if rows := e.auditCount("access.denied"); rows > audit.DefaultSample+1 {
 		t.Fatalf("200 anonymous refusals wrote %d audit rows, want at most %d", rows, audit.DefaultSample+1)
+	}
+}
+
+func TestAdminsSeeRevokeTokensAndClearLocks(t *testing.T) {
+	e := newEnv(t)
+	root := e.user("root", true)
+	alice := e.user("alice", false)
+	bob := e.user("bob", false)
+	_, tok, err := e.acc.CreateToken(context.Background(), e.system, alice.ID, "deploy bot", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// alice's name is locked by wrong guesses.
+	for range signin.DefaultPolicy.User.Failures {
+		e.browser().post("/login", url.Values{"username": {"alice"}, "password": {"wrong password!"}})
+	}
+	admin := e.browser()
+	admin.signIn(root)
+	r := admin.get("/users")
+	wantStatus(t, "users page", r, http.StatusOK)
+	revoke := "/users/alice/tokens/" + strconv.FormatInt(tok.ID, 10) + "/revoke"
+	wantBody(t, "users page", r, "deploy bot", `action="`+revoke+`"`, "sign-in locked for", `action="/users/alice/unlock"`)
+
+	other := e.browser()
+	other.signIn(bob)
+	wantStatus(t, "non-admin revoke", other.post(revoke, nil), http.StatusForbidden)
+	wantStatus(t, "non-admin unlock", other.post("/users/alice/unlock", nil), http.StatusForbidden)
+
+	wantStatus(t, "revoke", admin.post(revoke, nil), http.StatusSeeOther)
+	if ts, _ := e.acc.Tokens(context.Background(), alice.ID); len(ts) != 1 || ts[0].RevokedAt == nil {
+		t.Fatal("the token is not revoked")
+	}
+	wantStatus(t, "unlock", admin.post("/users/alice/unlock", nil), http.StatusSeeOther)
+	r = e.browser().post("/login", url.Values{"username": {"alice"}, "password": {testPassword}})
+	wantStatus(t, "sign in after the unlock", r, http.StatusSeeOther)
+	r = admin.post("/users/unlock-address", url.Values{"address": {"not an address"}})
+	wantStatus(t, "bad address", r, http.StatusUnprocessableEntity)
+	wantBody(t, "bad address", r, "is not an IP address")
+	wantStatus(t, "address unlock", admin.post("/users/unlock-address", url.Values{"address": {"127.0.0.1"}}), http.StatusSeeOther)
+	if e.auditCount("user.unlock") != 1 || e.auditCount("address.unlock") != 1 || e.auditCount("token.revoke") != 1 {
+		t.Fatal("unlocks and revocation not audited")
+	}
+}
+
+func TestMemberPickerOffersUserNames(t *testing.T) {
+	e := newEnv(t)
+	owner := e.user("olga", false)
+	viewer := e.user("vic", false)
+	e.user("zed", false)
+	e.app("alpha", "olga")
+	e.grant("vic", "alpha", "viewer")
+	b := e.browser()
+	b.signIn(owner)
+	r := b.get("/apps/alpha")
+	wantStatus(t, "app page", r, http.StatusOK)
+	wantBody(t, "app page", r, `list="user-names"`, `<datalist id="user-names">`, `<option value="zed">`)
+	// Viewers cannot add members and get no picker.
+	v := e.browser()
+	v.signIn(viewer)
+	r = v.get("/apps/alpha")
+	wantStatus(t, "app page as a viewer", r, http.StatusOK)
+	if strings.Contains(r.body, "<datalist") {
+		t.Fatal("a viewer got the member picker")
 	}
 }

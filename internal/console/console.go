@@ -150,6 +150,9 @@ func (s *server) routes(rt *router.Router) {
 	u.POST("/users/:user/enable", s.enableUser)
 	u.POST("/users/:user/admin", s.setAdmin)
 	u.POST("/users/:user/password", s.resetPassword)
+	u.POST("/users/:user/tokens/:id/revoke", s.revokeUserToken)
+	u.POST("/users/:user/unlock", s.unlockUser)
+	u.POST("/users/unlock-address", s.unlockAddress)
 }
 
 // ctx returns the request's context, bounded by the router's timeout.

@@ -51,8 +51,6 @@ type env struct {
 	apps   *apps.Store
 	bkts   *buckets.Store
 	system audit.Actor
-	// throttlePrefix is the key prefix of the sign-in throttle.
-	throttlePrefix string
 }
 
 func newEnv(t testing.TB) *env {
@@ -87,10 +85,8 @@ func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*setup)) *env {
 	ks := redisscript.Keyspace{Prefix: prefix + "b:"}
 	acc := accounts.NewStore(db)
 	acc.Hash = cheapHash
-	throttlePrefix := prefix + "internal:"
 	st := setup{
-		manage: manage.Config{DB: db, Redis: rdb, Keyspace: ks, Enforcer: enf, Accounts: acc,
-			ThrottlePrefix: throttlePrefix, Logger: slog.New(slog.DiscardHandler)},
+		manage:  manage.Config{DB: db, Redis: rdb, Keyspace: ks, Enforcer: enf, Accounts: acc, Logger: slog.New(slog.DiscardHandler)},
 		console: Config{Logger: slog.New(slog.DiscardHandler)},
 	}
 	for _, f := range with {
@@ -121,7 +117,7 @@ func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*setup)) *env {
 	}
 	srv := httptest.NewServer(rt)
 	t.Cleanup(srv.Close)
-	e := &env{t: t, db: db, rdb: rdb, ks: ks, enf: enf, s: s, rt: rt, srv: srv, reg: st.metrics, acc: acc, throttlePrefix: throttlePrefix,
+	e := &env{t: t, db: db, rdb: rdb, ks: ks, enf: enf, s: s, rt: rt, srv: srv, reg: st.metrics, acc: acc,
 		apps: apps.NewStore(db), bkts: buckets.NewStore(db), system: audit.Actor{User: "system", Via: "test"}}
 	return e
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/router"
+	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -201,16 +201,16 @@ func TestSignInMetrics(t *testing.T) {
 	if signins(signinSuccess) != 1 || signins(signinFailure) != 0 {
 		t.Fatalf("after one success: success=%v failure=%v", signins(signinSuccess), signins(signinFailure))
 	}
-	// Four more attempts from this address are refused on their merits,
-	// the sixth is throttled before any password is checked.
-	for i := 0; i < manage.SignInAttempts-1; i++ {
+	// Five failures spend the user name's allowance; the next attempt is
+	// throttled before any password is checked.
+	for i := 0; i < signin.DefaultPolicy.User.Failures; i++ {
 		r := e.browser().post("/login", url.Values{"username": {"alice"}, "password": {"wrong password!"}})
 		wantStatus(t, "wrong password", r, http.StatusUnauthorized)
 	}
 	r = e.browser().post("/login", url.Values{"username": {"alice"}, "password": {testPassword}})
 	wantStatus(t, "throttled", r, http.StatusTooManyRequests)
-	if got := []float64{signins(signinSuccess), signins(signinFailure), signins(signinThrottled)}; got[0] != 1 || got[1] != 4 || got[2] != 1 {
-		t.Fatalf("success, failure, throttled = %v, want [1 4 1]", got)
+	if got := []float64{signins(signinSuccess), signins(signinFailure), signins(signinThrottled)}; got[0] != 1 || got[1] != 5 || got[2] != 1 {
+		t.Fatalf("success, failure, throttled = %v, want [1 5 1]", got)
 	}
 	if got := requests(t, e, "/login", "POST", "429", 1); got != 1 {
 		t.Errorf("POST /login 429 = %v, want 1", got)

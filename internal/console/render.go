@@ -77,6 +77,7 @@ func parseViews() (*views, error) {
 		"errfor":     func(v *errs.Validation, field string) string { return v.For(field) },
 		"when":       formatTime,
 		"ago":        ago,
+		"roughly":    roughly,
 		"join":       strings.Join,
 		"query":      url.QueryEscape,
 		"percent":    percentClass,

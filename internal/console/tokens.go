@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/sluicehq/sluice/internal/accounts"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/manage"
 )
@@ -31,6 +32,15 @@ type tokenRow struct {
 	Expired   bool
 }
 
+func newTokenRow(t *accounts.Token, now time.Time) tokenRow {
+	r := tokenRow{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, Revoked: t.RevokedAt != nil,
+		Expired: t.ExpiresAt != nil && !now.Before(*t.ExpiresAt)}
+	if t.LastUsedAt != nil {
+		r.LastUsed = *t.LastUsedAt
+	}
+	return r
+}
+
 type tokenForm struct {
 	Name string
 }
@@ -48,12 +58,7 @@ func (s *server) renderTokens(c *gin.Context, st int, created string, form token
 	now := time.Now()
 	p := &tokensPage{layout: layout{Title: "API tokens", Nav: "tokens"}, Created: created, Form: form, Errors: v}
 	for _, t := range list {
-		r := tokenRow{ID: t.ID, Name: t.Name, Prefix: t.Prefix, CreatedAt: t.CreatedAt, Revoked: t.RevokedAt != nil,
-			Expired: t.ExpiresAt != nil && !now.Before(*t.ExpiresAt)}
-		if t.LastUsedAt != nil {
-			r.LastUsed = *t.LastUsedAt
-		}
-		p.Tokens = append(p.Tokens, r)
+		p.Tokens = append(p.Tokens, newTokenRow(t, now))
 	}
 	s.render(c, st, "tokens", p)
 }

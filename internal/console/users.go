@@ -2,6 +2,7 @@ package console
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -24,6 +25,11 @@ type userRow struct {
 	Admin     bool
 	You       bool
 	CreatedAt time.Time
+	// Tokens are the user's API tokens, newest first.
+	Tokens []tokenRow
+	// Locked is how long sign-ins from unknown devices stay refused; 0
+	// when the user name is not locked.
+	Locked time.Duration
 }
 
 type userForm struct {
@@ -42,9 +48,23 @@ func (s *server) renderUsers(c *gin.Context, st int, form userForm, v *errs.Vali
 		return
 	}
 	p := &usersPage{layout: layout{Title: "Users", Nav: "users"}, Form: form, Errors: v}
+	now := time.Now()
 	for _, u := range users {
-		p.Users = append(p.Users, userRow{Username: u.Username, Disabled: u.Disabled, Admin: u.Admin,
-			You: u.Username == username(c), CreatedAt: u.CreatedAt})
+		row := userRow{Username: u.Username, Disabled: u.Disabled, Admin: u.Admin,
+			You: u.Username == username(c), CreatedAt: u.CreatedAt}
+		ts, err := s.svc.UserTokens(ctx(c), caller(c), u.Username)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		for _, t := range ts {
+			row.Tokens = append(row.Tokens, newTokenRow(t, now))
+		}
+		if row.Locked, err = s.svc.SignInLock(ctx(c), caller(c), u.Username); err != nil {
+			s.fail(c, err)
+			return
+		}
+		p.Users = append(p.Users, row)
 	}
 	s.render(c, st, "users", p)
 }
@@ -104,4 +124,43 @@ func (s *server) resetPassword(c *gin.Context) {
 		return
 	}
 	s.redirect(c, "/users", "Password of "+name+" changed; their sessions have ended and their API tokens are revoked.")
+}
+
+// revokeUserToken revokes one API token of another user.
+func (s *server) revokeUserToken(c *gin.Context) {
+	name := c.Param("user")
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil {
+		s.fail(c, errs.NotFoundf("token %q not found", c.Param("id")))
+		return
+	}
+	if err := s.svc.RevokeUserToken(ctx(c), caller(c), manage.RevokeUserToken{User: name, ID: id}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.redirect(c, "/users", "API token of "+name+" revoked.")
+}
+
+// unlockUser ends a sign-in lock on a user name at once.
+func (s *server) unlockUser(c *gin.Context) {
+	name := c.Param("user")
+	if err := s.svc.ClearSignInLock(ctx(c), caller(c), manage.ClearSignInLock{User: name}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.redirect(c, "/users", "Sign-in lock of "+name+" cleared.")
+}
+
+// unlockAddress ends a sign-in lock on a client address at once.
+func (s *server) unlockAddress(c *gin.Context) {
+	addr := postValue(c, "address")
+	if err := s.svc.ClearSignInLock(ctx(c), caller(c), manage.ClearSignInLock{Addr: addr}); err != nil {
+		if v, st := formErrors(err, "address"); v != nil {
+			s.renderUsers(c, st, userForm{}, v)
+			return
+		}
+		s.fail(c, err)
+		return
+	}
+	s.redirect(c, "/users", "Sign-in lock of address "+addr+" cleared.")
 }

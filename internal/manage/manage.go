@@ -19,7 +19,6 @@ package manage
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -33,6 +32,7 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/signin"
 	"github.com/sluicehq/sluice/internal/usage"
 )
 
@@ -40,15 +40,14 @@ import (
 type Config struct {
 	DB       *sqlx.DB
 	Enforcer *rbac.Enforcer
-	// Redis serves live bucket state, usage counts and the sign-in
-	// throttle; without it those report ErrUnavailable (the throttle works
-	// per process).
+	// Redis serves live bucket state and usage counts; without it those
+	// report ErrUnavailable.
 	Redis redis.UniversalClient
 	// Keyspace names the sync worker's bucket keys.
 	Keyspace redisscript.Keyspace
-	// ThrottlePrefix is the key prefix of the sign-in throttle's own
-	// buckets; it must not overlap Keyspace. Empty means "sluice-internal:".
-	ThrottlePrefix string
+	// Throttle limits failed sign-ins; nil means signin.New(DB) with
+	// signin.DefaultPolicy.
+	Throttle *signin.Throttle
 	// Accounts is the account store; nil means one on DB.
 	Accounts *accounts.Store
 	// Logger receives what a caller is not told; nil means slog.Default().
@@ -59,7 +58,7 @@ type Config struct {
 }
 
 // Service runs the use cases. It is safe for concurrent use; Close it to
-// stop the sign-in throttle's background work.
+// write the last summary of sampled refusals.
 type Service struct {
 	db       *sqlx.DB
 	enf      *rbac.Enforcer
@@ -71,7 +70,7 @@ type Service struct {
 	accounts *accounts.Store
 	usage    *usage.Reader
 	recents  *usage.Recents
-	throttle *throttle
+	throttle *signin.Throttle
 	// refusals samples the audit rows of refused anonymous requests.
 	refusals     *audit.Refusals
 	stopRefusals context.CancelFunc
@@ -88,12 +87,6 @@ func New(cfg Config) (*Service, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if cfg.ThrottlePrefix == "" {
-		cfg.ThrottlePrefix = DefaultThrottlePrefix
-	}
-	if p, q := cfg.ThrottlePrefix, cfg.Keyspace.KeyPrefix(); strings.HasPrefix(p, q) || strings.HasPrefix(q, p) {
-		return nil, fmt.Errorf("manage: throttle prefix %q overlaps the bucket key prefix %q", p, q)
-	}
 	s := &Service{
 		db: cfg.DB, enf: cfg.Enforcer, rdb: cfg.Redis, ks: cfg.Keyspace,
 		apps: apps.NewStore(cfg.DB), buckets: buckets.NewStore(cfg.DB), audit: audit.NewStore(cfg.DB),
@@ -105,7 +98,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Redis != nil {
 		s.usage = usage.NewReader(cfg.Redis, cfg.Keyspace)
 	}
-	s.throttle = newThrottle(cfg.Redis, cfg.ThrottlePrefix, log)
+	s.throttle = cfg.Throttle
+	if s.throttle == nil {
+		s.throttle = signin.New(cfg.DB)
+	}
 	s.refusals = audit.NewRefusals(cfg.DB)
 	s.refusals.Counter = cfg.RefusalCounter
 	ctx, cancel := context.WithCancel(context.Background())
@@ -114,10 +110,9 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// Close stops the sign-in throttle's background probe and the summaries of
-// sampled refusals, writing the last one. It closes no store.
+// Close stops the summaries of sampled refusals, writing the last one. It
+// closes no store.
 func (s *Service) Close() {
-	s.throttle.close()
 	s.stopRefusals()
 	_ = s.refusals.Flush(context.Background())
 }

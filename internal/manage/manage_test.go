@@ -46,8 +46,7 @@ func newFixture(t *testing.T) *fixture {
 	acc := accounts.NewStore(db)
 	acc.Hash = accounts.HashParams{Time: 1, Memory: 64, Threads: 1}
 	ks := redisscript.Keyspace{Prefix: prefix + "b:"}
-	svc, err := manage.New(manage.Config{DB: db, Enforcer: enf, Redis: rdb, Keyspace: ks, Accounts: acc,
-		ThrottlePrefix: prefix + "signin:", Logger: slog.New(slog.DiscardHandler)})
+	svc, err := manage.New(manage.Config{DB: db, Enforcer: enf, Redis: rdb, Keyspace: ks, Accounts: acc, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,46 +396,7 @@ func TestTokensAreTheCallersOwn(t *testing.T) {
 	}
 }
 
-func TestSignIn(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	f.user("olga", false)
-	from := manage.Caller{Addr: "198.51.100.7"}
-	session, user, err := f.svc.SignIn(ctx, from, manage.SignIn{Username: "olga", Password: "correct horse battery"})
-	if err != nil || user.Username != "olga" {
-		t.Fatal(err)
-	}
-	if u, err := f.svc.Session(ctx, session); err != nil || u.Username != "olga" {
-		t.Fatalf("session: %v", err)
-	}
-	// Signing in again ends the session the browser still sent.
-	if _, _, err := f.svc.SignIn(ctx, from, manage.SignIn{Username: "olga", Password: "correct horse battery", Previous: session}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.svc.Session(ctx, session); !errors.Is(err, errs.ErrUnauthenticated) {
-		t.Fatalf("previous session still live: %v", err)
-	}
-	if _, _, err := f.svc.SignIn(ctx, from, manage.SignIn{Username: "olga", Password: "wrong"}); !errors.Is(err, manage.ErrWrongCredentials) {
-		t.Fatalf("wrong password: %v", err)
-	}
-	if _, _, err := f.svc.SignIn(ctx, from, manage.SignIn{Username: "olga"}); !errors.Is(err, manage.ErrMissingCredentials) {
-		t.Fatalf("no password: %v", err)
-	}
-	// Two more attempts exhaust the address's five.
-	for range 2 {
-		_, _, _ = f.svc.SignIn(ctx, from, manage.SignIn{Username: "x", Password: "y"})
-	}
-	var th *manage.ThrottledError
-	_, _, err = f.svc.SignIn(ctx, from, manage.SignIn{Username: "olga", Password: "correct horse battery"})
-	if !errors.As(err, &th) || th.Wait <= 0 || th.Wait > manage.SignInWindow {
-		t.Fatalf("6th attempt: %v, want throttled", err)
-	}
-	if n := len(f.entries("login.failure")); n != 5 {
-		t.Fatalf("%d failures audited, want 5", n)
-	}
-}
-
-func TestSignInThrottleWithoutRedis(t *testing.T) {
+func TestBucketStateWithoutRedis(t *testing.T) {
 	db := testenv.MySQL(t)
 	enf, err := rbac.New(context.Background(), db)
 	if err != nil {
@@ -447,16 +407,6 @@ func TestSignInThrottleWithoutRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Close()
-	from := manage.Caller{Addr: "10.0.0.1"}
-	for i := range manage.SignInAttempts {
-		if _, _, err := svc.SignIn(context.Background(), from, manage.SignIn{Username: "bob", Password: "x"}); !errors.Is(err, manage.ErrWrongCredentials) {
-			t.Fatalf("attempt %d: %v", i+1, err)
-		}
-	}
-	var th *manage.ThrottledError
-	if _, _, err := svc.SignIn(context.Background(), from, manage.SignIn{Username: "bob", Password: "x"}); !errors.As(err, &th) {
-		t.Fatalf("6th attempt: %v, want throttled in process", err)
-	}
 	if _, _, err := svc.BucketState(context.Background(), manage.Caller{}, "x"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("state of a missing bucket: %v", err)
 	}

@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/accounts"
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/signin"
 )
-
-// DefaultThrottlePrefix is the key prefix of the sign-in throttle's
-// buckets when Config leaves it empty.
-const DefaultThrottlePrefix = "sluice-internal:"
 
 // Longest user name and password a sign-in reads; longer input is refused
 // without hashing anything.
@@ -52,32 +50,58 @@ type SignIn struct {
 	// Previous is the session id the browser still sent, ended on
 	// success so that a planted id is worthless.
 	Previous string
+	// Device is the device token the browser kept from an earlier
+	// successful sign-in ("" for none); it lets a correct password pass
+	// a lock on the user name that someone else's guesses caused.
+	Device string
 }
 
-// SignIn checks a user name and password, throttled per client address
-// and per user name, and starts a session. It returns the new session id
-// and the user. Every attempt is audited.
-func (s *Service) SignIn(ctx context.Context, c Caller, req SignIn) (string, *accounts.User, error) {
+// SignedIn is the outcome of a successful sign-in.
+type SignedIn struct {
+	// Session is the new session id.
+	Session string
+	User    *accounts.User
+	// Device is the device token for the browser to keep and send on its
+	// next sign-in.
+	Device string
+}
+
+// SignIn checks a user name and password and starts a session. Only
+// failed attempts count against the throttle (internal/signin): per client
+// address, and per user name or, for a device that signed in as the user
+// before, per device. Every attempt is audited.
+func (s *Service) SignIn(ctx context.Context, c Caller, req SignIn) (SignedIn, error) {
 	who := audit.Actor{User: clip(req.Username, MaxUsername), Via: "console", Addr: c.Addr}
 	if who.User == "" {
 		who.User = "anonymous"
 	}
-	failed := func(detail string, err error) (string, *accounts.User, error) {
+	failed := func(detail string, err error) (SignedIn, error) {
 		s.event(ctx, who, audit.Entry{Action: "login.failure", ObjectType: "user", ObjectName: who.User, Detail: detail})
-		return "", nil, err
-	}
-	if ok, wait := s.throttle.allow(ctx, c.Addr, req.Username); !ok {
-		return failed("too many attempts; refused without checking the password", &ThrottledError{Wait: wait})
+		return SignedIn{}, err
 	}
 	if req.Username == "" || req.Password == "" || len(req.Username) > MaxUsername || len(req.Password) > MaxPassword {
+		// Refused before any password is checked: nothing to count.
 		return failed("empty or oversized user name or password", ErrMissingCredentials)
+	}
+	attempt := signin.Attempt{User: req.Username, Addr: c.Addr, Device: req.Device}
+	d, err := s.throttle.Begin(ctx, attempt)
+	if err != nil {
+		return SignedIn{}, err
+	}
+	if !d.Allowed {
+		return failed("too many failed attempts (per "+d.Reason+"); refused without checking the password",
+			&ThrottledError{Wait: d.RetryAfter})
 	}
 	user, err := s.accounts.Authenticate(ctx, req.Username, req.Password)
 	if err != nil {
 		if errs.HTTPStatus(err) >= 500 {
-			return "", nil, err
+			return SignedIn{}, err
 		}
 		return failed("wrong user name or password, or account disabled", ErrWrongCredentials)
+	}
+	device, err := s.throttle.Succeeded(ctx, attempt)
+	if err != nil {
+		return SignedIn{}, err
 	}
 	if req.Previous != "" {
 		if err := s.accounts.EndSession(ctx, req.Previous); err != nil && !errors.Is(err, errs.ErrNotFound) {
@@ -86,11 +110,51 @@ func (s *Service) SignIn(ctx context.Context, c Caller, req SignIn) (string, *ac
 	}
 	session, err := s.accounts.NewSession(ctx, user.ID, c.Addr, clip(req.UserAgent, 255))
 	if err != nil {
-		return "", nil, err
+		return SignedIn{}, err
 	}
 	who.User = user.Username
 	s.event(ctx, who, audit.Entry{Action: "login.success", ObjectType: "user", ObjectName: user.Username})
-	return session, user, nil
+	return SignedIn{Session: session, User: user, Device: device}, nil
+}
+
+// ClearSignInLock ends a sign-in lock at once: on a user name (and that
+// user's known devices) when User is set, on a client address when Addr is.
+type ClearSignInLock struct {
+	User string
+	Addr string
+}
+
+// ClearSignInLock needs the admin role; it is audited ("user.unlock",
+// "address.unlock").
+func (s *Service) ClearSignInLock(ctx context.Context, c Caller, req ClearSignInLock) error {
+	if err := s.requireAdmin(ctx, c, req.User); err != nil {
+		return err
+	}
+	switch {
+	case req.User != "" && req.Addr != "":
+		return errs.Invalid("user", "clear a user or an address, not both")
+	case req.User != "":
+		if _, err := s.accounts.UserByName(ctx, req.User); err != nil {
+			return err
+		}
+		return s.throttle.Clear(ctx, c.Actor(), req.User)
+	case req.Addr != "":
+		if net.ParseIP(req.Addr) == nil {
+			return errs.Invalid("address", "is not an IP address")
+		}
+		return s.throttle.ClearAddress(ctx, c.Actor(), req.Addr)
+	default:
+		return errs.Invalid("user", "name a user or an address")
+	}
+}
+
+// SignInLock reports how long a user name stays locked for sign-ins from
+// unknown devices (0: not locked); admins only.
+func (s *Service) SignInLock(ctx context.Context, c Caller, user string) (time.Duration, error) {
+	if err := s.requireAdmin(ctx, c, user); err != nil {
+		return 0, err
+	}
+	return s.throttle.Locked(ctx, user)
 }
 
 // SignOut ends the caller's session on the server.

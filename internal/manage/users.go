@@ -179,3 +179,42 @@ func (s *Service) ListAudit(ctx context.Context, c Caller, q AuditQuery) (audit.
 	q.Apps = s.Visible(c)
 	return s.audit.List(ctx, q)
 }
+
+// UserTokens returns the API tokens of another user, newest first; admins
+// only. An unknown user is errs.ErrNotFound.
+func (s *Service) UserTokens(ctx context.Context, c Caller, user string) ([]*accounts.Token, error) {
+	if err := s.requireAdmin(ctx, c, user); err != nil {
+		return nil, err
+	}
+	_, ts, err := s.accounts.TokensOf(ctx, user)
+	return ts, err
+}
+
+// RevokeUserToken revokes one API token of a user.
+type RevokeUserToken struct {
+	User string
+	ID   int64
+}
+
+// RevokeUserToken needs the admin role; the revocation is audited naming
+// the token's owner. A token that is not the user's is errs.ErrNotFound.
+func (s *Service) RevokeUserToken(ctx context.Context, c Caller, req RevokeUserToken) error {
+	if err := s.requireAdmin(ctx, c, req.User); err != nil {
+		return err
+	}
+	u, err := s.accounts.UserByName(ctx, req.User)
+	if err != nil {
+		return err
+	}
+	return s.accounts.RevokeToken(ctx, c.Actor(), u.ID, req.ID)
+}
+
+// UserNames returns the names of enabled users starting with prefix, for a
+// member picker, to any signed-in caller: user names are not secret among
+// signed-in users (docs/console.md), nothing else about an account is told.
+func (s *Service) UserNames(ctx context.Context, c Caller, prefix string) ([]string, error) {
+	if c.User == nil {
+		return nil, errs.ErrUnauthenticated
+	}
+	return s.accounts.Names(ctx, prefix, accounts.MaxNames)
+}
