@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/manage"
 )
 
@@ -42,7 +41,7 @@ func snapshot(s string) json.RawMessage {
 // newest first. Admins see every entry; others see the entries about the
 // apps they are members of (and those apps' buckets).
 func (s *server) listAudit(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
-	var f audit.Filter
+	var f manage.AuditFilter
 	for _, p := range []struct {
 		name string
 		dst  *string

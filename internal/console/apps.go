@@ -10,7 +10,6 @@ import (
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/manage"
-	"github.com/sluicehq/sluice/internal/rbac"
 )
 
 // appsPage lists the apps the user is a member of (all, for admins).
@@ -93,7 +92,7 @@ func (s *server) createApp(c *gin.Context) {
 }
 
 func (s *server) showApp(c *gin.Context) {
-	s.renderApp(c, http.StatusOK, grantForm{Role: string(rbac.RoleViewer)}, nil, "")
+	s.renderApp(c, http.StatusOK, grantForm{Role: string(manage.RoleViewer)}, nil, "")
 }
 
 func (s *server) renderApp(c *gin.Context, st int, g grantForm, v *errs.Validation, grantErr string) {
@@ -138,7 +137,7 @@ func (s *server) grantMember(c *gin.Context) {
 func (s *server) revokeMember(c *gin.Context) {
 	app, user := c.Param("app"), c.Param("user")
 	if err := s.svc.RevokeRole(ctx(c), caller(c), manage.RevokeRole{App: app, User: user}); err != nil {
-		s.memberError(c, grantForm{Role: string(rbac.RoleViewer)}, err)
+		s.memberError(c, grantForm{Role: string(manage.RoleViewer)}, err)
 		return
 	}
 	s.redirect(c, "/apps/"+url.PathEscape(app), user+" no longer has a role on "+app+".")

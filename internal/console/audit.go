@@ -6,14 +6,13 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/manage"
 )
 
 // auditPage shows the audit log, newest first, filtered by app and bucket.
 type auditPage struct {
 	layout
-	Entries []audit.Entry
+	Entries []manage.AuditEntry
 	App     string
 	Bucket  string
 	Apps    []string

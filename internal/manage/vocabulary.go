@@ -1,0 +1,24 @@
+package manage
+
+import (
+	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/rbac"
+)
+
+// The types the use cases take and return, named here so that transports
+// depend on this package alone and never reach past it into the audit log
+// or the permission model.
+type (
+	// AuditFilter selects audit log entries (AuditLog).
+	AuditFilter = audit.Filter
+	// AuditEntry is one audit log entry.
+	AuditEntry = audit.Entry
+	// Role is a role on an app.
+	Role = rbac.Role
+)
+
+// The roles on an app.
+const (
+	RoleOwner  = rbac.RoleOwner
+	RoleViewer = rbac.RoleViewer
+)
