@@ -156,7 +156,7 @@ func TestServe(t *testing.T) {
 
 func TestUnreachableStoresAtStart(t *testing.T) {
 	t.Parallel()
-	closed := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	closed := testenv.ClosedAddr
 	for _, tc := range []struct {
 		name string
 		env  map[string]string

@@ -206,7 +206,7 @@ func TestAuditList(t *testing.T) {
 func TestRedisUnavailable(t *testing.T) {
 	t.Parallel()
 	db := testenv.MySQL(t)
-	dead := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+	dead := redis.NewClient(&redis.Options{Addr: testenv.ClosedAddr,
 		DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	defer dead.Close()
 	e := newEnvOn(t, db, dead, "t:")

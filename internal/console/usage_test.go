@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -222,7 +221,7 @@ func TestUsageOverview(t *testing.T) {
 // TestUsageWhenRedisIsDown: the bucket page and the overview still answer,
 // and say that usage cannot be read.
 func TestUsageWhenRedisIsDown(t *testing.T) {
-	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)),
+	dead := redis.NewClient(&redis.Options{Addr: testenv.ClosedAddr,
 		DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = dead.Close() })
 	e := newEnvOn(t, testenv.MySQL(t), func(s *setup) { s.manage.Redis = dead })

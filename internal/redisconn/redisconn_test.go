@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -107,8 +106,7 @@ func TestOpenSingle(t *testing.T) {
 }
 
 func TestOpenUnreachable(t *testing.T) {
-	port := testenv.FreePort(t)
-	o := Options{Addr: "127.0.0.1:" + strconv.Itoa(port)}
+	o := Options{Addr: testenv.ClosedAddr}
 	_, err := o.Open(context.Background())
 	if err == nil || !strings.Contains(err.Error(), o.Addr) {
 		t.Fatalf("err = %v, want one naming %s", err, o.Addr)

@@ -46,6 +46,11 @@ func FreePort(t testing.TB) int {
 	return 0
 }
 
+// ClosedAddr is a loopback address nothing listens on: port 1, which no
+// server here uses and no test may bind. A port that was merely free a
+// moment ago can be taken by a concurrent test suite before it is dialed.
+const ClosedAddr = "127.0.0.1:1"
+
 var (
 	portsMu    sync.Mutex
 	portsGiven = map[int]bool{}
