@@ -71,13 +71,15 @@ free_port() {
 
 # MariaDB: a throwaway datadir, root over TCP without a password, loopback only.
 mport="$(free_port)"
-mkdir -p "$tmp/mysql"
+# A private tmpdir: two suites bootstrapping at once must not share /tmp's
+# temporary tables.
+mkdir -p "$tmp/mysql/tmp"
 mariadb-install-db --no-defaults --datadir="$tmp/mysql/data" --auth-root-authentication-method=normal \
-	--skip-test-db --user="$(id -un)" >"$tmp/mysql/install.log" 2>&1 || {
+	--skip-test-db --user="$(id -un)" --tmpdir="$tmp/mysql/tmp" >"$tmp/mysql/install.log" 2>&1 || {
 	cat "$tmp/mysql/install.log"
 	exit 1
 }
-mariadbd --no-defaults --datadir="$tmp/mysql/data" --socket="$tmp/mysql/sock" --pid-file="$tmp/mysql/pid" \
+mariadbd --no-defaults --datadir="$tmp/mysql/data" --tmpdir="$tmp/mysql/tmp" --socket="$tmp/mysql/sock" --pid-file="$tmp/mysql/pid" \
 	--bind-address=127.0.0.1 --port="$mport" --user="$(id -un)" --skip-log-bin \
 	--innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=2 --max-connections=500 \
 	--character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \

@@ -211,17 +211,23 @@ func StartMariaDB(t testing.TB) *MariaDBServer {
 	server := LookPath(t, "mariadbd")
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
+	// A private tmpdir: servers bootstrapping at once must not share
+	// /tmp's temporary tables.
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	user := "root"
 	if os.Geteuid() != 0 {
 		user = os.Getenv("USER")
 	}
 	out, err := exec.Command(install, "--no-defaults", "--datadir="+data, "--auth-root-authentication-method=normal",
-		"--skip-test-db", "--user="+user).CombinedOutput()
+		"--skip-test-db", "--user="+user, "--tmpdir="+tmp).CombinedOutput()
 	if err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
 	port := FreePort(t)
-	args := []string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(dir, "sock"),
+	args := []string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp, "--socket=" + filepath.Join(dir, "sock"),
 		"--pid-file=" + filepath.Join(dir, "pid"), "--bind-address=127.0.0.1", "--port=" + strconv.Itoa(port),
 		"--user=" + user, "--skip-log-bin", "--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=2",
 		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci"}
