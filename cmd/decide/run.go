@@ -2,14 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,33 +85,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	return runErr
 }
 
-// healthcheck is the `healthcheck -url URL` subcommand, for container
-// health checks in images without curl.
+// healthcheck is the `healthcheck -url URL` subcommand.
 func healthcheck(ctx context.Context, args []string, output io.Writer) error {
-	fs := flag.NewFlagSet("sluice-decide healthcheck", flag.ContinueOnError)
-	fs.SetOutput(output)
-	url := fs.String("url", "http://127.0.0.1:8082/healthz", "`URL` to check")
-	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{Err: err}
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
-	if err != nil {
-		return usageError{Err: fmt.Errorf("healthcheck url: %w", err)}
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("healthcheck: %w", err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("healthcheck: %s answered %s", *url, resp.Status)
-	}
-	return nil
+	return startup.Healthcheck(ctx, "sluice-decide", "http://127.0.0.1:8082/healthz", args, output)
 }
