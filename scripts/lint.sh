@@ -16,7 +16,8 @@ fi
 for pattern in "${module_patterns[@]}"; do
 	dir="${pattern%/...}"
 	(cd "$dir" && GOWORK=off go mod tidy -diff) || {
-		echo "go mod tidy needed in $dir"
+		echo "go mod tidy needed in $dir (GOWORK=off); a nested module's code and tests must not"
+		echo "import packages of a module it does not require, such as the root's internal/testenv"
 		exit 1
 	}
 done

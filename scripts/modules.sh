@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that build, vet and test: sets module_patterns to one
 # ./dir/... pattern per module of go.work (the root module, the nested modules
 # a service may require on their own, and bench). A pattern like ./... covers
