@@ -1,5 +1,8 @@
 .PHONY: test test-short soak lint build run
 
+# scripts/modules.sh (the modules of go.work) is a bash script.
+SHELL := /bin/bash
+
 # Installs and starts real MariaDB and Redis servers, then runs every test.
 test:
 	./scripts/test.sh
@@ -16,8 +19,9 @@ soak:
 lint:
 	./scripts/lint.sh
 
+# Every module of go.work: ./... alone covers the root module only.
 build:
-	go build ./...
+	. scripts/modules.sh && go build "$${module_patterns[@]}"
 
 run:
 	go run -tags dev ./cmd/admin -dev

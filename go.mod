@@ -17,6 +17,12 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sirupsen/logrus v1.9.3
+	github.com/sluicehq/sluice/client v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice/client/clientmetrics v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice/client/usage v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice/internal/limits v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice/internal/names v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice/internal/redisscript v0.0.0-00010101000000-000000000000
 	golang.org/x/crypto v0.58.0
 	google.golang.org/grpc v1.84.0
 	google.golang.org/protobuf v1.36.12
@@ -85,4 +91,15 @@ require (
 	golang.org/x/tools v0.51.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260720211330-0afa2a65878a // indirect
 	gopkg.in/src-d/go-errors.v1 v1.0.0 // indirect
+)
+
+// Modules of this repository that a service may require on their own
+// (docs/decisions.md, "The client's module graph"), built from the checkout.
+replace (
+	github.com/sluicehq/sluice/client => ./client
+	github.com/sluicehq/sluice/client/clientmetrics => ./client/clientmetrics
+	github.com/sluicehq/sluice/client/usage => ./client/usage
+	github.com/sluicehq/sluice/internal/limits => ./internal/limits
+	github.com/sluicehq/sluice/internal/names => ./internal/names
+	github.com/sluicehq/sluice/internal/redisscript => ./internal/redisscript
 )

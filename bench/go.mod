@@ -2,13 +2,24 @@ module github.com/sluicehq/sluice/bench
 
 go 1.26.0
 
-replace github.com/sluicehq/sluice => ../
+// Modules of this repository, built from the checkout.
+replace (
+	github.com/sluicehq/sluice => ../
+	github.com/sluicehq/sluice/client => ../client
+	github.com/sluicehq/sluice/client/clientmetrics => ../client/clientmetrics
+	github.com/sluicehq/sluice/client/usage => ../client/usage
+	github.com/sluicehq/sluice/internal/limits => ../internal/limits
+	github.com/sluicehq/sluice/internal/names => ../internal/names
+	github.com/sluicehq/sluice/internal/redisscript => ../internal/redisscript
+)
 
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice/client v0.0.0-00010101000000-000000000000
+	github.com/sluicehq/sluice/internal/redisscript v0.0.0-00010101000000-000000000000
 	google.golang.org/grpc v1.84.0
 )
 
@@ -27,6 +38,8 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/sluicehq/sluice/internal/limits v0.0.0-00010101000000-000000000000 // indirect
+	github.com/sluicehq/sluice/internal/names v0.0.0-00010101000000-000000000000 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/redisscript"
-	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/redisscript/testenv"
 )
 
 // TestCluster takes tokens from buckets spread over the three masters of a

@@ -14,6 +14,20 @@ fi
 docker-compose -f docker-compose.yml config --quiet
 echo "docker-compose.yml: valid"
 
+# `go mod download` runs before `COPY . .`: the go.mod (and go.sum, when the
+# module has one) of every nested module the root replaces must be copied
+# first, or the image fails to build where the RUN steps below succeed.
+for dir in $(GOWORK=off go mod edit -json | awk -F'"' '/"Path": "\.\//{print substr($4, 3)}'); do
+	for f in go.mod go.sum; do
+		[ -f "$dir/$f" ] || continue
+		grep -Eq "^COPY( .*)? $dir/$f( |$)" Dockerfile || {
+			echo "Dockerfile does not copy $dir/$f before go mod download"
+			exit 1
+		}
+	done
+done
+echo "Dockerfile copies the nested modules' go.mod files"
+
 out="$(mktemp -d -t sluice-docker.XXXXXX)"
 trap 'rm -rf "$out"' EXIT
 # The build stage ends at the second FROM.

@@ -8,8 +8,21 @@ if [ -n "$unformatted" ]; then
 	echo "$unformatted"
 	exit 1
 fi
+# Every module of go.work (./... alone covers the root module only).
+# shellcheck source=scripts/modules.sh
+. scripts/modules.sh
+# Each module's go.mod must be tidy on its own: a service requiring a nested
+# module reads that go.mod, never go.work.
+for pattern in "${module_patterns[@]}"; do
+	dir="${pattern%/...}"
+	(cd "$dir" && GOWORK=off go mod tidy -diff) || {
+		echo "go mod tidy needed in $dir (GOWORK=off); a nested module's code and tests must not"
+		echo "import packages of a module it does not require, such as the root's internal/testenv"
+		exit 1
+	}
+done
 # Both builds: the production one and the one with the -dev stores.
 for tags in "" dev; do
-	go vet -tags "$tags" ./...
-	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags "$tags" ./...
+	go vet -tags "$tags" "${module_patterns[@]}"
+	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags "$tags" "${module_patterns[@]}"
 done

@@ -109,7 +109,10 @@ export SLUICE_TEST_REQUIRE=1
 echo "MariaDB on 127.0.0.1:$mport, Redis on 127.0.0.1:$rport"
 status=0
 # -tags dev adds the embedded stores of `sluice-admin -dev` and their test;
-# the production build of cmd/admin is tested on its own.
-go test -race -count=1 -timeout 15m -tags dev "$@" ./... || status=$?
+# the production build of cmd/admin is tested on its own. ./... covers one
+# module only: every module of the workspace is named (scripts/modules.sh).
+# shellcheck source=scripts/modules.sh
+. scripts/modules.sh
+go test -race -count=1 -timeout 15m -tags dev "$@" "${module_patterns[@]}" || status=$?
 go test -race -count=1 -timeout 5m "$@" ./cmd/admin || status=$?
 exit $status

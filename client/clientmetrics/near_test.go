@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/client/clientmetrics"
 	"github.com/sluicehq/sluice/client/memlimit"
 	"github.com/sluicehq/sluice/internal/redisscript"
-	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/redisscript/testenv"
 )
 
 func nearLimit(t *testing.T, reg *prometheus.Registry, app, bucket string) float64 {

@@ -9,7 +9,7 @@ import (
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/client/memlimit"
 	"github.com/sluicehq/sluice/internal/redisscript"
-	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/redisscript/testenv"
 )
 
 func newLimiter(t *testing.T) (*memlimit.Limiter, *memlimit.ManualClock) {

@@ -9,7 +9,7 @@ import (
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/client/usage"
 	"github.com/sluicehq/sluice/internal/redisscript"
-	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/redisscript/testenv"
 )
 
 // Would-denies of a bucket in shadow mode count as allowed and, apart, in

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redisscript"
-	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/redisscript/testenv"
 )
 
 func (s server) applyKeyed(t *testing.T, c redisscript.Config, force bool) redisscript.ApplyOutcome {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/redisscript"
-	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/redisscript/testenv"
 )
 
 // TestReadMany checks that one pipelined read of a page answers what Read

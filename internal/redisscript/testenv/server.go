@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"fmt"
 	mathrand "math/rand/v2"
 	"net"
 	"os"
@@ -14,10 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice/internal/database"
 )
 
 // FreePort returns a loopback TCP port that was free a moment ago and that
@@ -70,7 +66,9 @@ type Process struct {
 	cmd *exec.Cmd
 }
 
-func newProcess(t testing.TB, name, path, dir string, args []string) *Process {
+// NewProcess returns a process that runs path with args in dir, logging to
+// dir/name.log, not yet started; it is stopped when t ends.
+func NewProcess(t testing.TB, name, path, dir string, args []string) *Process {
 	p := &Process{t: t, name: name, path: path, args: args, dir: dir, log: filepath.Join(dir, name+".log")}
 	t.Cleanup(p.Stop)
 	return p
@@ -133,7 +131,7 @@ func (p *Process) Kill() {
 	}
 	_ = cmd.Process.Signal(syscall.SIGCONT)
 	_ = cmd.Process.Kill()
-	waitFor(10*time.Second, func() bool { return cmd.Process.Signal(syscall.Signal(0)) != nil })
+	WaitFor(10*time.Second, func() bool { return cmd.Process.Signal(syscall.Signal(0)) != nil })
 }
 
 // Stop ends the process with SIGTERM, then SIGKILL after 5 s.
@@ -147,7 +145,7 @@ func (p *Process) Stop() {
 	}
 	_ = cmd.Process.Signal(syscall.SIGCONT)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	if !waitFor(5*time.Second, func() bool { return cmd.Process.Signal(syscall.Signal(0)) != nil }) {
+	if !WaitFor(5*time.Second, func() bool { return cmd.Process.Signal(syscall.Signal(0)) != nil }) {
 		_ = cmd.Process.Kill()
 	}
 }
@@ -177,7 +175,7 @@ func StartRedis(t testing.TB, extra ...string) *RedisServer {
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", dir, "--protected-mode", "no",
 	}, extra...)
-	s := &RedisServer{Process: newProcess(t, "redis-"+strconv.Itoa(port), path, dir, args), Port: port,
+	s := &RedisServer{Process: NewProcess(t, "redis-"+strconv.Itoa(port), path, dir, args), Port: port,
 		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 	s.Start()
 	return s
@@ -189,82 +187,7 @@ func (s *RedisServer) Start() {
 	s.Process.Start()
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer rdb.Close()
-	if !waitFor(10*time.Second, func() bool { return rdb.Ping(context.Background()).Err() == nil }) {
+	if !WaitFor(10*time.Second, func() bool { return rdb.Ping(context.Background()).Err() == nil }) {
 		s.t.Fatalf("redis-server %s did not start: %s", s.Addr, s.Log())
 	}
 }
-
-// MariaDBServer is a private mariadbd with its own data directory.
-type MariaDBServer struct {
-	*Process
-	Port int
-	// RootDSN connects as root without a database.
-	RootDSN string
-}
-
-// StartMariaDB initialises a data directory and starts a private mariadbd,
-// stopped when t ends. It takes a few seconds; use the shared server
-// (MySQL, MySQLDSN) unless the test must stop the database.
-func StartMariaDB(t testing.TB) *MariaDBServer {
-	t.Helper()
-	install := LookPath(t, "mariadb-install-db")
-	server := LookPath(t, "mariadbd")
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	// A private tmpdir: servers bootstrapping at once must not share
-	// /tmp's temporary tables.
-	tmp := filepath.Join(dir, "tmp")
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	user := "root"
-	if os.Geteuid() != 0 {
-		user = os.Getenv("USER")
-	}
-	out, err := exec.Command(install, "--no-defaults", "--datadir="+data, "--auth-root-authentication-method=normal",
-		"--skip-test-db", "--user="+user, "--tmpdir="+tmp).CombinedOutput()
-	if err != nil {
-		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
-	}
-	port := FreePort(t)
-	args := []string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp, "--socket=" + filepath.Join(dir, "sock"),
-		"--pid-file=" + filepath.Join(dir, "pid"), "--bind-address=127.0.0.1", "--port=" + strconv.Itoa(port),
-		"--user=" + user, "--skip-log-bin", "--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=2",
-		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci"}
-	cfg := mysql.NewConfig()
-	cfg.User = "root"
-	cfg.Net = "tcp"
-	cfg.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	s := &MariaDBServer{Process: newProcess(t, "mariadb-"+strconv.Itoa(port), server, dir, args), Port: port,
-		RootDSN: cfg.FormatDSN()}
-	s.Start()
-	return s
-}
-
-// Start starts the server (again) and waits until it accepts connections.
-func (s *MariaDBServer) Start() {
-	s.t.Helper()
-	s.Process.Start()
-	ok := waitFor(30*time.Second, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		db, err := database.Open(ctx, s.RootDSN, database.Options{MaxOpenConns: 1})
-		if err != nil {
-			return false
-		}
-		db.Close()
-		return true
-	})
-	if !ok {
-		s.t.Fatalf("mariadbd on port %d did not start: %s", s.Port, s.Log())
-	}
-}
-
-// FreshDatabase creates a migrated database on this server and returns its DSN.
-func (s *MariaDBServer) FreshDatabase(t testing.TB) string {
-	t.Helper()
-	return freshDatabase(t, s.RootDSN)
-}
-
-// String names the server in test output.
-func (s *MariaDBServer) String() string { return fmt.Sprintf("mariadbd on port %d", s.Port) }

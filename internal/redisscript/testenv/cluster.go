@@ -51,7 +51,7 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
-	if !waitFor(30*time.Second, c.healthy) {
+	if !WaitFor(30*time.Second, c.healthy) {
 		t.Fatalf("redis cluster %v did not reach cluster_state:ok", c.Addrs)
 	}
 	return c
@@ -168,12 +168,12 @@ sentinel parallel-syncs %[3]s 1
 		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 			t.Fatalf("write sentinel config: %v", err)
 		}
-		p := newProcess(t, "sentinel-"+strconv.Itoa(port), path, dir, []string{conf})
+		p := NewProcess(t, "sentinel-"+strconv.Itoa(port), path, dir, []string{conf})
 		p.Start()
 		s.Sentinels = append(s.Sentinels, p)
 		s.Addrs = append(s.Addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	}
-	ok := waitFor(30*time.Second, func() bool {
+	ok := WaitFor(30*time.Second, func() bool {
 		info, err := infoOf(replica.Addr, "INFO", "replication")
 		if err != nil || info["master_link_status"] != "up" {
 			return false
@@ -276,7 +276,7 @@ func (s *Sentinel) KillPrimary() *RedisServer {
 func (s *Sentinel) awaitPromotion() {
 	s.t.Helper()
 	want := s.Replica.Addr
-	ok := waitFor(30*time.Second, func() bool {
+	ok := WaitFor(30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		for i := range s.Addrs {

@@ -1,0 +1,3 @@
+module github.com/sluicehq/sluice/internal/limits
+
+go 1.26.0

@@ -1,0 +1,3 @@
+module github.com/sluicehq/sluice/internal/names
+
+go 1.26.0
