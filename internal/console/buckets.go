@@ -255,7 +255,7 @@ func (s *server) listBuckets(c *gin.Context) {
 			row.HasRecent = true
 			row.Denied = r.Recent.TotalDenied
 			row.Share = chart.Share(r.Recent.TotalAllowed, r.Recent.TotalDenied)
-			row.Sparkline = chart.Sparkline(r.Recent.Allowed, r.Recent.Denied)
+			row.Sparkline = chart.Sparkline(r.Recent.Allowed, r.Recent.Denied, r.Recent.WouldDeny)
 		}
 		p.Rows = append(p.Rows, row)
 		live = append(live, r.Name)
