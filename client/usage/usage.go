@@ -267,6 +267,13 @@ func (r *Recorder) AddNearLimit(bucket string, at time.Time, n int64) {
 	r.add(bucket, at, kindNearLimit, n)
 }
 
+// AddWouldDeny counts n decisions of bucket at time at that a bucket in
+// shadow mode allowed but would have denied, as Observe does for one,
+// beside Add's allowed count (which they are a part of).
+func (r *Recorder) AddWouldDeny(bucket string, at time.Time, n int64) {
+	r.add(bucket, at, kindWouldDeny, n)
+}
+
 // Add counts n decisions of bucket at time at, allowed or denied, as
 // Observe does for one. It is for decisions made without a Limiter (a
 // client in another process reporting in bulk, a replay); names that are

@@ -63,8 +63,10 @@ type Recent struct {
 
 // NearLimit reports whether the bucket ran near its limit in the hour: an
 // acquire left it at least redisscript.NearLimitUsed used, or was denied
-// (or would have been, in shadow mode).
-func (r Recent) NearLimit() bool { return r.TotalNear > 0 || r.TotalDenied > 0 || r.TotalWouldDeny > 0 }
+// (or would have been, in shadow mode), as the clients that record usage
+// count them. It is what the stored near_total says, so that a list
+// filtered on it and its badge agree.
+func (r Recent) NearLimit() bool { return r.TotalNear > 0 }
 
 // DeniedShare is the share of the hour's acquires that were denied, from
 // 0 to 1; 0 without acquires.
