@@ -19,9 +19,10 @@ import (
 // with usage in the last hour, written only by the roll-up, read here).
 // The rows are read in the order of an index on the ranked count and the
 // name, joined with the buckets by name, and paged with a keyset cursor
-// (the count and the name of the row a page starts after): a page costs
-// the rows of the page plus the rows the filters skip, never a sort of
-// every bucket nor an offset to walk past.
+// (the count and the name of the row a page starts after, and its
+// position, for "26–50 of 300"): a page costs the rows of the page plus
+// the rows the filters skip, never a sort of every bucket nor an offset to
+// walk past. The total is counted up to MaxRankedTotal, in index order.
 
 // Rank is what a ranked list orders by, most first.
 type Rank string
@@ -43,32 +44,43 @@ func (r Rank) column() string {
 	return "u.denied_total"
 }
 
+// MaxRankedTotal is as far as a ranked list counts its buckets: counting
+// reads the index up to it, so a page costs the same with 100 or 10,000
+// buckets used in the last hour.
+const MaxRankedTotal = 1000
+
 // RankCursor is a position in a ranked list: the ranked count and the
-// name of a bucket.
+// name of a bucket, and its place in the list (from 0) when the cursor
+// was made, which only numbers the rows shown ("26–50").
 type RankCursor struct {
 	Count int64
 	Name  string
+	Pos   int
 }
 
-// String writes the cursor as "<count>:<name>", the form ParseRankCursor
-// reads; the zero cursor is "".
+// String writes the cursor as "<count>:<name>:<pos>", the form
+// ParseRankCursor reads; the zero cursor is "".
 func (c RankCursor) String() string {
 	if c.Name == "" {
 		return ""
 	}
-	return strconv.FormatInt(c.Count, 10) + ":" + c.Name
+	return strconv.FormatInt(c.Count, 10) + ":" + c.Name + ":" + strconv.Itoa(c.Pos)
 }
 
 // ParseRankCursor reads what RankCursor.String wrote; anything else is
 // the zero cursor (the first page), as a damaged link is not worth an
 // error page.
 func ParseRankCursor(s string) RankCursor {
-	n, name, ok := strings.Cut(s, ":")
-	count, err := strconv.ParseInt(n, 10, 64)
-	if !ok || err != nil || count < 0 || !names.Valid(name) {
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
 		return RankCursor{}
 	}
-	return RankCursor{Count: count, Name: name}
+	count, err1 := strconv.ParseInt(parts[0], 10, 64)
+	pos, err2 := strconv.Atoi(parts[2])
+	if err1 != nil || err2 != nil || count < 0 || pos < 0 || !names.Valid(parts[1]) {
+		return RankCursor{}
+	}
+	return RankCursor{Count: count, Name: parts[1], Pos: pos}
 }
 
 // RankedFilter selects a page of a ranked list.
@@ -98,9 +110,12 @@ type RankedPage struct {
 	// Next is the After cursor of the next page, Prev the Before cursor of
 	// the previous one; "" on the last and the first page.
 	Next, Prev string
-	// Total counts the buckets of the list on all pages; Offset those
-	// ranked before this page.
+	// Total counts the buckets of the list on all pages, up to
+	// MaxRankedTotal; More says there are more than that. Offset is how
+	// many are ranked before this page (as the cursor that led here
+	// counted them).
 	Total, Offset int
+	More          bool
 }
 
 // rankedRow is a bucket with its ranked count.
@@ -122,7 +137,33 @@ func (s *Store) ListRanked(ctx context.Context, f RankedFilter) (RankedPage, err
 		return RankedPage{Buckets: []*Bucket{}}, nil
 	}
 	col := f.Rank.column()
-	where, args := f.conditions()
+	// App and visibility as joins with the ids of the matching buckets
+	// (a union of owned and allowed), not as List's conditions: an OR with
+	// EXISTS cannot use an index, so counting would read every bucket;
+	// the union reads only the buckets of the apps named.
+	from := ` FROM bucket_usage u JOIN buckets b ON b.name = u.bucket_name JOIN apps o ON o.id = b.owner_app_id`
+	var joins [][]string
+	if f.App != "" {
+		joins = append(joins, []string{f.App})
+	}
+	if f.VisibleTo != nil {
+		joins = append(joins, f.VisibleTo)
+	}
+	var joinArgs []any
+	for i, appNames := range joins {
+		v := "v" + strconv.Itoa(i)
+		from += ` JOIN (SELECT ` + v + `b.id FROM buckets ` + v + `b JOIN apps ` + v + `o ON ` + v + `o.id = ` + v + `b.owner_app_id
+			WHERE ` + v + `o.name IN (?) UNION SELECT ` + v + `ba.bucket_id FROM bucket_apps ` + v + `ba JOIN apps ` + v + `a
+			ON ` + v + `a.id = ` + v + `ba.app_id WHERE ` + v + `a.name IN (?)) ` + v + ` ON ` + v + `.id = b.id`
+		joinArgs = append(joinArgs, appNames, appNames)
+	}
+	var where []string
+	var args []any
+	if f.Search != "" {
+		where = append(where, `b.name LIKE ? ESCAPE '!'`)
+		args = append(args, likeContains(f.Search))
+	}
+	args = append(joinArgs, args...)
 	where = append(where, col+" > 0")
 	if f.Denied && f.Rank != RankDenied {
 		where = append(where, "u.denied_total > 0")
@@ -130,23 +171,24 @@ func (s *Store) ListRanked(ctx context.Context, f RankedFilter) (RankedPage, err
 	if f.NearLimit && f.Rank != RankNearLimit {
 		where = append(where, "u.near_total > 0")
 	}
-	const from = ` FROM bucket_usage u JOIN buckets b ON b.name = u.bucket_name JOIN apps o ON o.id = b.owner_app_id`
-	count := func(extra string, extraArgs ...any) (int, error) {
-		q, qargs, err := sqlx.In(`SELECT COUNT(*)`+from+` WHERE `+strings.Join(append(slices.Clone(where), extra), " AND "),
-			append(slices.Clone(args), extraArgs...)...)
-		if err != nil {
-			return 0, err
-		}
-		var n int
-		if err := s.db.GetContext(ctx, &n, q, qargs...); err != nil {
-			return 0, database.Translate(err)
-		}
-		return n, nil
-	}
 	var page RankedPage
-	var err error
-	if page.Total, err = count("1 = 1"); err != nil {
+	// Counted no further than MaxRankedTotal + 1: in index order when
+	// nothing filters the buckets, else in the order the server finds
+	// cheapest (from the app's buckets, usually).
+	countOrder := ""
+	if f.Search == "" && f.App == "" && f.VisibleTo == nil {
+		countOrder = ` ORDER BY ` + col + ` DESC, u.bucket_name DESC`
+	}
+	cq, cargs, err := sqlx.In(`SELECT COUNT(*) FROM (SELECT 1`+from+` WHERE `+strings.Join(where, " AND ")+
+		countOrder+` LIMIT ?) t`, append(slices.Clone(args), MaxRankedTotal+1)...)
+	if err != nil {
 		return RankedPage{}, fmt.Errorf("count ranked buckets: %w", err)
+	}
+	if err := s.db.GetContext(ctx, &page.Total, cq, cargs...); err != nil {
+		return RankedPage{}, fmt.Errorf("count ranked buckets: %w", database.Translate(err))
+	}
+	if page.Total > MaxRankedTotal {
+		page.Total, page.More = MaxRankedTotal, true
 	}
 
 	// Rows ranked after (c, n): a lower count, or the same and a name
@@ -154,7 +196,7 @@ func (s *Store) ListRanked(ctx context.Context, f RankedFilter) (RankedPage, err
 	after := "(" + col + " < ? OR (" + col + " = ? AND u.bucket_name < ?))"
 	before := "(" + col + " > ? OR (" + col + " = ? AND u.bucket_name > ?))"
 	backward := f.After.Name == "" && f.Before.Name != ""
-	q := append(slices.Clone(where), "1 = 1")
+	q := slices.Clone(where)
 	qargs := slices.Clone(args)
 	order := ` ORDER BY ` + col + ` DESC, u.bucket_name DESC LIMIT ?`
 	switch {
@@ -190,7 +232,17 @@ func (s *Store) ListRanked(ctx context.Context, f RankedFilter) (RankedPage, err
 		page.Buckets = append(page.Buckets, b)
 		page.Counts = append(page.Counts, rows[i].Count)
 	}
-	cursor := func(i int) string { return RankCursor{Count: rows[i].Count, Name: rows[i].Name}.String() }
+	// The offset: the rows ranked before this page, as the cursor saw
+	// them; a page back that reaches the top is the first page.
+	switch {
+	case f.After.Name != "":
+		page.Offset = f.After.Pos + 1
+	case backward && more:
+		page.Offset = max(f.Before.Pos-len(rows), 1)
+	}
+	cursor := func(i int) string {
+		return RankCursor{Count: rows[i].Count, Name: rows[i].Name, Pos: page.Offset + i}.String()
+	}
 	switch {
 	case backward:
 		if more {
@@ -206,16 +258,6 @@ func (s *Store) ListRanked(ctx context.Context, f RankedFilter) (RankedPage, err
 		if f.After.Name != "" && len(rows) > 0 {
 			page.Prev = cursor(0)
 		}
-	}
-	// The offset: the rows ranked before the first of this page.
-	switch {
-	case len(rows) > 0 && (f.After.Name != "" || backward):
-		if page.Offset, err = count(before, rows[0].Count, rows[0].Count, rows[0].Name); err != nil {
-			return RankedPage{}, fmt.Errorf("count ranked buckets: %w", err)
-		}
-	case backward:
-		// Nothing before the cursor: the first page.
-		page.Next = ""
 	}
 	if page.Buckets == nil {
 		page.Buckets = []*Bucket{}

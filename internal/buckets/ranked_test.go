@@ -107,7 +107,7 @@ func TestListRankedPaging(t *testing.T) {
 		}
 	}
 	// A damaged cursor reads as the first page.
-	for _, bad := range []string{"", "x", "1", "-1:b-01", "1:Bad Name", "99999999999999999999:b"} {
+	for _, bad := range []string{"", "x", "1", "-1:b-01:0", "1:b-01", "1:b-01:-1", "1:b-01:x", "1:b:01:2", "1:Bad Name", "99999999999999999999:b"} {
 		if c := buckets.ParseRankCursor(bad); c != (buckets.RankCursor{}) {
 			t.Errorf("ParseRankCursor(%q) = %+v, want zero", bad, c)
 		}

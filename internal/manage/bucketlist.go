@@ -91,8 +91,10 @@ type BucketList struct {
 	Next, Prev string
 	Total      int
 	// Offset is how many buckets come before this page in a ranked list
-	// (0 in name order, which does not count them).
-	Offset int
+	// (0 in name order, which does not count them). TotalMore says a
+	// ranked list has more than Total (buckets.MaxRankedTotal) buckets.
+	Offset    int
+	TotalMore bool
 	// Rank is the order of a ranked list, "" in name order.
 	Rank buckets.Rank
 	// LiveErr and RecentErr say why a part could not be read.
@@ -118,7 +120,7 @@ func (s *Service) ListBucketStates(ctx context.Context, c Caller, q BucketListQu
 		if err != nil {
 			return nil, err
 		}
-		page, out.Next, out.Prev, out.Total, out.Offset = p.Buckets, p.Next, p.Prev, p.Total, p.Offset
+		page, out.Next, out.Prev, out.Total, out.Offset, out.TotalMore = p.Buckets, p.Next, p.Prev, p.Total, p.Offset, p.More
 	} else {
 		p, err := s.ListBuckets(ctx, c, q.BucketQuery)
 		if err != nil {
