@@ -114,8 +114,9 @@ type options struct {
 }
 
 // DefaultNearLimit is the fraction of a bucket's capacity in use from
-// which an acquire counts as near the limit.
-const DefaultNearLimit = 0.8
+// which an acquire counts as near the limit: the same fraction the usage
+// counts and the console use.
+const DefaultNearLimit = redisscript.NearLimitUsed
 
 // WithNearLimit sets the fraction of a bucket's capacity in use (0 to 1)
 // from which an acquire counts in sluice_client_near_limit_total

@@ -24,7 +24,11 @@
 // bucket in the set of the minute's active buckets (UsageActive). An
 // acquire that a bucket in shadow mode allowed but would have denied
 // (Result.WouldDeny) counts as allowed and also adds 1 to "<app>:w", so
-// the console can show what the limit would have refused. Calls, not
+// the console can show what the limit would have refused. A decision
+// after which the bucket was near its limit (Result.Used() at least
+// redisscript.NearLimitUsed, 80%, as package clientmetrics counts it), and
+// every denial or would-deny, also adds 1 to "<app>:n", so the console can
+// list the buckets that ran near their limit. Calls, not
 // tokens, are counted; every attempt of a client.Limiter.Wait is a call.
 //
 // For keyed buckets (client.Limiter.AcquireKey) the denials are also
@@ -122,6 +126,7 @@ type Recorder struct {
 	allowed string // hash field of the app's allowed count
 	denied  string // hash field of the app's denied count
 	would   string // hash field of the app's would-deny count
+	near    string // hash field of the app's near-limit count
 	opt     options
 	ttl     time.Duration
 
@@ -166,9 +171,9 @@ func NewRecorder(rdb redis.UniversalClient, app string, opts ...Option) (*Record
 	r := &Recorder{
 		rdb: rdb, ks: redisscript.Keyspace{Prefix: o.prefix}, opt: o,
 		allowed: redisscript.UsageAllowedField(app), denied: redisscript.UsageDeniedField(app),
-		would: redisscript.UsageWouldDenyField(app),
-		ttl:   o.retention.Truncate(time.Second),
-		stop:  make(chan struct{}), done: make(chan struct{}),
+		would: redisscript.UsageWouldDenyField(app), near: redisscript.UsageNearLimitField(app),
+		ttl:  o.retention.Truncate(time.Second),
+		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	empty := map[string]*entry{}
 	r.buckets.Store(&empty)
@@ -194,6 +199,9 @@ func (r *Recorder) Observe(d client.Decision) {
 	r.Add(d.Bucket, now, allowed, 1)
 	if allowed && d.Result.WouldDeny {
 		r.add(d.Bucket, now, kindWouldDeny, 1)
+	}
+	if NearLimit(d) {
+		r.add(d.Bucket, now, kindNearLimit, 1)
 	}
 	if !allowed && d.Key != "" && !r.opt.noHotKeys {
 		r.addHot(d.Bucket, d.Key, floorDiv(now.Unix(), 3600))
@@ -241,6 +249,31 @@ func Counted(d client.Decision) (allowed, ok bool) {
 	return false, false
 }
 
+// NearLimit reports whether a decision counts as near the bucket's limit:
+// Redis answered, and the answer was a denial, a would-deny (shadow mode),
+// or left the bucket at least redisscript.NearLimitUsed used. Answers
+// about n over the bucket's capacity are not: no amount of traffic made
+// them.
+func NearLimit(d client.Decision) bool {
+	if d.Err != nil || d.Result.Fallback {
+		return false
+	}
+	return !d.Result.Allowed || d.Result.WouldDeny || d.Result.Used() >= redisscript.NearLimitUsed
+}
+
+// AddNearLimit counts n decisions of bucket at time at that were near its
+// limit (see NearLimit), as Observe does for one, beside Add's counts.
+func (r *Recorder) AddNearLimit(bucket string, at time.Time, n int64) {
+	r.add(bucket, at, kindNearLimit, n)
+}
+
+// AddWouldDeny counts n decisions of bucket at time at that a bucket in
+// shadow mode allowed but would have denied, as Observe does for one,
+// beside Add's allowed count (which they are a part of).
+func (r *Recorder) AddWouldDeny(bucket string, at time.Time, n int64) {
+	r.add(bucket, at, kindWouldDeny, n)
+}
+
 // Add counts n decisions of bucket at time at, allowed or denied, as
 // Observe does for one. It is for decisions made without a Limiter (a
 // client in another process reporting in bulk, a replay); names that are
@@ -260,6 +293,7 @@ const (
 	kindAllowed kind = iota
 	kindDenied
 	kindWouldDeny // a part of allowed, counted apart as well
+	kindNearLimit // a part of allowed and denied, counted apart as well
 )
 
 func (r *Recorder) add(bucket string, at time.Time, k kind, n int64) {
@@ -361,9 +395,9 @@ type entry struct {
 // cell counts one minute of one bucket. Once retired by the flusher, it
 // takes no new counts (see Recorder.Add).
 type cell struct {
-	minute                     int64
-	allowed, denied, wouldDeny atomic.Int64
-	retired                    atomic.Bool
+	minute                           int64
+	allowed, denied, wouldDeny, near atomic.Int64
+	retired                          atomic.Bool
 }
 
 func (c *cell) counter(k kind) *atomic.Int64 {
@@ -372,6 +406,8 @@ func (c *cell) counter(k kind) *atomic.Int64 {
 		return &c.allowed
 	case kindWouldDeny:
 		return &c.wouldDeny
+	case kindNearLimit:
+		return &c.near
 	}
 	return &c.denied
 }
@@ -417,7 +453,7 @@ func (e *entry) late(m int64, k kind, v int64) {
 }
 
 // counts is what one flush writes for one bucket and period.
-type counts struct{ allowed, denied, wouldDeny int64 }
+type counts struct{ allowed, denied, wouldDeny, near int64 }
 
 type periodKey struct {
 	bucket string
@@ -434,8 +470,8 @@ func (e *entry) take(minutes map[periodKey]counts) {
 	}
 	e.mu.Unlock()
 	add := func(c *cell) {
-		a, d, w := c.allowed.Swap(0), c.denied.Swap(0), c.wouldDeny.Swap(0)
-		if a == 0 && d == 0 && w == 0 {
+		a, d, w, n := c.allowed.Swap(0), c.denied.Swap(0), c.wouldDeny.Swap(0), c.near.Swap(0)
+		if a == 0 && d == 0 && w == 0 && n == 0 {
 			return
 		}
 		k := periodKey{e.name, c.minute}
@@ -443,6 +479,7 @@ func (e *entry) take(minutes map[periodKey]counts) {
 		sum.allowed += a
 		sum.denied += d
 		sum.wouldDeny += w
+		sum.near += n
 		minutes[k] = sum
 	}
 	for _, c := range old {
@@ -479,6 +516,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		sum.allowed += c.allowed
 		sum.denied += c.denied
 		sum.wouldDeny += c.wouldDeny
+		sum.near += c.near
 		hours[h] = sum
 		total += c.allowed + c.denied
 	}
@@ -536,6 +574,9 @@ func (r *Recorder) write(ctx context.Context, pipe redis.Pipeliner, key string, 
 	}
 	if c.wouldDeny != 0 {
 		pipe.HIncrBy(ctx, key, r.would, c.wouldDeny)
+	}
+	if c.near != 0 {
+		pipe.HIncrBy(ctx, key, r.near, c.near)
 	}
 	pipe.Expire(ctx, key, r.ttl)
 }

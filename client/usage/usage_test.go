@@ -92,6 +92,9 @@ func TestCountsMatchDecisions(t *testing.T) {
 				for i := range 120 {
 					bucket := []string{"scarce", "plenty", "private", "missing"}[(g+i)%4]
 					res, err := lim.Acquire(context.Background(), bucket, 1)
+					if usage.NearLimit(client.Decision{Bucket: bucket, Result: res, Err: err}) {
+						local[key{bucket, redisscript.UsageNearLimitField(app)}]++
+					}
 					switch {
 					case res.Fallback:
 						t.Errorf("fallback answer: %+v %v", res, err)

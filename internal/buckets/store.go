@@ -80,9 +80,11 @@ type row struct {
 	UpdatedAt   time.Time `db:"updated_at"`
 }
 
-const selectBuckets = `SELECT b.id, b.name, o.name AS owner_app, b.description, b.max_permits,
-	b.rate_permits, b.rate_period_seconds, b.keyed, b.shadow, b.lease_ms, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at
-	FROM buckets b JOIN apps o ON o.id = b.owner_app_id`
+const selectBuckets = bucketColumns + ` FROM buckets b JOIN apps o ON o.id = b.owner_app_id`
+
+// bucketColumns selects a row of buckets b with its owner app o.
+const bucketColumns = `SELECT b.id, b.name, o.name AS owner_app, b.description, b.max_permits,
+	b.rate_permits, b.rate_period_seconds, b.keyed, b.shadow, b.lease_ms, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at`
 
 func (r *row) bucket() (*Bucket, error) {
 	rate, err := storedRate(r.RatePermits, r.RatePeriod)
@@ -230,21 +232,10 @@ func (s *Store) Definitions(ctx context.Context) ([]*Bucket, error) {
 	return out, err
 }
 
-// List returns one page of the buckets f selects, ordered by name, each
-// with its allowed apps.
-func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
-	limit := database.PageSize(f.Limit)
-	if f.VisibleTo != nil {
-		f.VisibleTo = slices.DeleteFunc(slices.Clone(f.VisibleTo), func(n string) bool { return !names.Valid(n) })
-	}
-	// Input that no bucket can match is answered without a query, which
-	// also keeps invalid UTF-8 away from the server.
-	if (f.VisibleTo != nil && len(f.VisibleTo) == 0) || (f.App != "" && !names.Valid(f.App)) ||
-		!utf8.ValidString(f.Search) || !utf8.ValidString(f.After) || !utf8.ValidString(f.Before) {
-		return Page{Buckets: []*Bucket{}}, nil
-	}
-	var where []string
-	var args []any
+// conditions are f's search, app and visibility as SQL conditions on
+// buckets b joined with their owner app o (for sqlx.In), without the
+// cursor.
+func (f Filter) conditions() (where []string, args []any) {
 	if f.Search != "" {
 		where = append(where, `b.name LIKE ? ESCAPE '!'`)
 		args = append(args, likeContains(f.Search))
@@ -259,6 +250,23 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 			WHERE ba.bucket_id = b.id AND a.name IN (?)))`)
 		args = append(args, f.VisibleTo, f.VisibleTo)
 	}
+	return where, args
+}
+
+// List returns one page of the buckets f selects, ordered by name, each
+// with its allowed apps.
+func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
+	limit := database.PageSize(f.Limit)
+	if f.VisibleTo != nil {
+		f.VisibleTo = slices.DeleteFunc(slices.Clone(f.VisibleTo), func(n string) bool { return !names.Valid(n) })
+	}
+	// Input that no bucket can match is answered without a query, which
+	// also keeps invalid UTF-8 away from the server.
+	if (f.VisibleTo != nil && len(f.VisibleTo) == 0) || (f.App != "" && !names.Valid(f.App)) ||
+		!utf8.ValidString(f.Search) || !utf8.ValidString(f.After) || !utf8.ValidString(f.Before) {
+		return Page{Buckets: []*Bucket{}}, nil
+	}
+	where, args := f.conditions()
 	cond := ""
 	if len(where) > 0 {
 		cond = " WHERE " + strings.Join(where, " AND ")

@@ -5,7 +5,10 @@
 // app's allowed acquires above a zero line, in the app's colour, and the
 // denied acquires below it in one colour that means "denied" everywhere in
 // the console (vermillion, the red of the Okabe-Ito palette, which stays
-// distinct from every allowed colour for colour-blind readers). The limit
+// distinct from every allowed colour for colour-blind readers). Allowed
+// acquires that a bucket in shadow mode would have denied stay above the
+// line (they were allowed) but are drawn apart, on top of each point's
+// stack, in WouldDenyColor (Okabe-Ito orange), with a legend entry. The limit
 // (capacity plus rate over one point) can be drawn as a dashed line. Every
 // point has a tooltip (an SVG title) with its exact counts per app. An
 // empty chart is a short box that says so, not a full-height empty grid.
@@ -56,6 +59,9 @@ type Options struct {
 	// ("limit: 300 per minute").
 	Limit      float64
 	LimitLabel string
+	// Shadow says the bucket is in shadow mode: the legend names the
+	// would-deny colour even while there are none to draw.
+	Shadow bool
 	// Elapsed labels time as the offset from the first point ("+30 s",
 	// "+2 min") rather than the time of day: for a simulation.
 	Elapsed bool
@@ -73,12 +79,18 @@ func Sustained(perSecond float64, step time.Duration) float64 {
 
 // Palette holds the colours of the apps' allowed acquires, in order of
 // traffic: the Okabe-Ito colours that no colour-vision deficiency confuses
-// with DeniedColor (no vermillion, and orange last).
-var Palette = []string{"#0072B2", "#56B4E9", "#009E73", "#CC79A7", "#F0E442", "#E69F00"}
+// with DeniedColor (no vermillion), nor with WouldDenyColor (no orange).
+var Palette = []string{"#0072B2", "#56B4E9", "#009E73", "#CC79A7", "#F0E442"}
 
 // DeniedColor is the colour of denied acquires, in charts, sparklines and
 // the stylesheet alike: Okabe-Ito vermillion.
 const DeniedColor = "#D55E00"
+
+// WouldDenyColor is the colour of the acquires a bucket in shadow mode
+// allowed but would have denied: Okabe-Ito orange, a warning beside the
+// vermillion of denials and distinct from it and from every Palette
+// colour for colour-blind readers.
+const WouldDenyColor = "#E69F00"
 
 // otherColor is the colour of the apps past MaxApps.
 const otherColor = "#8c8c8c"
@@ -104,7 +116,9 @@ type bar struct {
 	name            string
 	color           string
 	allowed, denied []int64
-	totalA, totalD  int64
+	// would is the part of allowed a shadow-mode bucket would have denied.
+	would                  []int64
+	totalA, totalD, totalW int64
 }
 
 // Usage returns series s drawn as an SVG element. The result is safe to
@@ -132,10 +146,11 @@ func Usage(s usage.Series, o Options) template.HTML {
 	}
 	n := len(s.Times)
 	bars := makeBars(s, n, o.MaxApps)
-	var totalA, totalD int64
+	var totalA, totalD, totalW int64
 	for _, b := range bars {
 		totalA = addSat(totalA, b.totalA)
 		totalD = addSat(totalD, b.totalD)
+		totalW = addSat(totalW, b.totalW)
 	}
 	plotW := o.Width - marginLeft - marginRight
 
@@ -176,6 +191,9 @@ func Usage(s usage.Series, o Options) template.HTML {
 		add(b.color, fmt.Sprintf("%s: %s allowed, %s denied", b.name, Count(b.totalA), Count(b.totalD)))
 	}
 	add(DeniedColor, "denied: "+Count(totalD))
+	if totalW > 0 || o.Shadow {
+		add(WouldDenyColor, "would deny (shadow mode): "+Count(totalW))
+	}
 	if o.Limit > 0 {
 		// In the legend, not on the line, where it would cover bars.
 		if o.LimitLabel == "" {
@@ -244,7 +262,8 @@ func Usage(s usage.Series, o Options) template.HTML {
 	sb.WriteString(`</g>`)
 
 	// Bars: per point, each app's allowed stacked up from zero in its
-	// colour, denied down in DeniedColor.
+	// colour, denied down in DeniedColor; the would-deny part of the
+	// allowed ones on top of the stack in WouldDenyColor.
 	sb.WriteString(`<g class="chart-bars">`)
 	for bi, b := range bars {
 		fmt.Fprintf(&sb, `<g class="chart-app" fill="%s">`, b.color)
@@ -254,10 +273,10 @@ func Usage(s usage.Series, o Options) template.HTML {
 			}
 			var below, belowD float64
 			for _, o := range bars[:bi] {
-				below += float64(o.allowed[i])
+				below += float64(o.allowed[i] - o.would[i])
 				belowD += float64(o.denied[i])
 			}
-			if a := float64(b.allowed[i]); a > 0 {
+			if a := float64(b.allowed[i] - b.would[i]); a > 0 {
 				y0, y1 := y(below+a), y(below)
 				fmt.Fprintf(&sb, `<rect class="chart-allowed" x="%s" y="%s" width="%s" height="%s"/>`,
 					num(xAt(i)), num(y0), num(barW), num(y1-y0))
@@ -266,6 +285,22 @@ func Usage(s usage.Series, o Options) template.HTML {
 				y0, y1 := y(-belowD), y(-(belowD + d))
 				fmt.Fprintf(&sb, `<rect class="chart-denied" x="%s" y="%s" width="%s" height="%s" fill="%s"/>`,
 					num(xAt(i)), num(y0), num(barW), num(y1-y0), DeniedColor)
+			}
+		}
+		sb.WriteString(`</g>`)
+	}
+	if totalW > 0 {
+		fmt.Fprintf(&sb, `<g class="chart-would-deny" fill="%s">`, WouldDenyColor)
+		for i := range n {
+			var a, w float64
+			for _, b := range bars {
+				a += float64(b.allowed[i] - b.would[i])
+				w += float64(b.would[i])
+			}
+			if w > 0 {
+				y0, y1 := y(a+w), y(a)
+				fmt.Fprintf(&sb, `<rect class="chart-would" x="%s" y="%s" width="%s" height="%s"/>`,
+					num(xAt(i)), num(y0), num(barW), num(y1-y0))
 			}
 		}
 		sb.WriteString(`</g>`)
@@ -351,12 +386,13 @@ func makeBars(s usage.Series, n, maxApps int) []bar {
 	for i, a := range s.Apps {
 		if i < maxApps || len(s.Apps) == maxApps+1 && i == maxApps {
 			c := Palette[len(bars)%len(Palette)]
-			bars = append(bars, bar{name: a.App, color: c, allowed: fit(a.Allowed, n), denied: fit(a.Denied, n)})
+			bars = append(bars, bar{name: a.App, color: c, allowed: fit(a.Allowed, n), denied: fit(a.Denied, n),
+				would: fit(a.WouldDeny, n)})
 			continue
 		}
 		if len(bars) == maxApps {
 			bars = append(bars, bar{name: fmt.Sprintf("%d other apps", len(s.Apps)-maxApps), color: otherColor,
-				allowed: make([]int64, n), denied: make([]int64, n)})
+				allowed: make([]int64, n), denied: make([]int64, n), would: make([]int64, n)})
 		}
 		o := &bars[maxApps]
 		for j, v := range fit(a.Allowed, n) {
@@ -365,11 +401,17 @@ func makeBars(s usage.Series, n, maxApps int) []bar {
 		for j, v := range fit(a.Denied, n) {
 			o.denied[j] = addSat(o.denied[j], v)
 		}
+		for j, v := range fit(a.WouldDeny, n) {
+			o.would[j] = addSat(o.would[j], v)
+		}
 	}
 	for i := range bars {
 		for j := range n {
+			// A part of allowed: never more, whatever the input.
+			bars[i].would[j] = min(bars[i].would[j], bars[i].allowed[j])
 			bars[i].totalA = addSat(bars[i].totalA, bars[i].allowed[j])
 			bars[i].totalD = addSat(bars[i].totalD, bars[i].denied[j])
+			bars[i].totalW = addSat(bars[i].totalW, bars[i].would[j])
 		}
 	}
 	return bars
@@ -398,6 +440,12 @@ func describe(s usage.Series, bars []bar, o Options) string {
 	loc := o.Location
 	var b strings.Builder
 	b.WriteString("Allowed acquires per app above the zero line, denied below it")
+	for _, br := range bars {
+		if br.totalW > 0 {
+			b.WriteString(", the allowed ones that shadow mode would have denied on top in orange")
+			break
+		}
+	}
 	if o.Limit > 0 {
 		b.WriteString(", the limit as a dashed line")
 	}
@@ -410,7 +458,7 @@ func describe(s usage.Series, bars []bar, o Options) string {
 	}
 	b.WriteString(".")
 	for _, br := range bars {
-		fmt.Fprintf(&b, " %s: %s allowed, %s denied.", br.name, Count(br.totalA), Count(br.totalD))
+		fmt.Fprintf(&b, " %s: %s allowed%s, %s denied.", br.name, Count(br.totalA), wouldText(br.totalW), Count(br.totalD))
 	}
 	return b.String()
 }
@@ -431,9 +479,17 @@ func tooltip(t time.Time, s usage.Series, isElapsed bool, bars []bar, i int) str
 		if br.allowed[i] == 0 && br.denied[i] == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\n%s: %s allowed, %s denied", br.name, Count(br.allowed[i]), Count(br.denied[i]))
+		fmt.Fprintf(&b, "\n%s: %s allowed%s, %s denied", br.name, Count(br.allowed[i]), wouldText(br.would[i]), Count(br.denied[i]))
 	}
 	return b.String()
+}
+
+// wouldText is the would-deny part of an allowed count in words, "" for none.
+func wouldText(w int64) string {
+	if w <= 0 {
+		return ""
+	}
+	return " (" + Count(w) + " would deny)"
 }
 
 // labelEvery picks the spacing of time labels: the smallest of a few

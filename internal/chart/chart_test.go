@@ -328,3 +328,69 @@ func FuzzUsage(f *testing.F) {
 		checkSafe(t, out)
 	})
 }
+
+// Would-deny counts (shadow mode) are drawn apart: on top of the allowed
+// stack, in their own colour, with a legend entry and counts in the
+// tooltip, in the wide and the narrow drawing; the bars still add up to
+// the allowed counts.
+func TestUsageWouldDeny(t *testing.T) {
+	start := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+	s := series(start, time.Minute, 3,
+		usage.AppSeries{App: "web", Allowed: []int64{10, 10, 4}, WouldDeny: []int64{0, 4, 9}, Denied: []int64{0, 0, 1}},
+		usage.AppSeries{App: "batch", Allowed: []int64{0, 6, 0}, WouldDeny: []int64{0, 2, 0}})
+	for _, width := range []int{WideWidth, NarrowWidth} {
+		out := string(Usage(s, Options{Width: width}))
+		checkSafe(t, out)
+		would := regexp.MustCompile(`<rect class="chart-would" x="[\d.]+" y="([\d.]+)" width="[\d.]+" height="([\d.]+)"/>`).
+			FindAllStringSubmatch(out, -1)
+		if len(would) != 2 {
+			t.Fatalf("width %d: %d would-deny bars, want 2 (points 1 and 2):\n%s", width, len(would), out)
+		}
+		if !strings.Contains(out, `<g class="chart-would-deny" fill="`+WouldDenyColor+`">`) {
+			t.Errorf("width %d: would-deny bars not in %s", width, WouldDenyColor)
+		}
+		// Point 1: 16 allowed of which 6 would deny; the would-deny bar's
+		// top is the top of the 16 and its height 6/16 of the stack.
+		allowedTop := regexp.MustCompile(`<rect class="chart-allowed" x="[\d.]+" y="([\d.]+)" width="[\d.]+" height="([\d.]+)"/>`).
+			FindAllStringSubmatch(out, -1)
+		var stack float64
+		for _, m := range allowedTop {
+			h, _ := strconv.ParseFloat(m[2], 64)
+			stack += h
+		}
+		wh1, _ := strconv.ParseFloat(would[0][2], 64)
+		wh2, _ := strconv.ParseFloat(would[1][2], 64)
+		// Allowed bars hold what would not deny: 10 + 6 + 4 + 0 = 20 of the
+		// 30 allowed; would-deny bars the other 10 (6 and 4, the 9 cut to
+		// the 4 allowed).
+		if r := (wh1 + wh2) / (stack + wh1 + wh2); r < 0.33 || r > 0.34 {
+			t.Errorf("width %d: would-deny bars are %.3f of the allowed height, want 10/30", width, r)
+		}
+		if r := wh1 / wh2; r < 1.49 || r > 1.51 {
+			t.Errorf("width %d: would-deny bars %v and %v, want 6 to 4", width, wh1, wh2)
+		}
+		for _, want := range []string{
+			`fill="` + WouldDenyColor + `"/><text x="`, ">would deny (shadow mode): 10<",
+			"web: 10 allowed (4 would deny), 0 denied", "batch: 6 allowed (2 would deny), 0 denied",
+			"would have denied on top in orange",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("width %d: missing %q", width, want)
+			}
+		}
+	}
+	for _, c := range Palette {
+		if strings.EqualFold(c, WouldDenyColor) {
+			t.Errorf("palette colour %s is the would-deny colour", c)
+		}
+	}
+	// Without would-deny counts there is no such legend entry, unless the
+	// bucket is in shadow mode.
+	plain := series(start, time.Minute, 2, usage.AppSeries{App: "web", Allowed: []int64{1, 2}})
+	if out := string(Usage(plain, Options{})); strings.Contains(out, "would deny") || strings.Contains(out, WouldDenyColor) {
+		t.Error("a chart without would-deny counts names them")
+	}
+	if out := string(Usage(plain, Options{Shadow: true})); !strings.Contains(out, ">would deny (shadow mode): 0<") {
+		t.Error("a shadow-mode bucket's chart does not name would-deny in its legend")
+	}
+}

@@ -8,25 +8,28 @@ import (
 )
 
 // Sparkline draws the last hour of a bucket for a row of the bucket list:
-// one column per point, allowed acquires (Palette[0]) from the bottom and
-// denied ones (DeniedColor) stacked on them, scaled to the busiest point.
+// one column per point, allowed acquires (Palette[0]) from the bottom, the
+// part of them a bucket in shadow mode would have denied (would, may be
+// nil) in WouldDenyColor on top of them, and denied ones (DeniedColor)
+// stacked on top, scaled to the busiest point.
 // It is a small SVG that fills its box's width (the stylesheet sizes
 // .sparkline), with a title giving the totals and the share denied, as
 // safe as Usage's output. Counts are cut or padded to the longer of
 // allowed and denied; negatives count as zero.
-func Sparkline(allowed, denied []int64) template.HTML {
+func Sparkline(allowed, denied, would []int64) template.HTML {
 	n := max(len(allowed), len(denied))
-	a, d := fit(allowed, n), fit(denied, n)
+	a, d, wd := fit(allowed, n), fit(denied, n), fit(would, n)
 	const w, h = 120.0, 24.0
-	var totalA, totalD int64
+	var totalA, totalD, totalW int64
 	var peak float64
 	for i := range n {
-		totalA, totalD = addSat(totalA, a[i]), addSat(totalD, d[i])
+		wd[i] = min(wd[i], a[i])
+		totalA, totalD, totalW = addSat(totalA, a[i]), addSat(totalD, d[i]), addSat(totalW, wd[i])
 		peak = max(peak, float64(a[i])+float64(d[i]))
 	}
 	label := "No acquires"
 	if totalA+totalD > 0 {
-		label = fmt.Sprintf("%s allowed, %s denied (%s)", Count(totalA), Count(totalD), Share(totalA, totalD))
+		label = fmt.Sprintf("%s allowed%s, %s denied (%s)", Count(totalA), wouldText(totalW), Count(totalD), Share(totalA, totalD))
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" class="sparkline" viewBox="0 0 %d %d" width="100%%" preserveAspectRatio="none" role="img" aria-label="%s"><title>%s</title>`,
@@ -45,10 +48,18 @@ func Sparkline(allowed, denied []int64) template.HTML {
 				class, num(float64(i)*slot), num(h-1-from-hh), num(max(slot-0.3, 0.5)), num(hh), color)
 		}
 		for i := range n {
+			// Heights in pixels: allowed (its would-deny part included)
+			// and what lies under each part.
 			av := float64(a[i])
 			col("sparkline-allowed", Palette[0], i, 0, av)
 			if av > 0 {
 				av = max(av/peak*(h-1), 1)
+			}
+			if wv := float64(wd[i]); wv > 0 {
+				// The top of the allowed column, at least a pixel.
+				wh := min(max(wv/peak*(h-1), 1), av)
+				fmt.Fprintf(&sb, `<rect class="sparkline-would" x="%s" y="%s" width="%s" height="%s" fill="%s"/>`,
+					num(float64(i)*slot), num(h-1-av), num(max(slot-0.3, 0.5)), num(wh), WouldDenyColor)
 			}
 			col("sparkline-denied", DeniedColor, i, av, float64(d[i]))
 		}

@@ -16,7 +16,7 @@ func TestSparkline(t *testing.T) {
 	denied := make([]int64, 60)
 	allowed[0], allowed[59] = 100, 50
 	denied[59] = 1 // one denial next to many allowed must still show
-	out := string(Sparkline(allowed, denied))
+	out := string(Sparkline(allowed, denied, nil))
 	checkSafe(t, out)
 	if !strings.Contains(out, `aria-label="150 allowed, 1 denied (0.7%)"`) {
 		t.Errorf("label missing:\n%s", out)
@@ -40,13 +40,13 @@ func TestSparkline(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ a, d []int64 }{{nil, nil}, {[]int64{-1, 0}, []int64{0}}, {[]int64{math.MaxInt64, math.MaxInt64}, []int64{math.MaxInt64}}} {
-		out := string(Sparkline(tc.a, tc.d))
+		out := string(Sparkline(tc.a, tc.d, nil))
 		checkSafe(t, out)
 		if strings.Contains(out, "NaN") || strings.Contains(out, "Inf") {
 			t.Errorf("Sparkline(%v, %v) has non-numbers: %s", tc.a, tc.d, out)
 		}
 	}
-	if out := string(Sparkline(nil, nil)); !strings.Contains(out, `aria-label="No acquires"`) || strings.Contains(out, "<rect") {
+	if out := string(Sparkline(nil, nil, nil)); !strings.Contains(out, `aria-label="No acquires"`) || strings.Contains(out, "<rect") {
 		t.Errorf("empty sparkline: %s", out)
 	}
 }
@@ -115,5 +115,20 @@ func TestPreview(t *testing.T) {
 	}
 	if out := string(Preview(buckets.Simulation{}, buckets.Rate{}, "x")); !strings.Contains(out, "No acquires") || strings.Contains(out, "chart-limit") {
 		t.Errorf("empty preview: %s", out)
+	}
+}
+
+func TestSparklineWouldDeny(t *testing.T) {
+	out := string(Sparkline([]int64{10, 4}, []int64{0, 2}, []int64{5, 9}))
+	checkSafe(t, out)
+	would := regexp.MustCompile(`<rect class="sparkline-would" [^>]*fill="`+WouldDenyColor+`"/>`).FindAllString(out, -1)
+	if len(would) != 2 {
+		t.Fatalf("%d would-deny columns, want 2:\n%s", len(would), out)
+	}
+	if !strings.Contains(out, `aria-label="14 allowed (9 would deny), 2 denied (12.5%)"`) {
+		t.Errorf("label does not count would-deny (9 cut to the 4 allowed):\n%s", out)
+	}
+	if out := string(Sparkline([]int64{1}, nil, nil)); strings.Contains(out, "sparkline-would") {
+		t.Error("a sparkline without would-deny counts draws some")
 	}
 }

@@ -119,3 +119,106 @@ func TestBrowserBucketList(t *testing.T) {
 	}
 	olga.run("reset viewport", chromedp.ResetViewport())
 }
+
+// visibleIn reports whether every element sel matches has a size and lies
+// within the page's width (not cut off, not hidden).
+func visibleIn(tb *tab, sel string) bool {
+	tb.t.Helper()
+	ok, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool](`(function(){var n=document.querySelectorAll(`+jsString(sel)+`);
+		if(!n.length)return false;for(var i=0;i<n.length;i++){var r=n[i].getBoundingClientRect();
+		if(r.width<1||r.height<1||r.right>document.documentElement.clientWidth+1)return false}return true})()`))
+	if err != nil {
+		tb.t.Fatalf("measure %s: %v", sel, err)
+	}
+	return ok
+}
+
+// TestBrowserNearLimitAndWouldDeny shows, at 1280 and 400 px wide, the
+// bucket list's "near limit" badge and the filter on it (which submits by
+// itself and keeps only those buckets), and a shadow-mode bucket's chart
+// with its would-deny bars and legend entry.
+func TestBrowserNearLimitAndWouldDeny(t *testing.T) {
+	e := newEnv(t)
+	e.user("olga", false)
+	e.app("shop", "olga")
+	e.bucket("shop-checkout", "shop")
+	e.bucket("shop-images", "shop")
+	trial := e.bucket("shop-trial", "shop")
+	trial.Shadow = true
+	if err := e.bkts.Update(context.Background(), e.system, trial); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for m := 1; m <= 30; m++ {
+		at := now.Add(-time.Duration(m) * time.Minute)
+		e.record("shop", "shop-checkout", at, 20, int64(m%3))
+		e.recordMore("shop", "shop-checkout", at, int64(2+m%3), 0)
+		e.record("shop", "shop-images", at, 4, 0)
+		e.record("shop", "shop-trial", at, 12, 0)
+		e.recordMore("shop", "shop-trial", at, int64(m%4), int64(m%4))
+	}
+	e.rollUp()
+
+	browser := startBrowser(t)
+	olga := newTab(t, browser, e.srv.URL)
+	olga.signIn("olga")
+	for _, width := range []int64{1280, 400} {
+		t.Run(map[int64]string{1280: "wide", 400: "narrow"}[width], func(t *testing.T) {
+			olga.t = t
+			olga.run("viewport", chromedp.EmulateViewport(width, 900))
+			olga.open("/buckets")
+			for _, sel := range []string{
+				"tr[data-bucket='shop-checkout'] .badge-near",
+				"tr[data-bucket='shop-trial'] .badge-near",
+				"input[name='near']",
+				"label.check:has(input[name='near'])",
+			} {
+				if !visibleIn(olga, sel) {
+					olga.shot(t, "failed")
+					t.Fatalf("%s is not visible within the page at %d px", sel, width)
+				}
+			}
+			if olga.count("tr[data-bucket='shop-images'] .badge-near") != 0 {
+				t.Fatal("a calm bucket has the near-limit badge")
+			}
+			olga.wantText("tr[data-bucket='shop-checkout'] .badge-near", "Near limit")
+			olga.shot(t, "list-near-badge")
+
+			// The filter submits itself on a click: only near buckets stay.
+			olga.run("filter near limit", chromedp.Click("input[name='near']"), chromedp.WaitVisible("#list-order"))
+			olga.wantText("#list-order", "near the limit")
+			if olga.count("tr[data-bucket]") != 2 || olga.count("tr[data-bucket='shop-images']") != 0 {
+				olga.shot(t, "failed")
+				t.Fatalf("the near-limit filter shows %d buckets, want shop-checkout and shop-trial", olga.count("tr[data-bucket]"))
+			}
+			olga.shot(t, "list-near-filter")
+
+			// The shadow bucket's chart: the drawing shown at this width
+			// has would-deny bars and names them in its legend.
+			olga.open("/buckets/shop-trial")
+			shown := map[int64]string{1280: ".chart-wide", 400: ".chart-narrow"}[width]
+			for _, sel := range []string{shown + " rect.chart-would", shown + " .chart-legend text"} {
+				if !visibleIn(olga, sel) {
+					olga.shot(t, "failed")
+					t.Fatalf("%s is not visible within the page at %d px", sel, width)
+				}
+			}
+			// SVG text has no innerText: read its textContent.
+			legend, err := chromedp.Run(olga.ctx, chromedp.Evaluate[string](
+				`document.querySelector(`+jsString(shown+" .chart-legend")+`).textContent`))
+			if err != nil || !strings.Contains(legend, "would deny (shadow mode): ") {
+				olga.shot(t, "failed")
+				t.Fatalf("the legend reads %q (%v), want a would-deny entry", legend, err)
+			}
+			if !visibleIn(olga, "table.usage-apps tbody tr > :last-child") {
+				olga.shot(t, "failed")
+				t.Fatalf("the per-app table's last column is cut off at %d px", width)
+			}
+			if !visibleIn(olga, "[data-would-deny]") {
+				t.Fatalf("the would-deny total is not visible at %d px", width)
+			}
+			olga.shot(t, "chart-would-deny")
+		})
+	}
+	olga.run("reset viewport", chromedp.ResetViewport())
+}

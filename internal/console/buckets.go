@@ -32,18 +32,44 @@ type bucketsPage struct {
 	Apps      []string
 	Order     string
 	Denied    bool
+	NearLimit bool
 	After     string
 	Next      string
 	Prev      string
-	Page      int
-	PrevPage  int
-	NextPage  int
-	From, To  int
-	Total     int
+	// Ranked says how a ranked list is ordered, in words ("" by name).
+	Ranked   string
+	From, To int
+	Total    int
+	// TotalMore: a ranked list counts no further than Total.
+	TotalMore bool
 	CanCreate bool
 	// LiveSrc is the list state endpoint of this page's buckets.
 	LiveSrc string
 	Message string
+}
+
+// Link is this list's address with its filters, and a cursor when key
+// ("after" or "before") is not empty.
+func (p *bucketsPage) Link(key, cursor string) string {
+	v := url.Values{}
+	for k, val := range map[string]string{"q": p.Search, "app": p.App, "sort": p.Order} {
+		if val != "" {
+			v.Set(k, val)
+		}
+	}
+	if p.Denied {
+		v.Set("denied", "1")
+	}
+	if p.NearLimit {
+		v.Set("near", "1")
+	}
+	if key != "" && cursor != "" {
+		v.Set(key, cursor)
+	}
+	if len(v) == 0 {
+		return "/buckets"
+	}
+	return "/buckets?" + v.Encode()
 }
 
 // bucketRow is one bucket of the list with its state.
@@ -57,6 +83,10 @@ type bucketRow struct {
 	Denied    int64
 	Sparkline template.HTML
 	HasRecent bool
+	// NearLimit: the bucket ran near its limit in the last hour; Near is
+	// how many acquires found it so.
+	NearLimit bool
+	Near      int64
 }
 
 // bucketForm holds a bucket as the form shows and sends it: text, exactly
@@ -209,11 +239,11 @@ type bucketDeletePage struct {
 }
 
 func (s *server) listBuckets(c *gin.Context) {
-	page, _ := strconv.Atoi(c.Query("page"))
+	// A cursor is a name, or a count and a name in a ranked list.
 	q := manage.BucketListQuery{
 		BucketQuery: manage.BucketQuery{Search: queryValue(c, "q", 100), App: queryValue(c, "app", 63),
-			After: queryValue(c, "after", 63), Before: queryValue(c, "before", 63), Limit: bucketsPageSize},
-		Order: manage.ParseBucketOrder(c.Query("sort")), Denied: c.Query("denied") != "", Page: max(page, 1),
+			After: queryValue(c, "after", 100), Before: queryValue(c, "before", 100), Limit: bucketsPageSize},
+		Order: manage.ParseBucketOrder(c.Query("sort")), Denied: c.Query("denied") != "", NearLimit: c.Query("near") != "",
 	}
 	list, err := s.svc.ListBucketStates(ctx(c), caller(c), q)
 	if err != nil {
@@ -231,17 +261,16 @@ func (s *server) listBuckets(c *gin.Context) {
 		return
 	}
 	p := &bucketsPage{layout: layout{Title: "Buckets", Nav: "buckets"},
-		Search: q.Search, App: q.App, Apps: names, Order: string(q.Order), Denied: q.Denied, After: q.After,
-		Next: list.Next, Prev: list.Prev, Page: list.Page, Total: list.Total, CanCreate: len(owned) > 0}
-	if q.Denied || q.Order == manage.MostDenied {
-		p.Next, p.Prev = "", ""
-		if list.Page > 1 {
-			p.PrevPage = list.Page - 1
-		}
-		if list.HasMore {
-			p.NextPage = list.Page + 1
-		}
-		p.From = (list.Page-1)*bucketsPageSize + 1
+		Search: q.Search, App: q.App, Apps: names, Order: string(q.Order), Denied: q.Denied, NearLimit: q.NearLimit,
+		After: q.After, Next: list.Next, Prev: list.Prev, Total: list.Total, TotalMore: list.TotalMore, CanCreate: len(owned) > 0}
+	switch list.Rank {
+	case buckets.RankDenied:
+		p.Ranked = "Most denials in the last hour first."
+	case buckets.RankNearLimit:
+		p.Ranked = "Most acquires near the limit in the last hour first."
+	}
+	if list.Rank != "" {
+		p.From = list.Offset + 1
 	}
 	var live []string
 	for _, r := range list.Rows {
@@ -255,7 +284,8 @@ func (s *server) listBuckets(c *gin.Context) {
 			row.HasRecent = true
 			row.Denied = r.Recent.TotalDenied
 			row.Share = chart.Share(r.Recent.TotalAllowed, r.Recent.TotalDenied)
-			row.Sparkline = chart.Sparkline(r.Recent.Allowed, r.Recent.Denied)
+			row.Sparkline = chart.Sparkline(r.Recent.Allowed, r.Recent.Denied, r.Recent.WouldDeny)
+			row.NearLimit, row.Near = r.Recent.NearLimit(), r.Recent.TotalNear
 		}
 		p.Rows = append(p.Rows, row)
 		live = append(live, r.Name)

@@ -3,8 +3,11 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -109,7 +112,7 @@ func TestBucketListShowsState(t *testing.T) {
 		t.Errorf("nearest to limit: %s", got)
 	}
 	r = ob.get("/buckets?after=b-busy")
-	wantBody(t, "second page", r, `href="/buckets?q=&amp;app=&amp;sort=&amp;before=c-full" rel="prev"`)
+	wantBody(t, "second page", r, `href="/buckets?before=c-full" rel="prev"`)
 	if got := order(ob.get("/buckets?before=c-full").body); got != "a-calm b-busy" {
 		t.Errorf("previous page: %s", got)
 	}
@@ -154,5 +157,126 @@ func TestNotFoundKeepsNavigation(t *testing.T) {
 	wantBody(t, "unknown page", r, `href="/buckets"`, `href="/tokens"`, "Go to buckets")
 	if strings.Contains(r.body, `href="/login"`) {
 		t.Fatal("a signed-in user's 404 offers to sign in")
+	}
+}
+
+// listOrder returns the buckets of a list page, in order.
+func listOrder(body string) string {
+	var out []string
+	for _, p := range strings.Split(body, `<tr data-bucket="`)[1:] {
+		out = append(out, p[:strings.Index(p, `"`)])
+	}
+	return strings.Join(out, " ")
+}
+
+// rowOf returns the list row of bucket.
+func rowOf(t *testing.T, body, bucket string) string {
+	t.Helper()
+	i := strings.Index(body, `<tr data-bucket="`+bucket+`">`)
+	if i < 0 {
+		t.Fatalf("no row of %s", bucket)
+	}
+	row := body[i:]
+	return row[:strings.Index(row, "</tr>")]
+}
+
+// TestBucketListNearLimit checks the "near limit" badge, the filter on it
+// (alone, ranked by near-limit acquires; and with the denied filter), and
+// would-deny counts in the sparkline.
+func TestBucketListNearLimit(t *testing.T) {
+	e, ob, vb := bucketFixture(t)
+	for _, n := range []string{"a-calm", "b-busy", "c-near", "d-shadow"} {
+		e.bucket(n, "alpha")
+	}
+	e.bucket("g-near", "gamma") // vera cannot see it
+	at := time.Now().Add(-3 * time.Minute)
+	e.record("alpha", "a-calm", at, 50, 0)
+	e.record("alpha", "b-busy", at, 10, 30)
+	e.recordMore("alpha", "b-busy", at, 34, 0)
+	e.record("alpha", "c-near", at, 8, 0)
+	e.recordMore("alpha", "c-near", at, 5, 0)
+	e.record("alpha", "d-shadow", at, 9, 0)
+	e.recordMore("alpha", "d-shadow", at, 4, 4)
+	e.record("gamma", "g-near", at, 9, 0)
+	e.recordMore("gamma", "g-near", at, 9, 0)
+	e.rollUp()
+
+	r := ob.get("/buckets")
+	wantStatus(t, "list", r, http.StatusOK)
+	wantBody(t, "list", r, `name="near" value="1"`, "Near its limit in the last hour")
+	for bucket, near := range map[string]bool{"a-calm": false, "b-busy": true, "c-near": true, "d-shadow": true} {
+		if got := strings.Contains(rowOf(t, r.body, bucket), `class="badge badge-near"`); got != near {
+			t.Errorf("%s: near-limit badge %v, want %v", bucket, got, near)
+		}
+	}
+	if !strings.Contains(rowOf(t, r.body, "d-shadow"), `class="sparkline-would"`) ||
+		strings.Contains(rowOf(t, r.body, "b-busy"), `class="sparkline-would"`) {
+		t.Error("would-deny counts are not drawn in the shadow bucket's sparkline alone")
+	}
+
+	r = ob.get("/buckets?near=1")
+	if got := listOrder(r.body); got != "b-busy g-near c-near d-shadow" {
+		t.Errorf("near limit, most near-limit acquires first: %s", got)
+	}
+	wantBody(t, "near filter", r, `id="list-order"`, "Most acquires near the limit in the last hour first.", "1–4 of 4 buckets",
+		`<input type="checkbox" name="near" value="1" checked`)
+	if got := listOrder(vb.get("/buckets?near=1").body); got != "b-busy c-near d-shadow" {
+		t.Errorf("vera's near-limit list: %s", got)
+	}
+	if got := listOrder(ob.get("/buckets?near=1&denied=1").body); got != "b-busy" {
+		t.Errorf("near limit and denied: %s", got)
+	}
+	if got := listOrder(ob.get("/buckets?near=1&q=calm").body); got != "" {
+		t.Errorf("near filter keeps a calm bucket: %s", got)
+	}
+}
+
+// TestBucketListMostDeniedPages pages the "most denied" list with its
+// keyset cursors: every bucket once, in order, with counts, and previous
+// pages that give back exactly the pages seen.
+func TestBucketListMostDeniedPages(t *testing.T) {
+	e, ob, _ := bucketFixture(t)
+	at := time.Now().Add(-2 * time.Minute)
+	var want []string
+	for i := 30; i >= 1; i-- {
+		n := fmt.Sprintf("b-%02d", i)
+		e.bucket(n, "alpha")
+		// Denials 15, 15, 14, 14, ... 1, 1: ties ranked by name, Z to A.
+		e.record("alpha", n, at, 1, int64((i+1)/2))
+		want = append(want, n)
+	}
+	e.bucket("no-denials", "alpha")
+	e.record("alpha", "no-denials", at, 5, 0)
+	e.rollUp()
+
+	first := ob.get("/buckets?sort=denied")
+	wantStatus(t, "most denied", first, http.StatusOK)
+	wantBody(t, "first page", first, "1–25 of 30 buckets", "Most denials in the last hour first.")
+	if strings.Contains(first.body, `rel="prev"`) {
+		t.Error("the first page links to a previous one")
+	}
+	next := regexp.MustCompile(`href="([^"]+)" rel="next"`).FindStringSubmatch(first.body)
+	if next == nil {
+		t.Fatal("no next page")
+	}
+	second := ob.get(html.UnescapeString(next[1]))
+	wantBody(t, "second page", second, "26–30 of 30 buckets")
+	if got := listOrder(first.body) + " " + listOrder(second.body); got != strings.Join(want, " ") {
+		t.Errorf("pages: %s\nwant   %s", got, strings.Join(want, " "))
+	}
+	if strings.Contains(second.body, `rel="next"`) {
+		t.Error("the last page links to a next one")
+	}
+	prev := regexp.MustCompile(`href="([^"]+)" rel="prev"`).FindStringSubmatch(second.body)
+	if prev == nil {
+		t.Fatal("no previous page")
+	}
+	back := ob.get(html.UnescapeString(prev[1]))
+	if listOrder(back.body) != listOrder(first.body) || !strings.Contains(back.body, "1–25 of 30 buckets") {
+		t.Errorf("previous page: %s", listOrder(back.body))
+	}
+	// A damaged cursor shows the first page.
+	if got := listOrder(ob.get("/buckets?sort=denied&after=x:y:z").body); got != listOrder(first.body) {
+		t.Errorf("damaged cursor: %s", got)
 	}
 }

@@ -30,6 +30,9 @@ type usageView struct {
 	// Chart is the SVG drawing, escaped by package chart.
 	Chart  template.HTML
 	Series usage.Series
+	// ShowWouldDeny adds the would-deny counts (shadow mode) beside the
+	// others: the bucket is in shadow mode or was in the window.
+	ShowWouldDeny bool
 	// Message replaces the chart when the counts cannot be read.
 	Message string
 }
@@ -67,7 +70,9 @@ func usageOf(d *manage.BucketDetail) usageView {
 	default:
 		v.Series = d.Usage
 		v.Chart = chart.UsageResponsive(d.Usage, chart.Options{Title: "Acquires per app, last " + w.String(),
-			Limit: chart.Sustained(d.Rate.PerSecond(), d.Usage.Step), LimitLabel: "limit: " + d.Rate.Human()})
+			Limit: chart.Sustained(d.Rate.PerSecond(), d.Usage.Step), LimitLabel: "limit: " + d.Rate.Human(),
+			Shadow: d.Shadow})
+		v.ShowWouldDeny = d.Shadow || d.Usage.WouldDeny > 0
 	}
 	return v
 }
@@ -102,7 +107,7 @@ func (s *server) usageOverview(c *gin.Context) {
 	p := &usagePage{layout: layout{Title: "Usage", Nav: "usage"}, Buckets: ov.Buckets}
 	for _, r := range ov.Rows {
 		p.Rows = append(p.Rows, topRow{Bucket: r.Bucket, Allowed: r.Allowed, Denied: r.Denied, Requests: r.Allowed + r.Denied,
-			Sparkline: chart.Sparkline(r.Recent.Allowed, r.Recent.Denied)})
+			Sparkline: chart.Sparkline(r.Recent.Allowed, r.Recent.Denied, r.Recent.WouldDeny)})
 	}
 	s.render(c, http.StatusOK, "usage", p)
 }

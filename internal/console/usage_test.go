@@ -35,6 +35,23 @@ func (e *env) record(app, bucket string, at time.Time, allowed, denied int64) {
 	}
 }
 
+// recordMore writes near-limit and would-deny counts of app on bucket at
+// at, as a Recorder observing such decisions does (they are parts of the
+// allowed and denied counts, which record writes).
+func (e *env) recordMore(app, bucket string, at time.Time, near, would int64) {
+	e.t.Helper()
+	rec, err := usage.NewRecorder(e.rdb, app, usage.WithKeyPrefix(e.ks.Prefix), usage.WithFlushInterval(time.Hour))
+	if err != nil {
+		e.t.Fatalf("new recorder: %v", err)
+	}
+	defer rec.Close()
+	rec.AddNearLimit(bucket, at, near)
+	rec.AddWouldDeny(bucket, at, would)
+	if err := rec.Flush(context.Background()); err != nil {
+		e.t.Fatalf("flush usage: %v", err)
+	}
+}
+
 // rollUp rolls the usage counts in e's Redis up into MySQL, as the sync
 // worker does, up to the last whole minute.
 func (e *env) rollUp() {
@@ -237,4 +254,41 @@ func TestUsageWhenRedisIsDown(t *testing.T) {
 	r = br.get("/usage")
 	wantStatus(t, "overview", r, http.StatusOK)
 	wantBody(t, "overview", r, "None of your 1 bucket denied an acquire in the last hour.")
+}
+
+// TestBucketUsageWouldDeny: a bucket in shadow mode shows its would-deny
+// counts apart, in the totals, the per-app table and both drawings of the
+// chart (bars and legend); a bucket without them does not mention them.
+func TestBucketUsageWouldDeny(t *testing.T) {
+	e := newEnv(t)
+	olga := e.user("olga", false)
+	e.app("alpha", "olga")
+	b := e.bucket("trial", "alpha")
+	b.Shadow = true
+	if err := e.bkts.Update(context.Background(), e.system, b); err != nil {
+		t.Fatal(err)
+	}
+	e.bucket("plain", "alpha")
+	at := time.Now().Add(-2 * time.Minute)
+	e.record("alpha", "trial", at, 40, 0)
+	e.recordMore("alpha", "trial", at, 25, 25)
+	e.record("alpha", "plain", at, 40, 0)
+
+	br := e.browser()
+	br.signIn(olga)
+	r := br.get("/buckets/trial")
+	wantStatus(t, "shadow bucket", r, http.StatusOK)
+	wantBody(t, "shadow bucket", r, `<dt>would deny (shadow mode)</dt><dd class="would-deny" data-would-deny>25</dd>`,
+		">would deny (shadow mode): 25<", "alpha: 40 allowed (25 would deny), 0 denied", "in orange")
+	wantRow(t, "alpha", usageRow(t, r.body, "alpha"), "alpha", "40", "25", "0", "0%")
+	if n := strings.Count(r.body, `class="chart-would"`); n != 2 {
+		t.Errorf("%d would-deny bars, want one per drawing", n)
+	}
+	if n := strings.Count(r.body, `>would deny (shadow mode): 25<`); n != 2 {
+		t.Errorf("%d would-deny legend entries, want one per drawing", n)
+	}
+	r = br.get("/buckets/plain")
+	if strings.Contains(r.body, "would deny") || strings.Contains(r.body, "chart-would") {
+		t.Error("a bucket without shadow mode or would-deny counts mentions them")
+	}
 }

@@ -69,6 +69,22 @@ func TestMigrationsAndStores(t *testing.T) {
 		t.Fatalf("list = %+v; want only checkout_v2 (the '_' is literal)", page)
 	}
 
+	// The bucket list's ranked pages (a join with a union, keyset
+	// conditions) run on the embedded engine too.
+	if _, err := db.ExecContext(ctx, `INSERT INTO bucket_usage (bucket_name, last_minute, allowed_counts, denied_counts,
+		allowed_total, denied_total, near_total) VALUES ('checkout_v2', 1, '', '', 5, 3, 4), ('checkoutxv2', 1, '', '', 5, 7, 0)`); err != nil {
+		t.Fatalf("usage rows: %v", err)
+	}
+	ranked, err := store.ListRanked(ctx, buckets.RankedFilter{Filter: buckets.Filter{VisibleTo: []string{"search", "shop"}, Limit: 1}})
+	if err != nil || len(ranked.Buckets) != 1 || ranked.Buckets[0].Name != "checkoutxv2" || ranked.Total != 2 || ranked.Next == "" {
+		t.Fatalf("ranked = %+v, %v; want checkoutxv2 first of 2", ranked, err)
+	}
+	ranked, err = store.ListRanked(ctx, buckets.RankedFilter{Filter: buckets.Filter{App: "search", Limit: 1},
+		After: buckets.ParseRankCursor(ranked.Next)})
+	if err != nil || len(ranked.Buckets) != 1 || ranked.Buckets[0].Name != "checkout_v2" {
+		t.Fatalf("ranked, next page of search's = %+v, %v; want checkout_v2", ranked, err)
+	}
+
 	got.MaxPermits = 20
 	got.AllowedApps = []string{"shop"}
 	if err := store.Update(ctx, actor, got); err != nil {

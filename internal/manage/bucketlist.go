@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/sluicehq/sluice/internal/buckets"
-	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/redisscript"
 	"github.com/sluicehq/sluice/internal/usage"
@@ -39,13 +38,29 @@ func ParseBucketOrder(s string) BucketOrder {
 
 // BucketListQuery selects one page of the bucket list with its state.
 type BucketListQuery struct {
+	// BucketQuery filters; its After and Before are bucket names in name
+	// order, and the cursors of a ranked list (see Ranked) otherwise.
 	BucketQuery
 	Order BucketOrder
 	// Denied keeps the buckets that denied something in the last hour.
 	Denied bool
-	// Page is the page number (from 1) of the lists that are not in name
-	// order (Denied or MostDenied); name order pages by cursor.
-	Page int
+	// NearLimit keeps the buckets that ran near their limit in the last
+	// hour: an acquire left them at least 80% used
+	// (redisscript.NearLimitUsed), or was denied or would have been.
+	NearLimit bool
+}
+
+// Ranked reports whether the list is ranked by the last hour's usage
+// (most denied, or a filter on the last hour) rather than by name.
+func (q BucketListQuery) Ranked() bool { return q.Order == MostDenied || q.Denied || q.NearLimit }
+
+// Rank is the order of a ranked list: denials, unless only near-limit
+// buckets are asked for (then near-limit acquires).
+func (q BucketListQuery) Rank() buckets.Rank {
+	if q.NearLimit && !q.Denied && q.Order != MostDenied {
+		return buckets.RankNearLimit
+	}
+	return buckets.RankDenied
 }
 
 // BucketRow is one bucket of the list with its state.
@@ -71,12 +86,17 @@ func (r BucketRow) Fill() float64 {
 // BucketList is one page of the bucket list.
 type BucketList struct {
 	Rows []BucketRow
-	// Next and Prev are the cursors of the name order.
+	// Next and Prev are the cursors of the next and the previous page
+	// (After and Before of a BucketListQuery); "" on the last or first.
 	Next, Prev string
 	Total      int
-	// Page and HasMore page the ranked lists.
-	Page    int
-	HasMore bool
+	// Offset is how many buckets come before this page in a ranked list
+	// (0 in name order, which does not count them). TotalMore says a
+	// ranked list has more than Total (buckets.MaxRankedTotal) buckets.
+	Offset    int
+	TotalMore bool
+	// Rank is the order of a ranked list, "" in name order.
+	Rank buckets.Rank
 	// LiveErr and RecentErr say why a part could not be read.
 	LiveErr, RecentErr error
 }
@@ -84,16 +104,23 @@ type BucketList struct {
 // ListBucketStates returns one page of the buckets the caller may see,
 // each with its fill level now (one pipelined HMGET per bucket of the
 // page) and its last hour (the roll-up in MySQL, by primary key). Redis is
-// never scanned: the load on it is bounded by the page size.
+// never scanned: the load on it is bounded by the page size. Ranked lists
+// read the roll-up's index with a keyset cursor (buckets.Store.ListRanked):
+// their cost depends on the page and the buckets used in the last hour,
+// not on how many buckets exist.
 func (s *Service) ListBucketStates(ctx context.Context, c Caller, q BucketListQuery) (*BucketList, error) {
-	out := &BucketList{Page: max(q.Page, 1)}
+	out := &BucketList{}
 	var page []*buckets.Bucket
-	if q.Denied || q.Order == MostDenied {
-		bs, total, more, err := s.deniedPage(ctx, c, q, out.Page)
+	if q.Ranked() {
+		out.Rank = q.Rank()
+		p, err := s.buckets.ListRanked(ctx, buckets.RankedFilter{
+			Filter: buckets.Filter{Search: q.Search, App: q.App, Limit: q.Limit, VisibleTo: s.Visible(c)},
+			Rank:   out.Rank, Denied: q.Denied || q.Order == MostDenied, NearLimit: q.NearLimit,
+			After: buckets.ParseRankCursor(q.After), Before: buckets.ParseRankCursor(q.Before)})
 		if err != nil {
 			return nil, err
 		}
-		page, out.Total, out.HasMore = bs, total, more
+		page, out.Next, out.Prev, out.Total, out.Offset, out.TotalMore = p.Buckets, p.Next, p.Prev, p.Total, p.Offset, p.More
 	} else {
 		p, err := s.ListBuckets(ctx, c, q.BucketQuery)
 		if err != nil {
@@ -149,46 +176,6 @@ func (s *Service) readMany(ctx context.Context, names []string) (map[string]redi
 		return nil, fmt.Errorf("read live state: %w: %w", errs.ErrUnavailable, err)
 	}
 	return st, nil
-}
-
-// deniedPage returns page n of the visible buckets that denied something
-// in the last hour, most denials first, with search and app applied. The
-// ranking reads the roll-up (at most usage.MaxRecentNames rows); only the
-// buckets of the page are read from MySQL.
-func (s *Service) deniedPage(ctx context.Context, c Caller, q BucketListQuery, n int) ([]*buckets.Bucket, int, bool, error) {
-	var candidates []string // nil: every bucket
-	if !s.IsAdmin(c) || q.Search != "" || q.App != "" {
-		bs, err := s.allBuckets(ctx, buckets.Filter{VisibleTo: s.Visible(c), Search: q.Search, App: q.App})
-		if err != nil {
-			return nil, 0, false, err
-		}
-		candidates = make([]string, 0, len(bs))
-		for _, b := range bs {
-			candidates = append(candidates, b.Name)
-		}
-		if len(candidates) == 0 {
-			return nil, 0, false, nil
-		}
-	}
-	top, err := s.recents.TopDenied(ctx, candidates, usage.MaxRecentNames)
-	if err != nil {
-		return nil, 0, false, err
-	}
-	limit := database.PageSize(q.Limit)
-	from := min((n-1)*limit, len(top))
-	to := min(from+limit, len(top))
-	var out []*buckets.Bucket
-	for _, t := range top[from:to] {
-		b, err := s.buckets.Get(ctx, t.Bucket)
-		if errors.Is(err, errs.ErrNotFound) {
-			continue // deleted since the roll-up
-		}
-		if err != nil {
-			return nil, 0, false, err
-		}
-		out = append(out, b)
-	}
-	return out, len(top), to < len(top), nil
 }
 
 // MaxStateNames bounds the names of one BucketStates call: a page.

@@ -47,6 +47,7 @@ const (
 	usageAllowed   = ":a"
 	usageDenied    = ":d"
 	usageWouldDeny = ":w"
+	usageNearLimit = ":n"
 )
 
 // UsageAllowedField returns the usage hash field counting the allowed
@@ -62,6 +63,55 @@ func UsageDeniedField(app string) string { return app + usageDenied }
 // "<app>:w". They are counted in UsageAllowedField too, so a reader that
 // knows only allowed and denied still adds up every call.
 func UsageWouldDenyField(app string) string { return app + usageWouldDeny }
+
+// UsageNearLimitField returns the usage hash field counting the acquires
+// of app (allowed, denied or would deny) after which the bucket was near
+// its limit: at least NearLimitUsed of its capacity in use. It is a part
+// of the other counts, not an outcome of its own.
+func UsageNearLimitField(app string) string { return app + usageNearLimit }
+
+// NearLimitUsed is the fraction of a bucket's capacity in use from which
+// an acquire counts as near the limit: in the usage counts
+// (UsageNearLimitField), the console's "near limit" badge and the default
+// of the clients' near-limit metric.
+const NearLimitUsed = 0.8
+
+// UsageKind is what a usage hash field counts.
+type UsageKind int
+
+// Kinds of usage hash fields.
+const (
+	UsageAllowed UsageKind = iota + 1
+	UsageDenied
+	UsageWouldDeny
+	UsageNearLimit
+)
+
+// ParseUsageCount splits any usage hash field into its app and what it
+// counts; ok is false for a field that is none of them or whose app is
+// not a valid name.
+func ParseUsageCount(field string) (app string, kind UsageKind, ok bool) {
+	if len(field) < 3 || field[len(field)-2] != ':' {
+		return "", 0, false
+	}
+	switch field[len(field)-2:] {
+	case usageAllowed:
+		kind = UsageAllowed
+	case usageDenied:
+		kind = UsageDenied
+	case usageWouldDeny:
+		kind = UsageWouldDeny
+	case usageNearLimit:
+		kind = UsageNearLimit
+	default:
+		return "", 0, false
+	}
+	app = field[:len(field)-2]
+	if !ValidName(app) {
+		return "", 0, false
+	}
+	return app, kind, true
+}
 
 // ParseUsageField splits a usage hash field into its app and whether it
 // counts allowed (true) or denied (false) acquires. ok is false for any

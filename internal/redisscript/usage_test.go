@@ -50,3 +50,28 @@ func TestUsageFields(t *testing.T) {
 		}
 	}
 }
+
+func TestUsageCounts(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		app   string
+		kind  UsageKind
+		ok    bool
+	}{
+		{UsageAllowedField("checkout"), "checkout", UsageAllowed, true},
+		{UsageDeniedField("a-b.c_d"), "a-b.c_d", UsageDenied, true},
+		{UsageWouldDenyField("shop"), "shop", UsageWouldDeny, true},
+		{UsageNearLimitField("shop"), "shop", UsageNearLimit, true},
+		{"checkout:x", "", 0, false},
+		{":n", "", 0, false},
+		{"Bad:w", "", 0, false},
+		{"a:b:n", "", 0, false},
+		{"n", "", 0, false},
+		{"", "", 0, false},
+	} {
+		app, kind, ok := ParseUsageCount(tc.field)
+		if app != tc.app || kind != tc.kind || ok != tc.ok {
+			t.Errorf("ParseUsageCount(%q) = %q %v %v, want %q %v %v", tc.field, app, kind, ok, tc.app, tc.kind, tc.ok)
+		}
+	}
+}

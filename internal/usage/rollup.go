@@ -29,10 +29,11 @@ import (
 // it reads the set of buckets that had usage in the minute just ended
 // (clients name them in redisscript.Keyspace.UsageActive), reads only
 // their minute hashes in pipelines of RollerConfig.Batch, and stores the
-// last hour per bucket in one MySQL row (table bucket_usage). Pages read
-// those rows by primary key or by index (Recents), at a cost that depends
-// on the page size only, never on the number of buckets, and put no load
-// on Redis at all.
+// last hour per bucket in one MySQL row (table bucket_usage): allowed,
+// denied, would-deny (shadow mode) and near-limit acquires per minute.
+// Pages read those rows by primary key or by index (Recents), at a cost
+// that depends on the page size only, never on the number of buckets, and
+// put no load on Redis at all.
 
 // RecentMinutes is the span of a Recent: the last hour, per minute.
 const RecentMinutes = 60
@@ -48,9 +49,24 @@ type Recent struct {
 	// Allowed and Denied hold one count per minute, oldest first
 	// (RecentMinutes of them).
 	Allowed, Denied []int64
-	// TotalAllowed and TotalDenied are their sums.
-	TotalAllowed, TotalDenied int64
+	// WouldDeny holds per minute the part of Allowed that a bucket in
+	// shadow mode would have denied.
+	WouldDeny []int64
+	// Near holds per minute the acquires (of every outcome) after which
+	// the bucket had at least redisscript.NearLimitUsed of its capacity in
+	// use, as the clients that record usage saw it.
+	Near []int64
+	// TotalAllowed, TotalDenied, TotalWouldDeny and TotalNear are their
+	// sums.
+	TotalAllowed, TotalDenied, TotalWouldDeny, TotalNear int64
 }
+
+// NearLimit reports whether the bucket ran near its limit in the hour: an
+// acquire left it at least redisscript.NearLimitUsed used, or was denied
+// (or would have been, in shadow mode), as the clients that record usage
+// count them. It is what the stored near_total says, so that a list
+// filtered on it and its badge agree.
+func (r Recent) NearLimit() bool { return r.TotalNear > 0 }
 
 // DeniedShare is the share of the hour's acquires that were denied, from
 // 0 to 1; 0 without acquires.
@@ -65,12 +81,29 @@ func (r Recent) DeniedShare() float64 {
 // ring is the row of one bucket: the counts of the RecentMinutes minutes
 // that end with minute last.
 type ring struct {
-	last            int64
-	allowed, denied []int64
+	last int64
+	// c holds the counts of each kind: see the kind constants.
+	c [kinds][]int64
 }
 
+// Kinds of counts of a ring, in the order of the row's columns.
+const (
+	kAllowed = iota
+	kDenied
+	kWould
+	kNear
+	kinds
+)
+
+// minuteCounts is one bucket's counts of one minute, per kind.
+type minuteCounts [kinds]int64
+
 func newRing(last int64) ring {
-	return ring{last: last, allowed: make([]int64, RecentMinutes), denied: make([]int64, RecentMinutes)}
+	r := ring{last: last}
+	for k := range r.c {
+		r.c[k] = make([]int64, RecentMinutes)
+	}
+	return r
 }
 
 // shift moves the window to end at minute last (later only), dropping the
@@ -80,14 +113,13 @@ func (r *ring) shift(last int64) {
 	if d <= 0 {
 		return
 	}
-	if d >= RecentMinutes {
-		clear(r.allowed)
-		clear(r.denied)
-	} else {
-		copy(r.allowed, r.allowed[d:])
-		copy(r.denied, r.denied[d:])
-		clear(r.allowed[RecentMinutes-d:])
-		clear(r.denied[RecentMinutes-d:])
+	for _, v := range r.c {
+		if d >= RecentMinutes {
+			clear(v)
+		} else {
+			copy(v, v[d:])
+			clear(v[RecentMinutes-d:])
+		}
 	}
 	r.last = last
 }
@@ -95,14 +127,15 @@ func (r *ring) shift(last int64) {
 // merge records minute m's counts. Counts of a minute only grow (late
 // flushes), so merging keeps the larger value: merging the same read
 // twice, or two workers' reads in either order, gives the same row.
-func (r *ring) merge(m int64, allowed, denied int64) {
+func (r *ring) merge(m int64, counts minuteCounts) {
 	r.shift(m)
 	i := RecentMinutes - 1 - int(r.last-m)
 	if i < 0 {
 		return // older than the window
 	}
-	r.allowed[i] = max(r.allowed[i], allowed)
-	r.denied[i] = max(r.denied[i], denied)
+	for k, v := range r.c {
+		v[i] = max(v[i], counts[k])
+	}
 }
 
 func sum(v []int64) int64 {
@@ -156,13 +189,21 @@ type rollupRow struct {
 	Last    int64  `db:"last_minute"`
 	Allowed string `db:"allowed_counts"`
 	Denied  string `db:"denied_counts"`
+	Would   string `db:"would_counts"`
+	Near    string `db:"near_counts"`
 }
 
 func (r rollupRow) ring() ring {
-	return ring{last: r.Last, allowed: parseCounts(r.Allowed), denied: parseCounts(r.Denied)}
+	rg := ring{last: r.Last}
+	rg.c[kAllowed], rg.c[kDenied] = parseCounts(r.Allowed), parseCounts(r.Denied)
+	rg.c[kWould], rg.c[kNear] = parseCounts(r.Would), parseCounts(r.Near)
+	return rg
 }
 
-const rollupColumns = "bucket_name, last_minute, allowed_counts, denied_counts"
+// rollupColumns reads a rollupRow; rows written before the would-deny and
+// near-limit columns existed read them as zeros.
+const rollupColumns = "bucket_name, last_minute, allowed_counts, denied_counts," +
+	" COALESCE(would_counts, '') AS would_counts, COALESCE(near_counts, '') AS near_counts"
 
 // Recents reads the roll-up for the console. It is safe for concurrent
 // use and reads MySQL only.
@@ -184,12 +225,13 @@ func lastComplete(t time.Time) int64 { return floorDiv(t.Unix(), 60) - 1 }
 func recent(name string, rg ring, last int64) Recent {
 	rg.shift(last)
 	rc := Recent{Bucket: name, Start: time.Unix((last-RecentMinutes+1)*60, 0).UTC(),
-		Allowed: rg.allowed, Denied: rg.denied}
+		Allowed: rg.c[kAllowed], Denied: rg.c[kDenied], WouldDeny: rg.c[kWould], Near: rg.c[kNear]}
 	if rg.last > last {
 		// Rolled up by a worker whose clock runs ahead: show its window.
 		rc.Start = time.Unix((rg.last-RecentMinutes+1)*60, 0).UTC()
 	}
 	rc.TotalAllowed, rc.TotalDenied = sum(rc.Allowed), sum(rc.Denied)
+	rc.TotalWouldDeny, rc.TotalNear = sum(rc.WouldDeny), sum(rc.Near)
 	return rc
 }
 
@@ -462,27 +504,21 @@ func (r *Roller) rollMinute(ctx context.Context, m int64, st *RollStats) error {
 		if err != nil {
 			return fmt.Errorf("usage: roll-up: %w", err)
 		}
-		counts := make(map[string][2]int64, len(chunk))
+		counts := make(map[string]minuteCounts, len(chunk))
 		for i, h := range hashes {
-			var a, d int64
+			var c minuteCounts
 			for field, val := range h {
-				_, allowed, ok := redisscript.ParseUsageField(field)
+				_, kind, ok := redisscript.ParseUsageCount(field)
 				n, err := strconv.ParseInt(val, 10, 64)
 				if !ok || err != nil || n <= 0 {
 					continue
 				}
-				if allowed {
-					a = addSat(a, n)
-				} else {
-					d = addSat(d, n)
-				}
+				k := kindIndex[kind]
+				c[k] = addSat(c[k], n)
 			}
-			counts[chunk[i]] = [2]int64{a, d}
+			counts[chunk[i]] = c
 		}
-		n, err := r.merge(ctx, chunk, func(rg *ring, name string) {
-			c := counts[name]
-			rg.merge(m, c[0], c[1])
-		})
+		n, err := r.merge(ctx, chunk, func(rg *ring, name string) { rg.merge(m, counts[name]) })
 		st.Buckets += n
 		if err != nil {
 			return err
@@ -514,6 +550,10 @@ func (r *Roller) rollMinute(ctx context.Context, m int64, st *RollStats) error {
 	}
 }
 
+// kindIndex maps a usage field's kind to its place in a ring.
+var kindIndex = map[redisscript.UsageKind]int{redisscript.UsageAllowed: kAllowed, redisscript.UsageDenied: kDenied,
+	redisscript.UsageWouldDeny: kWould, redisscript.UsageNearLimit: kNear}
+
 // merge applies fn to the rows of names (sorted) in one transaction,
 // creating missing rows, and writes them back.
 func (r *Roller) merge(ctx context.Context, names []string, fn func(rg *ring, name string)) (int, error) {
@@ -535,8 +575,9 @@ func (r *Roller) merge(ctx context.Context, names []string, fn func(rg *ring, na
 			have[row.Bucket] = row.ring()
 		}
 		var sb strings.Builder
-		sb.WriteString("INSERT INTO bucket_usage (bucket_name, last_minute, allowed_counts, denied_counts, allowed_total, denied_total) VALUES ")
-		vals := make([]any, 0, len(names)*6)
+		sb.WriteString("INSERT INTO bucket_usage (bucket_name, last_minute, allowed_counts, denied_counts, would_counts," +
+			" near_counts, allowed_total, denied_total, would_total, near_total) VALUES ")
+		vals := make([]any, 0, len(names)*10)
 		var empty []string
 		for _, n := range names {
 			rg, ok := have[n]
@@ -544,7 +585,7 @@ func (r *Roller) merge(ctx context.Context, names []string, fn func(rg *ring, na
 				rg = newRing(0)
 			}
 			fn(&rg, n)
-			a, d := sum(rg.allowed), sum(rg.denied)
+			a, d := sum(rg.c[kAllowed]), sum(rg.c[kDenied])
 			if a == 0 && d == 0 {
 				// A quiet hour: the row goes, so the table holds only the
 				// buckets with usage in the last hour.
@@ -556,12 +597,15 @@ func (r *Roller) merge(ctx context.Context, names []string, fn func(rg *ring, na
 			if len(vals) > 0 {
 				sb.WriteString(",")
 			}
-			sb.WriteString("(?,?,?,?,?,?)")
-			vals = append(vals, n, rg.last, formatCounts(rg.allowed), formatCounts(rg.denied), a, d)
+			sb.WriteString("(?,?,?,?,?,?,?,?,?,?)")
+			vals = append(vals, n, rg.last, formatCounts(rg.c[kAllowed]), formatCounts(rg.c[kDenied]),
+				formatCounts(rg.c[kWould]), formatCounts(rg.c[kNear]), a, d, sum(rg.c[kWould]), sum(rg.c[kNear]))
 		}
 		if len(vals) > 0 {
 			sb.WriteString(" ON DUPLICATE KEY UPDATE last_minute = VALUES(last_minute), allowed_counts = VALUES(allowed_counts)," +
-				" denied_counts = VALUES(denied_counts), allowed_total = VALUES(allowed_total), denied_total = VALUES(denied_total)")
+				" denied_counts = VALUES(denied_counts), would_counts = VALUES(would_counts), near_counts = VALUES(near_counts)," +
+				" allowed_total = VALUES(allowed_total), denied_total = VALUES(denied_total)," +
+				" would_total = VALUES(would_total), near_total = VALUES(near_total)")
 			if _, err := tx.ExecContext(ctx, sb.String(), vals...); err != nil {
 				return fmt.Errorf("usage: roll-up: write rows: %w", database.Translate(err))
 			}

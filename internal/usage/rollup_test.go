@@ -330,30 +330,85 @@ func TestRecentsRejects(t *testing.T) {
 
 func TestRing(t *testing.T) {
 	r := newRing(100)
-	r.merge(100, 1, 2)
-	r.merge(99, 3, 0)
-	r.merge(100, 0, 1) // an older read of the same minute: kept the larger
-	if r.allowed[59] != 1 || r.denied[59] != 2 || r.allowed[58] != 3 {
+	r.merge(100, minuteCounts{1, 2, 0, 3})
+	r.merge(99, minuteCounts{3, 0, 2, 0})
+	r.merge(100, minuteCounts{0, 1, 0, 1}) // an older read of the same minute: kept the larger
+	if r.c[kAllowed][59] != 1 || r.c[kDenied][59] != 2 || r.c[kAllowed][58] != 3 || r.c[kWould][58] != 2 || r.c[kNear][59] != 3 {
 		t.Fatalf("ring %+v", r)
 	}
-	r.merge(130, 4, 0)
-	if r.last != 130 || r.allowed[29] != 1 || r.allowed[28] != 3 || r.allowed[59] != 4 {
+	r.merge(130, minuteCounts{4, 0, 0, 0})
+	if r.last != 130 || r.c[kAllowed][29] != 1 || r.c[kAllowed][28] != 3 || r.c[kAllowed][59] != 4 || r.c[kNear][29] != 3 {
 		t.Fatalf("after shift by 30: %+v", r)
 	}
-	r.merge(40, 100, 100) // before the window: ignored
-	if sum(r.allowed) != 8 || sum(r.denied) != 2 {
-		t.Fatalf("sums %d/%d, want 8/2", sum(r.allowed), sum(r.denied))
+	r.merge(40, minuteCounts{100, 100, 100, 100}) // before the window: ignored
+	if sum(r.c[kAllowed]) != 8 || sum(r.c[kDenied]) != 2 || sum(r.c[kWould]) != 2 || sum(r.c[kNear]) != 3 {
+		t.Fatalf("sums %d/%d/%d/%d, want 8/2/2/3", sum(r.c[kAllowed]), sum(r.c[kDenied]), sum(r.c[kWould]), sum(r.c[kNear]))
 	}
 	r.shift(500)
-	if sum(r.allowed) != 0 || r.last != 500 {
+	if sum(r.c[kAllowed]) != 0 || sum(r.c[kNear]) != 0 || r.last != 500 {
 		t.Fatalf("after a long shift: %+v", r)
 	}
-	if got := parseCounts(formatCounts(r.allowed)); len(got) != 60 {
+	if got := parseCounts(formatCounts(r.c[kAllowed])); len(got) != 60 {
 		t.Fatalf("round trip: %v", got)
 	}
 	for _, bad := range []string{"", "1,2", "x" + formatCounts(make([]int64, 59)), formatCounts(append(make([]int64, 59), -1))} {
 		if got := parseCounts(bad); len(got) != 60 || sum(got) != 0 {
 			t.Errorf("parseCounts(%q) = %v, want 60 zeros", bad, got)
 		}
+	}
+}
+
+// The roll-up keeps the would-deny (shadow mode) and near-limit counts per
+// minute beside the others, and their sums in the row.
+func TestRollUpWouldDenyAndNearLimit(t *testing.T) {
+	f := newRollFixture(t, 0)
+	ctx := context.Background()
+	m := f.now.Add(-time.Minute)
+	f.record(t, func(rec *usage.Recorder) {
+		rec.Add("shadowed", m, true, 10)
+		rec.AddNearLimit("shadowed", m, 4)
+		rec.Add("tight", m.Add(-time.Minute), true, 5)
+		rec.AddNearLimit("tight", m.Add(-time.Minute), 2)
+		rec.Add("calm", m, true, 3)
+	})
+	// A Recorder writes would-deny counts only from decisions: write them
+	// as it does, into the minute hash.
+	if err := f.rdb.HIncrBy(ctx, f.ks.UsageMinute("shadowed", m.Unix()/60), redisscript.UsageWouldDenyField("web"), 4).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.rollUp(t)
+	got, err := f.recent.For(ctx, []string{"shadowed", "tight", "calm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got["shadowed"]; s.WouldDeny[59] != 4 || s.TotalWouldDeny != 4 || s.TotalNear != 4 || !s.NearLimit() {
+		t.Errorf("shadowed = %+v, want 4 would-deny and 4 near the limit in the last minute", s)
+	}
+	if s := got["tight"]; s.Near[58] != 2 || s.TotalNear != 2 || s.TotalWouldDeny != 0 || !s.NearLimit() {
+		t.Errorf("tight = %+v, want 2 near the limit a minute earlier", s)
+	}
+	if s := got["calm"]; s.TotalNear != 0 || s.NearLimit() || len(s.Near) != RecentMinutes {
+		t.Errorf("calm = %+v, want never near the limit", s)
+	}
+	var totals []struct {
+		Bucket string `db:"bucket_name"`
+		Would  int64  `db:"would_total"`
+		Near   int64  `db:"near_total"`
+	}
+	if err := f.roller.cfg.DB.SelectContext(ctx, &totals,
+		"SELECT bucket_name, would_total, near_total FROM bucket_usage ORDER BY bucket_name"); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(totals) != "[{calm 0 0} {shadowed 4 4} {tight 0 2}]" {
+		t.Errorf("stored totals %v", totals)
+	}
+	// An older row without the new columns (written before the migration)
+	// reads as zeros for them.
+	if _, err := f.roller.cfg.DB.ExecContext(ctx,
+		"UPDATE bucket_usage SET would_counts = NULL, near_counts = NULL WHERE bucket_name = 'calm'"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.recent.For(ctx, []string{"calm"}); err != nil || got["calm"].TotalAllowed != 3 || got["calm"].TotalNear != 0 {
+		t.Errorf("row with NULL counts: %+v %v", got["calm"], err)
 	}
 }

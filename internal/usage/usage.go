@@ -101,6 +101,9 @@ type Series struct {
 	Apps []AppSeries
 	// Allowed and Denied are the totals of every app over the window.
 	Allowed, Denied int64
+	// WouldDeny is the part of Allowed that a bucket in shadow mode would
+	// have denied, over the window.
+	WouldDeny int64
 	// Read is when the counts were read.
 	Read time.Time
 }
@@ -111,8 +114,11 @@ type AppSeries struct {
 	App string
 	// Allowed and Denied hold one count per point of Series.Times.
 	Allowed, Denied []int64
-	// TotalAllowed and TotalDenied are the sums of Allowed and Denied.
-	TotalAllowed, TotalDenied int64
+	// WouldDeny holds, per point, the part of Allowed that a bucket in
+	// shadow mode would have denied (never more than Allowed).
+	WouldDeny []int64
+	// TotalAllowed, TotalDenied and TotalWouldDeny are their sums.
+	TotalAllowed, TotalDenied, TotalWouldDeny int64
 }
 
 // Total is the usage of one bucket over a span, all apps together.
@@ -187,28 +193,42 @@ func (r *Reader) Series(ctx context.Context, bucket string, w Window) (Series, e
 	byApp := map[string]*AppSeries{}
 	for i, h := range hashes {
 		for field, val := range h {
-			app, allowed, ok := redisscript.ParseUsageField(field)
+			app, kind, ok := redisscript.ParseUsageCount(field)
 			n, err := strconv.ParseInt(val, 10, 64)
-			if !ok || err != nil || n <= 0 {
-				continue // not ours, or damaged: skip rather than fail the page
+			if !ok || err != nil || n <= 0 || kind == redisscript.UsageNearLimit {
+				continue // not drawn, not ours, or damaged: skip rather than fail the page
 			}
 			as := byApp[app]
 			if as == nil {
-				as = &AppSeries{App: app, Allowed: make([]int64, points), Denied: make([]int64, points)}
+				as = &AppSeries{App: app, Allowed: make([]int64, points), Denied: make([]int64, points),
+					WouldDeny: make([]int64, points)}
 				byApp[app] = as
 			}
-			if allowed {
+			switch kind {
+			case redisscript.UsageAllowed:
 				as.Allowed[at[i]] += n
-				as.TotalAllowed += n
-				s.Allowed += n
-			} else {
+			case redisscript.UsageDenied:
 				as.Denied[at[i]] += n
-				as.TotalDenied += n
-				s.Denied += n
+			case redisscript.UsageWouldDeny:
+				as.WouldDeny[at[i]] += n
 			}
 		}
 	}
 	for _, as := range byApp {
+		// Would-deny counts are a part of the allowed ones: a damaged or
+		// half-flushed hash must not show more of them.
+		for j := range as.WouldDeny {
+			as.WouldDeny[j] = min(as.WouldDeny[j], as.Allowed[j])
+			as.TotalAllowed += as.Allowed[j]
+			as.TotalDenied += as.Denied[j]
+			as.TotalWouldDeny += as.WouldDeny[j]
+		}
+		s.Allowed += as.TotalAllowed
+		s.Denied += as.TotalDenied
+		s.WouldDeny += as.TotalWouldDeny
+		if as.TotalAllowed == 0 && as.TotalDenied == 0 {
+			continue // only near-limit or would-deny fields: nothing to draw
+		}
 		s.Apps = append(s.Apps, *as)
 	}
 	slices.SortFunc(s.Apps, func(a, b AppSeries) int {

@@ -253,3 +253,34 @@ func BenchmarkSeries(b *testing.B) {
 		})
 	}
 }
+
+// A bucket in shadow mode: would-deny counts are read apart, per app and
+// in total, never above the allowed ones, and near-limit counts are not
+// drawn as an outcome of their own.
+func TestSeriesWouldDeny(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.add(t, "b", "web", f.now, 10, 0)
+	f.add(t, "b", "web", f.now.Add(-time.Minute), 4, 0)
+	k := f.ks.UsageMinute("b", f.now.Unix()/60)
+	f.rdb.HSet(ctx, k, redisscript.UsageWouldDenyField("web"), 3, redisscript.UsageNearLimitField("web"), 6)
+	// More would-deny than allowed (a damaged hash) counts as all allowed.
+	f.rdb.HSet(ctx, f.ks.UsageMinute("b", f.now.Unix()/60-1), redisscript.UsageWouldDenyField("web"), 9)
+	// An app with only a near-limit count has nothing to draw.
+	f.rdb.HSet(ctx, k, redisscript.UsageNearLimitField("batch"), 2)
+
+	s, err := f.r.Series(ctx, "b", Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Apps) != 1 || s.Apps[0].App != "web" {
+		t.Fatalf("apps %+v, want web alone", s.Apps)
+	}
+	web := s.Apps[0]
+	if web.WouldDeny[59] != 3 || web.WouldDeny[58] != 4 || web.TotalWouldDeny != 7 || web.TotalAllowed != 14 {
+		t.Errorf("web: would deny %v (total %d), allowed %d", web.WouldDeny[58:], web.TotalWouldDeny, web.TotalAllowed)
+	}
+	if s.WouldDeny != 7 || s.Allowed != 14 || s.Denied != 0 {
+		t.Errorf("totals %d allowed, %d denied, %d would deny; want 14, 0, 7", s.Allowed, s.Denied, s.WouldDeny)
+	}
+}

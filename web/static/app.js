@@ -5,8 +5,9 @@
 (function () {
   "use strict";
 
-  // Filter selects marked data-autosubmit submit their form when changed.
-  document.querySelectorAll("select[data-autosubmit]").forEach(function (el) {
+  // Filter selects and check boxes marked data-autosubmit submit their
+  // form when changed.
+  document.querySelectorAll("select[data-autosubmit], input[data-autosubmit]").forEach(function (el) {
     el.addEventListener("change", function () {
       if (el.form) { el.form.requestSubmit ? el.form.requestSubmit() : el.form.submit(); }
     });
