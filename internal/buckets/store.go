@@ -55,6 +55,8 @@ type Page struct {
 	Prev string `json:"prev,omitempty"`
 	// Total counts every bucket the filter selects, on all pages.
 	Total int `json:"total"`
+	// Offset counts the buckets the filter selects before this page.
+	Offset int `json:"-"`
 }
 
 func notFound(name string) error { return fmt.Errorf("bucket %q: %w", name, errs.ErrNotFound) }
@@ -322,6 +324,20 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 		}
 		if f.After != "" && len(bs) > 0 {
 			page.Prev = bs[0].Name
+		}
+	}
+	if len(bs) > 0 && (f.After != "" || f.Before != "") {
+		// The page's position is one more count on the name index, so a
+		// deep page says where it is rather than "1-25" again.
+		where, args := f.conditions()
+		where = append(where, `b.name < ?`)
+		args = append(args, bs[0].Name)
+		q, qargs, err := sqlx.In(`SELECT COUNT(*) FROM buckets b JOIN apps o ON o.id = b.owner_app_id WHERE `+strings.Join(where, " AND "), args...)
+		if err != nil {
+			return Page{}, fmt.Errorf("list buckets: %w", err)
+		}
+		if err := s.db.GetContext(ctx, &page.Offset, q, qargs...); err != nil {
+			return Page{}, fmt.Errorf("count buckets: %w", database.Translate(err))
 		}
 	}
 	if err := withApps(ctx, s.db, bs, false); err != nil {

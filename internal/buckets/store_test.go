@@ -408,6 +408,16 @@ func TestListPagination(t *testing.T) {
 		if len(page.Buckets) > 5 || pages > 5 {
 			t.Fatalf("page %d has %d buckets", pages, len(page.Buckets))
 		}
+		if page.Offset != len(got) {
+			t.Fatalf("page %d: Offset = %d; want %d", pages, page.Offset, len(got))
+		}
+		if len(got) > 0 {
+			// Coming back from this page lands on the one before, at its offset.
+			back := mustList(t, s, buckets.Filter{Before: page.Buckets[0].Name, Limit: 5})
+			if back.Offset != len(got)-len(back.Buckets) {
+				t.Fatalf("page before %q: Offset = %d; want %d", page.Buckets[0].Name, back.Offset, len(got)-len(back.Buckets))
+			}
+		}
 		got = append(got, names(page.Buckets)...)
 		if page.Next == "" {
 			break

@@ -269,9 +269,7 @@ func (s *server) listBuckets(c *gin.Context) {
 	case buckets.RankNearLimit:
 		p.Ranked = "Most acquires near the limit in the last hour first."
 	}
-	if list.Rank != "" {
-		p.From = list.Offset + 1
-	}
+	p.From = list.Offset + 1
 	var live []string
 	for _, r := range list.Rows {
 		row := bucketRow{Bucket: r.Bucket}
@@ -289,9 +287,6 @@ func (s *server) listBuckets(c *gin.Context) {
 		}
 		p.Rows = append(p.Rows, row)
 		live = append(live, r.Name)
-	}
-	if p.From == 0 && len(p.Rows) > 0 {
-		p.From = 1
 	}
 	p.To = p.From + len(p.Rows) - 1
 	if len(live) > 0 {

@@ -90,8 +90,7 @@ type BucketList struct {
 	// (After and Before of a BucketListQuery); "" on the last or first.
 	Next, Prev string
 	Total      int
-	// Offset is how many buckets come before this page in a ranked list
-	// (0 in name order, which does not count them). TotalMore says a
+	// Offset is how many buckets come before this page. TotalMore says a
 	// ranked list has more than Total (buckets.MaxRankedTotal) buckets.
 	Offset    int
 	TotalMore bool
@@ -126,7 +125,7 @@ func (s *Service) ListBucketStates(ctx context.Context, c Caller, q BucketListQu
 		if err != nil {
 			return nil, err
 		}
-		page, out.Next, out.Prev, out.Total = p.Buckets, p.Next, p.Prev, p.Total
+		page, out.Next, out.Prev, out.Total, out.Offset = p.Buckets, p.Next, p.Prev, p.Total, p.Offset
 	}
 	names := make([]string, len(page))
 	for i, b := range page {
