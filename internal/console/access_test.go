@@ -86,6 +86,10 @@ func probes() map[string]probe {
 		"POST /apps/:app/members": {allow: alphaOwners, prepare: func(*matrixFixture, string) (string, url.Values) {
 			return "/apps/alpha/members", url.Values{"user": {"extra"}, "role": {"viewer"}}
 		}},
+		"GET /apps/:app/members/:user/revoke": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			fx.e.grant("extra", "alpha", rbac.RoleViewer)
+			return "/apps/alpha/members/extra/revoke", nil
+		}},
 		"POST /apps/:app/members/:user/revoke": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
 			fx.e.grant("extra", "alpha", rbac.RoleViewer)
 			return "/apps/alpha/members/extra/revoke", nil

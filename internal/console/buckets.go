@@ -196,8 +196,11 @@ type bucketPage struct {
 	layout
 	Bucket  *buckets.Bucket
 	CanEdit bool
-	Live    liveState
-	Usage   usageView
+	// Role is the caller's role on the owner app ("" for none), for the
+	// read-only hint of those who cannot edit.
+	Role  string
+	Live  liveState
+	Usage usageView
 	// Overrides is the per-key part of a keyed bucket's page, else nil.
 	Overrides *overridesView
 }
@@ -383,7 +386,7 @@ func (s *server) bucketDetail(c *gin.Context, st int, adjust func(*overridesView
 		return
 	}
 	p := &bucketPage{layout: layout{Title: d.Name, Nav: "buckets"}, Bucket: d.Bucket,
-		CanEdit: d.CanEdit, Live: liveOf(d), Usage: usageOf(d)}
+		CanEdit: d.CanEdit, Role: string(s.svc.Roles(caller(c))[d.OwnerApp]), Live: liveOf(d), Usage: usageOf(d)}
 	if d.Keyed {
 		p.Overrides = s.overridesOf(c, d.Name)
 		if adjust != nil {

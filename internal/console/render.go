@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chart"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/web"
 )
 
@@ -86,6 +87,7 @@ func parseViews() (*views, error) {
 		"count":      chart.Count,
 		"share":      share,
 		"add":        func(a, b int64) int64 { return a + b },
+		"roledesc":   manage.RoleDescription,
 		// fe carries a field's id and error text to the "fielderror" partial.
 		"fe": func(id, text string) fieldError { return fieldError{ID: id, Text: text} },
 	}

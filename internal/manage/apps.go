@@ -112,6 +112,18 @@ type AppMembers struct {
 	CanManage bool
 }
 
+// Owners returns the user names of the app's owners, sorted: whom a
+// viewer asks for a change.
+func (m *AppMembers) Owners() []string {
+	var out []string
+	for _, x := range m.Members {
+		if x.Role == rbac.RoleOwner {
+			out = append(out, x.User)
+		}
+	}
+	return out
+}
+
 // Members returns the app named name with its members, for anyone who may
 // see it.
 func (s *Service) Members(ctx context.Context, c Caller, name string) (*AppMembers, error) {
@@ -177,6 +189,45 @@ func (s *Service) RevokeRole(ctx context.Context, c Caller, req RevokeRole) erro
 		return &NoRoleError{User: req.User, App: a.Name}
 	}
 	return err
+}
+
+// MemberRemoval is what removing a member would do, for the confirmation
+// step before RevokeRole.
+type MemberRemoval struct {
+	App    string
+	Member rbac.Member
+	// LastOwner says the member is the app's only owner: the removal
+	// would be refused (the app would have nobody to manage it).
+	LastOwner bool
+}
+
+// MemberRemoval needs the owner role on the app, like RevokeRole; a user
+// without a role on the app is a *NoRoleError.
+func (s *Service) MemberRemoval(ctx context.Context, c Caller, req RevokeRole) (MemberRemoval, error) {
+	a, err := s.appFor(ctx, c, req.App, rbac.ActionManage)
+	if err != nil {
+		return MemberRemoval{}, err
+	}
+	members, err := s.enf.Members(ctx, a.Name)
+	if err != nil {
+		return MemberRemoval{}, err
+	}
+	out := MemberRemoval{App: a.Name}
+	owners := 0
+	found := false
+	for _, m := range members {
+		if m.Role == rbac.RoleOwner {
+			owners++
+		}
+		if m.User == req.User {
+			out.Member, found = m, true
+		}
+	}
+	if !found {
+		return MemberRemoval{}, &NoRoleError{User: req.User, App: a.Name}
+	}
+	out.LastOwner = out.Member.Role == rbac.RoleOwner && owners == 1
+	return out, nil
 }
 
 // NoRoleError answers the revocation of a role the user does not hold. It
