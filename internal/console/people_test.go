@@ -1,10 +1,14 @@
 package console
 
 import (
+	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice/internal/accounts"
 	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/rbac"
 )
@@ -123,5 +127,67 @@ func TestViewerSeesReadOnlyHint(t *testing.T) {
 		if r := o.get(p); strings.Contains(r.body, `id="readonly-hint"`) {
 			t.Fatalf("the owner is shown the read-only hint on %s", p)
 		}
+	}
+}
+
+// TestTokenExpiryForm: the token form offers an expiry (90 days unless
+// chosen otherwise), takes a date, refuses a past or malformed one next to
+// the field with the rest of the form kept, and the list says when each
+// token expires.
+func TestTokenExpiryForm(t *testing.T) {
+	e := newEnv(t)
+	u := e.user("olga", false)
+	b := e.browser()
+	b.signIn(u)
+	ctx := context.Background()
+
+	r := b.get("/tokens")
+	wantBody(t, "form", r, `<select id="expires" name="expires"`, `<option value="90" selected>in 90 days</option>`,
+		`<option value="never">never</option>`, `type="date" id="expires_at"`)
+
+	before := time.Now()
+	r = b.post("/tokens", url.Values{"name": {"ci"}, "expires": {"30"}})
+	wantStatus(t, "30 days", r, http.StatusOK)
+	wantBody(t, "30 days", r, "expires in 30 days")
+	tokens, err := e.acc.Tokens(ctx, u.ID)
+	if err != nil || len(tokens) != 1 || tokens[0].ExpiresAt == nil {
+		t.Fatalf("token %+v %v, want one with an expiry", tokens, err)
+	}
+	if got := tokens[0].ExpiresAt.Sub(before); got < 30*24*time.Hour-time.Minute || got > 30*24*time.Hour+time.Minute {
+		t.Fatalf("30 days gave an expiry %v away", got)
+	}
+
+	day := time.Now().UTC().AddDate(0, 0, 10).Format("2006-01-02")
+	wantStatus(t, "date", b.post("/tokens", url.Values{"name": {"deploy"}, "expires": {"date"}, "expires_at": {day}}), http.StatusOK)
+	wantStatus(t, "never", b.post("/tokens", url.Values{"name": {"forever"}, "expires": {"never"}}), http.StatusOK)
+	tokens, _ = e.acc.Tokens(ctx, u.ID)
+	byName := map[string]*accounts.Token{}
+	for _, tk := range tokens {
+		byName[tk.Name] = tk
+	}
+	if d := byName["deploy"]; d == nil || d.ExpiresAt == nil || d.ExpiresAt.UTC().Format("2006-01-02 15:04") != day+" 00:00" {
+		t.Fatalf("a date expiry gave %+v", d)
+	}
+	if f := byName["forever"]; f == nil || f.ExpiresAt != nil {
+		t.Fatalf("never gave %+v", f)
+	}
+	wantBody(t, "list", b.get("/tokens"), "never expires", `<time datetime="`+day+`T00:00:00Z"`)
+
+	for _, c := range []struct {
+		form  url.Values
+		field string
+		text  string
+	}{
+		{url.Values{"name": {"old"}, "expires": {"date"}, "expires_at": {"2001-01-01"}}, "expires_at", "must be in the future"},
+		{url.Values{"name": {"bad"}, "expires": {"date"}, "expires_at": {"next week"}}, "expires_at", "must be a date like"},
+		{url.Values{"name": {"none"}, "expires": {"date"}}, "expires_at", "is required"},
+		{url.Values{"name": {"odd"}, "expires": {"12"}}, "expires", "must be one of the listed choices"},
+	} {
+		r := b.post("/tokens", c.form)
+		wantStatus(t, c.text, r, http.StatusUnprocessableEntity)
+		wantBody(t, c.text, r, `id="`+c.field+`-error"`, c.text, `aria-invalid="true"`, `value="`+c.form.Get("name")+`"`)
+	}
+	if tokens, _ := e.acc.Tokens(ctx, u.ID); len(tokens) != 3 {
+		t.Fatalf("%d tokens after refused forms, want 3", len(tokens))
 	}
 }

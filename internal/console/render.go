@@ -88,6 +88,7 @@ func parseViews() (*views, error) {
 		"share":      share,
 		"add":        func(a, b int64) int64 { return a + b },
 		"roledesc":   manage.RoleDescription,
+		"until":      until,
 		// fe carries a field's id and error text to the "fielderror" partial.
 		"fe": func(id, text string) fieldError { return fieldError{ID: id, Text: text} },
 	}

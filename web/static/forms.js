@@ -16,4 +16,21 @@
     select.addEventListener("change", mark);
     mark();
   });
+
+  // Fields marked data-show-when="select=value" show only while the select
+  // of that id holds that value; without the script they always show.
+  document.querySelectorAll("[data-show-when]").forEach(function (field) {
+    var rule = field.getAttribute("data-show-when").split("=");
+    var select = document.getElementById(rule[0]);
+    if (!select) { return; }
+    function follow() {
+      // A field with an error stays visible, so its message is seen.
+      field.hidden = select.value !== rule[1] && !field.classList.contains("invalid");
+    }
+    select.addEventListener("change", function () {
+      field.classList.remove("invalid");
+      follow();
+    });
+    follow();
+  });
 })();
