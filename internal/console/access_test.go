@@ -162,6 +162,11 @@ func probes() map[string]probe {
 			}
 			return "/tokens/" + strconv.FormatInt(tok.ID, 10) + "/revoke", nil
 		}},
+		"GET /account": {allow: everyone(), prepare: static("/account")},
+		"POST /account/password": {allow: everyone(), prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			p := fx.unique("a new long password")
+			return "/account/password", url.Values{"current_password": {testPassword}, "new_password": {p}, "repeat_password": {p}}
+		}},
 		"GET /users": {allow: []string{admin}, prepare: static("/users")},
 		"POST /users": {allow: []string{admin}, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
 			return "/users", url.Values{"username": {fx.unique("u")}, "password": {testPassword}}

@@ -145,6 +145,9 @@ func (s *server) routes(rt *router.Router) {
 	u.POST("/tokens", s.createToken)
 	u.POST("/tokens/:id/revoke", s.revokeToken)
 
+	u.GET("/account", s.account)
+	u.POST("/account/password", s.changePassword)
+
 	u.GET("/users", s.listUsers)
 	u.POST("/users", s.createUser)
 	u.POST("/users/:user/disable", s.disableUser)

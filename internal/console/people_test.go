@@ -191,3 +191,112 @@ func TestTokenExpiryForm(t *testing.T) {
 		t.Fatalf("%d tokens after refused forms, want 3", len(tokens))
 	}
 }
+
+// TestChangeOwnPassword: a signed-in user changes their password with the
+// current one and the new one twice, under the rules of every password.
+// Refusals come back inline and change nothing; a wrong current password
+// is audited and counted like a failed sign-in, so that guessing is
+// throttled. Success ends the user's other sessions, not this one, keeps
+// their API tokens and is audited.
+func TestChangeOwnPassword(t *testing.T) {
+	e := newEnv(t)
+	u := e.user("olga", false)
+	ctx := context.Background()
+	here, there := e.browser(), e.browser()
+	here.signIn(u)
+	there.signIn(u)
+	secret, _, err := e.acc.CreateToken(ctx, e.system, u.ID, "ci", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const next = "a brand new passphrase"
+	form := func(cur, n, rep string) url.Values {
+		return url.Values{"current_password": {cur}, "new_password": {n}, "repeat_password": {rep}}
+	}
+
+	r := here.get("/account")
+	wantStatus(t, "account page", r, http.StatusOK)
+	wantBody(t, "account page", r, `action="/account/password"`, `autocomplete="current-password"`, `href="/account"`)
+
+	for _, c := range []struct {
+		form  url.Values
+		field string
+		text  string
+	}{
+		{form("", next, next), "current_password", "is required"},
+		{form(testPassword, "short", "short"), "new_password", "at least 10 characters"},
+		{form(testPassword, testPassword, testPassword), "new_password", "must differ from your current password"},
+		{form(testPassword, next, next+"!"), "repeat_password", "does not match"},
+	} {
+		r := here.post("/account/password", c.form)
+		wantStatus(t, c.text, r, http.StatusUnprocessableEntity)
+		wantBody(t, c.text, r, `id="`+c.field+`-error"`, c.text, `aria-invalid="true"`)
+		if strings.Contains(r.body, testPassword) || strings.Contains(r.body, next) {
+			t.Fatalf("%s: a password is sent back in the page", c.text)
+		}
+	}
+	if n := e.auditCount("user.password.failure"); n != 0 {
+		t.Fatalf("form mistakes were audited as failed password checks (%d)", n)
+	}
+
+	r = here.post("/account/password", form("not my password", next, next))
+	wantStatus(t, "wrong current", r, http.StatusUnprocessableEntity)
+	wantBody(t, "wrong current", r, `id="current_password-error"`, "is not your current password")
+	if e.auditCount("user.password.failure") != 1 {
+		t.Fatal("a wrong current password is not audited")
+	}
+	if _, err := e.acc.Authenticate(ctx, "olga", testPassword); err != nil {
+		t.Fatalf("the password changed after a refusal: %v", err)
+	}
+
+	r = here.post("/account/password", form(testPassword, next, next))
+	wantStatus(t, "change", r, http.StatusSeeOther)
+	if r.location != "/account" {
+		t.Fatalf("change redirects to %q", r.location)
+	}
+	wantBody(t, "after", here.get("/account"), "Password changed. Your other sessions have ended")
+	if r := there.get("/account"); r.status != http.StatusSeeOther || !strings.HasPrefix(r.location, "/login") {
+		t.Fatalf("the other session survived: %d %q", r.status, r.location)
+	}
+	if _, err := e.acc.Authenticate(ctx, "olga", next); err != nil {
+		t.Fatalf("the new password does not work: %v", err)
+	}
+	if _, err := e.acc.Authenticate(ctx, "olga", testPassword); err == nil {
+		t.Fatal("the old password still works")
+	}
+	if _, _, err := e.acc.AuthenticateToken(ctx, secret); err != nil {
+		t.Fatalf("the API token stopped working: %v", err)
+	}
+	if e.auditCount("user.password") != 1 {
+		t.Fatal("the change is not audited")
+	}
+}
+
+// TestChangePasswordThrottled: wrong current passwords count against the
+// sign-in throttle of the user name: after the allowance the form answers
+// 429 without checking, and so does the sign-in page.
+func TestChangePasswordThrottled(t *testing.T) {
+	e := newEnv(t)
+	u := e.user("olga", false)
+	b := e.browser()
+	b.signIn(u)
+	wrong := url.Values{"current_password": {"a wrong guess"}, "new_password": {"a brand new passphrase"},
+		"repeat_password": {"a brand new passphrase"}}
+	var r response
+	for i := 0; i < 20; i++ {
+		if r = b.post("/account/password", wrong); r.status != http.StatusUnprocessableEntity {
+			break
+		}
+	}
+	wantStatus(t, "guessing", r, http.StatusTooManyRequests)
+	wantBody(t, "guessing", r, `id="current_password-error"`, "too many wrong passwords")
+	if r.header.Get("Retry-After") == "" {
+		t.Fatal("no Retry-After")
+	}
+	// Even the right password is not checked now.
+	right := url.Values{"current_password": {testPassword}, "new_password": {"a brand new passphrase"},
+		"repeat_password": {"a brand new passphrase"}}
+	wantStatus(t, "right password while locked", b.post("/account/password", right), http.StatusTooManyRequests)
+	login := e.browser().post("/login", url.Values{"username": {"olga"}, "password": {testPassword}})
+	wantStatus(t, "sign-in while locked", login, http.StatusTooManyRequests)
+}

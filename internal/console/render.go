@@ -30,7 +30,7 @@ var pageNames = []string{
 	"login", "error",
 	"apps", "app_new", "app", "app_confirm",
 	"buckets", "bucket", "bucket_form", "bucket_delete", "override_delete",
-	"audit", "users", "tokens", "usage",
+	"audit", "users", "tokens", "usage", "account",
 }
 
 // views holds the parsed templates and the checksums of static files.
