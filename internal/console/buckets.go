@@ -86,6 +86,12 @@ type bucketFormPage struct {
 	PreviewText string
 	Errors      *errs.Validation
 	OwnerApps   []string
+	// AppChoices are the apps to pick allowed apps from; OtherApps the
+	// allowed apps that are not among them, as text.
+	AppChoices []appChoice
+	OtherApps  string
+	// MoreApps says there are apps beyond AppChoices, to be typed.
+	MoreApps bool
 	// Conflict is the newer bucket a stale edit ran into.
 	Conflict *buckets.Bucket
 }
@@ -153,14 +159,14 @@ func (s *server) previewBucket(c *gin.Context, name string) {
 			return
 		}
 		p.Errors = errs.Fields(err)
-		s.render(c, http.StatusUnprocessableEntity, "bucket_form", p)
+		s.renderBucketForm(c, http.StatusUnprocessableEntity, p)
 		return
 	}
 	sim := pv.Simulation
 	p.Preview = chart.Preview(sim, pv.Rate, "")
 	p.PreviewText = chart.Count(sim.TotalAllowed) + " allowed, " + chart.Count(sim.TotalDenied) + " denied (" +
 		chart.Share(sim.TotalAllowed, sim.TotalDenied) + ")."
-	s.render(c, http.StatusOK, "bucket_form", p)
+	s.renderBucketForm(c, http.StatusOK, p)
 }
 
 // patternOf reads the preview's pattern back from a posted form.
@@ -293,7 +299,7 @@ func (s *server) newBucket(c *gin.Context) {
 	if !slices.Contains(owned, form.OwnerApp) {
 		form.OwnerApp = ""
 	}
-	s.render(c, http.StatusOK, "bucket_form", &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
+	s.renderBucketForm(c, http.StatusOK, &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
 		New: true, Form: form, OwnerApps: owned, Pattern: defaultPattern})
 }
 
@@ -308,7 +314,7 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 		Description: postValue(c, "description"),
 		MaxPermits:  postValue(c, "max_permits"),
 		Rate:        postValue(c, "rate"),
-		AllowedApps: postValue(c, "allowed_apps"),
+		AllowedApps: allowedAppsOf(c),
 		Keyed:       c.PostForm("keyed") == "true",
 		Shadow:      c.PostForm("shadow") == "true",
 		LeaseMillis: postValue(c, "lease_ms"),
@@ -370,7 +376,7 @@ func (s *server) createBucket(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.render(c, st, "bucket_form", &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
+	s.renderBucketForm(c, st, &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
 		New: true, Form: form, Errors: v, OwnerApps: owned, Pattern: patternOf(c)})
 }
 
@@ -437,7 +443,7 @@ func (s *server) editBucket(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.render(c, http.StatusOK, "bucket_form", &bucketFormPage{layout: layout{Title: "Edit " + b.Name, Nav: "buckets"},
+	s.renderBucketForm(c, http.StatusOK, &bucketFormPage{layout: layout{Title: "Edit " + b.Name, Nav: "buckets"},
 		Form: formOf(b), Pattern: defaultPattern})
 }
 
@@ -473,10 +479,10 @@ func (s *server) updateBucket(c *gin.Context) {
 		p.Form.OwnerApp = stale.Current.OwnerApp
 		p.Conflict = stale.Current
 		p.Form.Version = stale.Current.Version
-		s.render(c, http.StatusConflict, "bucket_form", p)
+		s.renderBucketForm(c, http.StatusConflict, p)
 	case status(err) == http.StatusUnprocessableEntity:
 		p.Errors = errs.Fields(err)
-		s.render(c, http.StatusUnprocessableEntity, "bucket_form", p)
+		s.renderBucketForm(c, http.StatusUnprocessableEntity, p)
 	default:
 		s.fail(c, err)
 	}

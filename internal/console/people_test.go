@@ -300,3 +300,55 @@ func TestChangePasswordThrottled(t *testing.T) {
 	login := e.browser().post("/login", url.Values{"username": {"olga"}, "password": {testPassword}})
 	wantStatus(t, "sign-in while locked", login, http.StatusTooManyRequests)
 }
+
+// TestAllowedAppsPicker: the bucket form lists every app as a checkbox
+// (teams allow other teams' apps), ticks the bucket's allowed apps, saves
+// the ticked ones together with names typed under "other apps", and keeps
+// an unknown typed name in its field with the error.
+func TestAllowedAppsPicker(t *testing.T) {
+	e := newEnv(t)
+	olga := e.user("olga", false)
+	e.user("sam", false)
+	e.app("shop", "olga")
+	for _, a := range []string{"search", "mobile", "billing"} {
+		e.app(a, "sam")
+	}
+	b := e.browser()
+	b.signIn(olga)
+
+	r := b.get("/buckets/new")
+	for _, a := range []string{"billing", "mobile", "search", "shop"} {
+		wantBody(t, "new form", r, `<li data-app="`+a+`"><label class="check"><input type="checkbox" name="allowed_apps" value="`+a+`">`)
+	}
+	wantBody(t, "new form", r, `data-picker-filter`, `id="allowed_apps_other" name="allowed_apps" value=""`)
+
+	form := url.Values{"name": {"shop-api"}, "owner_app": {"shop"}, "max_permits": {"10"}, "rate": {"5/s"},
+		"allowed_apps": {"search", "mobile", "ghost"}}
+	r = b.post("/buckets", form)
+	wantStatus(t, "unknown app", r, http.StatusUnprocessableEntity)
+	wantBody(t, "unknown app", r, `id="allowed_apps-error"`, "ghost",
+		`value="search" checked>`, `value="mobile" checked>`, `value="billing">`, `id="allowed_apps_other" name="allowed_apps" value="ghost"`)
+
+	form["allowed_apps"] = []string{"search", "mobile", ""}
+	wantStatus(t, "create", b.post("/buckets", form), http.StatusSeeOther)
+	bk, err := e.bkts.Get(context.Background(), "shop-api")
+	if err != nil || strings.Join(bk.AllowedApps, ",") != "mobile,search" {
+		t.Fatalf("allowed apps %v (%v), want mobile and search", bk.AllowedApps, err)
+	}
+
+	r = b.get("/buckets/shop-api/edit")
+	wantBody(t, "edit form", r, `value="mobile" checked>`, `value="search" checked>`, `value="billing">`)
+	// Untick search, add billing by name: the old text form still works.
+	wantStatus(t, "edit", b.post("/buckets/shop-api", url.Values{"max_permits": {"10"}, "rate": {"5/s"},
+		"allowed_apps": {"mobile", "billing, shop"}, "version": {"1"}}), http.StatusSeeOther)
+	bk, _ = e.bkts.Get(context.Background(), "shop-api")
+	if strings.Join(bk.AllowedApps, ",") != "billing,mobile,shop" {
+		t.Fatalf("allowed apps after edit %v", bk.AllowedApps)
+	}
+
+	// Without a bucket to edit or create, no app list is handed out.
+	names, _, err := e.s.svc.AppChoices(context.Background(), manage.Caller{User: e.user("nobody", false)})
+	if err != nil || names != nil {
+		t.Fatalf("a user owning nothing gets app choices %v (%v)", names, err)
+	}
+}

@@ -47,6 +47,39 @@ func (s *Service) AppNames(ctx context.Context, c Caller) ([]string, error) {
 	return out, nil
 }
 
+// MaxAppChoices bounds the apps the bucket form lists to pick allowed
+// apps from; names beyond it are typed.
+const MaxAppChoices = database.MaxPageSize
+
+// AppChoices lists, sorted, the names of the apps a bucket may allow, to
+// anyone who may create or edit a bucket: every app, since app names are
+// not secret among signed-in users (docs/console.md) and teams allow apps
+// of other teams. At most MaxAppChoices; more tells that others exist.
+func (s *Service) AppChoices(ctx context.Context, c Caller) (names []string, more bool, err error) {
+	if c.User == nil {
+		return nil, false, errs.ErrUnauthenticated
+	}
+	if !s.IsAdmin(c) {
+		owned, err := s.OwnedApps(ctx, c)
+		if err != nil {
+			return nil, false, err
+		}
+		if len(owned) == 0 {
+			// Nothing to edit, nothing to list.
+			return nil, false, nil
+		}
+	}
+	page, err := s.apps.List(ctx, apps.Filter{Limit: MaxAppChoices})
+	if err != nil {
+		return nil, false, err
+	}
+	names = make([]string, 0, len(page.Apps))
+	for _, a := range page.Apps {
+		names = append(names, a.Name)
+	}
+	return names, page.Next != "", nil
+}
+
 // CreateApp registers an app.
 type CreateApp struct {
 	Name        string

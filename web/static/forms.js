@@ -33,4 +33,39 @@
     });
     follow();
   });
+
+  // The allowed-apps picker: a filter box narrows the list of checkboxes
+  // to the apps whose name holds what is typed. Ticked apps always stay
+  // in view (and, like every checkbox, are sent whether in view or not).
+  document.querySelectorAll("[data-picker]").forEach(function (picker) {
+    var filter = picker.querySelector("[data-picker-filter]");
+    var tools = picker.querySelector("[data-picker-tools]");
+    var count = picker.querySelector("[data-picker-count]");
+    var items = picker.querySelectorAll("li[data-app]");
+    if (!filter || !items.length) { return; }
+    tools.hidden = false;
+    function apply() {
+      var q = filter.value.trim().toLowerCase();
+      var shown = 0, ticked = 0;
+      items.forEach(function (li) {
+        var box = li.querySelector("input[type=checkbox]");
+        var match = q === "" || li.getAttribute("data-app").toLowerCase().indexOf(q) >= 0;
+        if (box.checked) { ticked++; }
+        li.hidden = !(match || box.checked);
+        li.classList.toggle("picked-hidden", !match && box.checked);
+        if (!li.hidden) { shown++; }
+      });
+      if (count) {
+        count.hidden = q === "";
+        count.textContent = shown + " of " + items.length + " apps shown, " + ticked + " ticked";
+      }
+    }
+    filter.addEventListener("input", apply);
+    // Enter in the filter box filters; it must not save the form.
+    filter.addEventListener("keydown", function (ev) {
+      if (ev.key === "Enter") { ev.preventDefault(); }
+    });
+    picker.addEventListener("change", apply);
+    apply();
+  });
 })();
