@@ -171,7 +171,7 @@ func TestTokenExpiryForm(t *testing.T) {
 	if f := byName["forever"]; f == nil || f.ExpiresAt != nil {
 		t.Fatalf("never gave %+v", f)
 	}
-	wantBody(t, "list", b.get("/tokens"), "never expires", `<time datetime="`+day+`T00:00:00Z"`)
+	wantBody(t, "list", b.get("/tokens"), "never expires", `<span title="`+day+` 00:00:00 UTC">expires in `)
 
 	for _, c := range []struct {
 		form  url.Values

@@ -62,8 +62,10 @@
     }
     filter.addEventListener("input", apply);
     // Enter in the filter box filters; it must not save the form.
-    filter.addEventListener("keydown", function (ev) {
-      if (ev.key === "Enter") { ev.preventDefault(); }
+    ["keydown", "keypress"].forEach(function (type) {
+      filter.addEventListener(type, function (ev) {
+        if (ev.key === "Enter") { ev.preventDefault(); }
+      });
     });
     picker.addEventListener("change", apply);
     apply();
