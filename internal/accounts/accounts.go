@@ -174,6 +174,58 @@ func (s *Store) SetPassword(ctx context.Context, actor audit.Actor, username, pa
 	})
 }
 
+// ChangePassword is a user's change of their own password, proven by the
+// current one. A wrong current password (or a disabled account) is
+// errs.ErrUnauthenticated; an unacceptable new one a *errs.Validation
+// ("new_password"). Every session of the user but keep (the session the
+// change is made from) ends; API tokens stay, since the user made them
+// and can revoke any of them. The change is audited ("user.password").
+func (s *Store) ChangePassword(ctx context.Context, actor audit.Actor, userID int64, current, next, keep string) error {
+	if p := PasswordProblem(next); p != "" {
+		return errs.Invalid("new_password", p)
+	}
+	u, err := userBy(ctx, s.db, "id", userID, false)
+	if err != nil {
+		return err
+	}
+	h := s.hasher()
+	if len(current) > MaxPassword {
+		return errWrongPassword
+	}
+	ok, _, err := h.verify(ctx, current, u.passwordHash)
+	if err != nil {
+		return err
+	}
+	if !ok || u.Disabled {
+		return errWrongPassword
+	}
+	hash, err := h.hash(ctx, next)
+	if err != nil {
+		return err
+	}
+	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		// Only over the hash just checked: a password changed meanwhile
+		// (by an admin's reset, or another tab) is not overwritten.
+		res, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = ?, updated_at = ?
+			WHERE id = ? AND password_hash = ? AND NOT disabled`, hash, s.now(), u.ID, u.passwordHash)
+		if err != nil {
+			return fmt.Errorf("change password of %q: %w", u.Username, database.Translate(err))
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return errs.Conflictf("your password was changed or your account disabled meanwhile; sign in again")
+		}
+		res, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ? AND id <> ?`, u.ID, digest(keep))
+		if err != nil {
+			return fmt.Errorf("end other sessions of %q: %w", u.Username, database.Translate(err))
+		}
+		ended, _ := res.RowsAffected()
+		return audit.Write(ctx, tx, actor, audit.Entry{
+			Action: "user.password", ObjectType: "user", ObjectName: u.Username,
+			Detail: fmt.Sprintf("changed by the user; %d other sessions ended; API tokens kept", ended),
+		})
+	})
+}
+
 // SetDisabled disables or enables the account named username. Disabling
 // ends its sessions and revokes its API tokens: enabling it again brings
 // none of them back.

@@ -645,3 +645,56 @@ func TestNames(t *testing.T) {
 		t.Errorf("Names with limit 2 = %v", got)
 	}
 }
+
+// TestChangePassword: the user's own change needs the current password,
+// ends every session but the one it is made from, keeps API tokens, and
+// is audited; a wrong current password or an unacceptable new one changes
+// nothing.
+func TestChangePassword(t *testing.T) {
+	db, s, _ := newStore(t)
+	const old, next = "the old long password", "the new long password"
+	u, err := s.CreateUser(ctx, admin, "olga", old)
+	must(t, err)
+	keep, err := s.NewSession(ctx, u.ID, "127.0.0.1", "here")
+	must(t, err)
+	other, err := s.NewSession(ctx, u.ID, "127.0.0.1", "there")
+	must(t, err)
+	secret, _, err := s.CreateToken(ctx, admin, u.ID, "ci", nil)
+	must(t, err)
+	me := audit.Actor{User: "olga", Via: "console"}
+
+	if err := s.ChangePassword(ctx, me, u.ID, "not it", next, keep); !errors.Is(err, errs.ErrUnauthenticated) {
+		t.Fatalf("wrong current password: %v, want ErrUnauthenticated", err)
+	}
+	if err := s.ChangePassword(ctx, me, u.ID, old, "short", keep); errs.Fields(err).For("new_password") == "" {
+		t.Fatalf("short new password: %v, want a new_password problem", err)
+	}
+	if _, err := s.Authenticate(ctx, "olga", old); err != nil {
+		t.Fatalf("a refused change changed the password: %v", err)
+	}
+	if _, _, err := s.Session(ctx, other); err != nil {
+		t.Fatalf("a refused change ended a session: %v", err)
+	}
+
+	must(t, s.ChangePassword(ctx, me, u.ID, old, next, keep))
+	if _, err := s.Authenticate(ctx, "olga", next); err != nil {
+		t.Fatalf("new password refused: %v", err)
+	}
+	if _, _, err := s.Session(ctx, keep); err != nil {
+		t.Fatalf("the session of the change ended: %v", err)
+	}
+	if _, _, err := s.Session(ctx, other); !errors.Is(err, errs.ErrUnauthenticated) {
+		t.Fatalf("another session survived: %v", err)
+	}
+	if _, _, err := s.AuthenticateToken(ctx, secret); err != nil {
+		t.Fatalf("the API token stopped working: %v", err)
+	}
+	e := lastAudit(t, db)
+	if e.Action != "user.password" || e.ObjectName != "olga" || !strings.Contains(e.Detail, "1 other sessions ended") {
+		t.Fatalf("audit entry %+v", e)
+	}
+	// The old password no longer proves anything.
+	if err := s.ChangePassword(ctx, me, u.ID, old, "a third long password", keep); !errors.Is(err, errs.ErrUnauthenticated) {
+		t.Fatalf("change with the old password: %v", err)
+	}
+}

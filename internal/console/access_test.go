@@ -86,6 +86,10 @@ func probes() map[string]probe {
 		"POST /apps/:app/members": {allow: alphaOwners, prepare: func(*matrixFixture, string) (string, url.Values) {
 			return "/apps/alpha/members", url.Values{"user": {"extra"}, "role": {"viewer"}}
 		}},
+		"GET /apps/:app/members/:user/revoke": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			fx.e.grant("extra", "alpha", rbac.RoleViewer)
+			return "/apps/alpha/members/extra/revoke", nil
+		}},
 		"POST /apps/:app/members/:user/revoke": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
 			fx.e.grant("extra", "alpha", rbac.RoleViewer)
 			return "/apps/alpha/members/extra/revoke", nil
@@ -157,6 +161,11 @@ func probes() map[string]probe {
 				fx.e.t.Fatalf("create token: %v", err)
 			}
 			return "/tokens/" + strconv.FormatInt(tok.ID, 10) + "/revoke", nil
+		}},
+		"GET /account": {allow: everyone(), prepare: static("/account")},
+		"POST /account/password": {allow: everyone(), prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			p := fx.unique("a new long password")
+			return "/account/password", url.Values{"current_password": {testPassword}, "new_password": {p}, "repeat_password": {p}}
 		}},
 		"GET /users": {allow: []string{admin}, prepare: static("/users")},
 		"POST /users": {allow: []string{admin}, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {

@@ -133,6 +133,29 @@ func (s *server) grantMember(c *gin.Context) {
 	s.redirect(c, "/apps/"+url.PathEscape(app), g.User+" is now "+string(role)+" of "+app+".")
 }
 
+// confirmRevokeMember asks before a member is removed; the form it shows
+// posts to revokeMember. The only owner cannot be removed: the page says
+// so instead of offering the button.
+func (s *server) confirmRevokeMember(c *gin.Context) {
+	app, user := c.Param("app"), c.Param("user")
+	r, err := s.svc.MemberRemoval(ctx(c), caller(c), manage.RevokeRole{App: app, User: user})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	p := &confirmPage{layout: layout{Title: "Remove member", Nav: "apps"}, App: r.App,
+		Heading: "Remove " + r.Member.User + " from " + r.App + "?",
+		Text: r.Member.User + " is " + string(r.Member.Role) + " of " + r.App + ": a " + string(r.Member.Role) + " " +
+			manage.RoleDescription(string(r.Member.Role)) + ". Once removed, " + r.Member.User +
+			" loses this access at once (an admin keeps theirs). You can add them again later.",
+		Action: appURL(r.App) + "/members/" + url.PathEscape(r.Member.User) + "/revoke", Button: "Remove " + r.Member.User,
+		Cancel: "Keep " + r.Member.User}
+	if r.LastOwner {
+		p.Blocked = r.Member.User + " is the only owner of " + r.App + ": make someone else owner first, so that the app keeps somebody to manage it."
+	}
+	s.render(c, http.StatusOK, "app_confirm", p)
+}
+
 // revokeMember removes a user's role on the app.
 func (s *server) revokeMember(c *gin.Context) {
 	app, user := c.Param("app"), c.Param("user")

@@ -116,6 +116,12 @@ type bucketFormPage struct {
 	PreviewText string
 	Errors      *errs.Validation
 	OwnerApps   []string
+	// AppChoices are the apps to pick allowed apps from; OtherApps the
+	// allowed apps that are not among them, as text.
+	AppChoices []appChoice
+	OtherApps  string
+	// MoreApps says there are apps beyond AppChoices, to be typed.
+	MoreApps bool
 	// Conflict is the newer bucket a stale edit ran into.
 	Conflict *buckets.Bucket
 }
@@ -183,14 +189,14 @@ func (s *server) previewBucket(c *gin.Context, name string) {
 			return
 		}
 		p.Errors = errs.Fields(err)
-		s.render(c, http.StatusUnprocessableEntity, "bucket_form", p)
+		s.renderBucketForm(c, http.StatusUnprocessableEntity, p)
 		return
 	}
 	sim := pv.Simulation
 	p.Preview = chart.Preview(sim, pv.Rate, "")
 	p.PreviewText = chart.Count(sim.TotalAllowed) + " allowed, " + chart.Count(sim.TotalDenied) + " denied (" +
 		chart.Share(sim.TotalAllowed, sim.TotalDenied) + ")."
-	s.render(c, http.StatusOK, "bucket_form", p)
+	s.renderBucketForm(c, http.StatusOK, p)
 }
 
 // patternOf reads the preview's pattern back from a posted form.
@@ -226,8 +232,11 @@ type bucketPage struct {
 	layout
 	Bucket  *buckets.Bucket
 	CanEdit bool
-	Live    liveState
-	Usage   usageView
+	// Role is the caller's role on the owner app ("" for none), for the
+	// read-only hint of those who cannot edit.
+	Role  string
+	Live  liveState
+	Usage usageView
 	// Overrides is the per-key part of a keyed bucket's page, else nil.
 	Overrides *overridesView
 }
@@ -315,7 +324,7 @@ func (s *server) newBucket(c *gin.Context) {
 	if !slices.Contains(owned, form.OwnerApp) {
 		form.OwnerApp = ""
 	}
-	s.render(c, http.StatusOK, "bucket_form", &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
+	s.renderBucketForm(c, http.StatusOK, &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
 		New: true, Form: form, OwnerApps: owned, Pattern: defaultPattern})
 }
 
@@ -330,7 +339,7 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 		Description: postValue(c, "description"),
 		MaxPermits:  postValue(c, "max_permits"),
 		Rate:        postValue(c, "rate"),
-		AllowedApps: postValue(c, "allowed_apps"),
+		AllowedApps: allowedAppsOf(c),
 		Keyed:       c.PostForm("keyed") == "true",
 		Shadow:      c.PostForm("shadow") == "true",
 		LeaseMillis: postValue(c, "lease_ms"),
@@ -392,7 +401,7 @@ func (s *server) createBucket(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.render(c, st, "bucket_form", &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
+	s.renderBucketForm(c, st, &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
 		New: true, Form: form, Errors: v, OwnerApps: owned, Pattern: patternOf(c)})
 }
 
@@ -408,7 +417,7 @@ func (s *server) bucketDetail(c *gin.Context, st int, adjust func(*overridesView
 		return
 	}
 	p := &bucketPage{layout: layout{Title: d.Name, Nav: "buckets"}, Bucket: d.Bucket,
-		CanEdit: d.CanEdit, Live: liveOf(d), Usage: usageOf(d)}
+		CanEdit: d.CanEdit, Role: string(s.svc.Roles(caller(c))[d.OwnerApp]), Live: liveOf(d), Usage: usageOf(d)}
 	if d.Keyed {
 		p.Overrides = s.overridesOf(c, d.Name)
 		if adjust != nil {
@@ -459,7 +468,7 @@ func (s *server) editBucket(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.render(c, http.StatusOK, "bucket_form", &bucketFormPage{layout: layout{Title: "Edit " + b.Name, Nav: "buckets"},
+	s.renderBucketForm(c, http.StatusOK, &bucketFormPage{layout: layout{Title: "Edit " + b.Name, Nav: "buckets"},
 		Form: formOf(b), Pattern: defaultPattern})
 }
 
@@ -495,10 +504,10 @@ func (s *server) updateBucket(c *gin.Context) {
 		p.Form.OwnerApp = stale.Current.OwnerApp
 		p.Conflict = stale.Current
 		p.Form.Version = stale.Current.Version
-		s.render(c, http.StatusConflict, "bucket_form", p)
+		s.renderBucketForm(c, http.StatusConflict, p)
 	case status(err) == http.StatusUnprocessableEntity:
 		p.Errors = errs.Fields(err)
-		s.render(c, http.StatusUnprocessableEntity, "bucket_form", p)
+		s.renderBucketForm(c, http.StatusUnprocessableEntity, p)
 	default:
 		s.fail(c, err)
 	}

@@ -114,6 +114,7 @@ func (s *server) routes(rt *router.Router) {
 	u.POST("/apps", s.createApp)
 	u.GET("/apps/:app", s.showApp)
 	u.POST("/apps/:app/members", s.grantMember)
+	u.GET("/apps/:app/members/:user/revoke", s.confirmRevokeMember)
 	u.POST("/apps/:app/members/:user/revoke", s.revokeMember)
 	u.POST("/apps/:app/mappings", s.createMapping)
 	u.GET("/apps/:app/mappings/:id/delete", s.confirmDeleteMapping)
@@ -143,6 +144,9 @@ func (s *server) routes(rt *router.Router) {
 	u.GET("/tokens", s.listTokens)
 	u.POST("/tokens", s.createToken)
 	u.POST("/tokens/:id/revoke", s.revokeToken)
+
+	u.GET("/account", s.account)
+	u.POST("/account/password", s.changePassword)
 
 	u.GET("/users", s.listUsers)
 	u.POST("/users", s.createUser)

@@ -85,6 +85,11 @@ type confirmPage struct {
 	layout
 	App, Heading, Text, Action, Button string
 	Version                            int64
+	// Cancel names the way back ("Keep it" when empty).
+	Cancel string
+	// Blocked, when set, says why the action cannot be done; the page
+	// shows it instead of the button.
+	Blocked string
 }
 
 func pathID(c *gin.Context) (int64, bool) {

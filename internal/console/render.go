@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chart"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/web"
 )
 
@@ -29,7 +30,7 @@ var pageNames = []string{
 	"login", "error",
 	"apps", "app_new", "app", "app_confirm",
 	"buckets", "bucket", "bucket_form", "bucket_delete", "override_delete",
-	"audit", "users", "tokens", "usage",
+	"audit", "users", "tokens", "usage", "account",
 }
 
 // views holds the parsed templates and the checksums of static files.
@@ -86,6 +87,8 @@ func parseViews() (*views, error) {
 		"count":      chart.Count,
 		"share":      share,
 		"add":        func(a, b int64) int64 { return a + b },
+		"roledesc":   manage.RoleDescription,
+		"until":      until,
 		// fe carries a field's id and error text to the "fielderror" partial.
 		"fe": func(id, text string) fieldError { return fieldError{ID: id, Text: text} },
 	}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -20,6 +21,9 @@ type tokensPage struct {
 	Created string
 	Form    tokenForm
 	Errors  *errs.Validation
+	Choices []expiryChoice
+	// Today is the UTC date, the earliest a typed expiry may not be.
+	Today string
 }
 
 type tokenRow struct {
@@ -28,6 +32,8 @@ type tokenRow struct {
 	Prefix    string
 	CreatedAt time.Time
 	LastUsed  time.Time
+	// ExpiresAt is when the token stops working; zero for never.
+	ExpiresAt time.Time
 	Revoked   bool
 	Expired   bool
 }
@@ -38,15 +44,66 @@ func newTokenRow(t *accounts.Token, now time.Time) tokenRow {
 	if t.LastUsedAt != nil {
 		r.LastUsed = *t.LastUsedAt
 	}
+	if t.ExpiresAt != nil {
+		r.ExpiresAt = *t.ExpiresAt
+	}
 	return r
 }
 
+// tokenForm is the create form as typed: Expires is one of expiryChoices,
+// ExpiresAt the date typed for the "date" choice (YYYY-MM-DD).
 type tokenForm struct {
-	Name string
+	Name      string
+	Expires   string
+	ExpiresAt string
+}
+
+// expiryChoice is one option of the token form's expiry.
+type expiryChoice struct {
+	Value, Label string
+	// Days until expiry; 0 for never or a date of the user's.
+	Days int
+}
+
+// expiryChoices are the expiries the token form offers; a new form
+// preselects defaultExpiry. A token that cannot expire is a choice, not
+// the default: a forgotten token should stop working on its own.
+var expiryChoices = []expiryChoice{
+	{"7", "in 7 days", 7}, {"30", "in 30 days", 30}, {"90", "in 90 days", 90}, {"365", "in a year", 365},
+	{"date", "on a date…", 0}, {"never", "never", 0},
+}
+
+const defaultExpiry = "90"
+
+// tokenExpiry reads the form's expiry: nil for never. A form that sends
+// no choice at all (an older page, a script) means never, as in the API.
+// The date is the first day the token no longer works, from 00:00 UTC;
+// that it lies ahead is the store's rule.
+func tokenExpiry(f tokenForm, now time.Time) (*time.Time, error) {
+	switch f.Expires {
+	case "", "never":
+		return nil, nil
+	case "date":
+		if f.ExpiresAt == "" {
+			return nil, errs.Invalid("expires_at", "is required: pick the day the token stops working")
+		}
+		d, err := time.ParseInLocation("2006-01-02", f.ExpiresAt, time.UTC)
+		if err != nil {
+			return nil, errs.Invalid("expires_at", "must be a date like 2030-01-31")
+		}
+		return &d, nil
+	}
+	for _, ch := range expiryChoices {
+		if ch.Value == f.Expires && ch.Days > 0 {
+			t := now.AddDate(0, 0, ch.Days)
+			return &t, nil
+		}
+	}
+	return nil, errs.Invalid("expires", "must be one of the listed choices")
 }
 
 func (s *server) listTokens(c *gin.Context) {
-	s.renderTokens(c, http.StatusOK, "", tokenForm{}, nil)
+	s.renderTokens(c, http.StatusOK, "", tokenForm{Expires: defaultExpiry}, nil)
 }
 
 func (s *server) renderTokens(c *gin.Context, st int, created string, form tokenForm, v *errs.Validation) {
@@ -56,7 +113,8 @@ func (s *server) renderTokens(c *gin.Context, st int, created string, form token
 		return
 	}
 	now := time.Now()
-	p := &tokensPage{layout: layout{Title: "API tokens", Nav: "tokens"}, Created: created, Form: form, Errors: v}
+	p := &tokensPage{layout: layout{Title: "API tokens", Nav: "tokens"}, Created: created, Form: form, Errors: v,
+		Choices: expiryChoices, Today: now.UTC().Format("2006-01-02")}
 	for _, t := range list {
 		p.Tokens = append(p.Tokens, newTokenRow(t, now))
 	}
@@ -67,8 +125,12 @@ func (s *server) renderTokens(c *gin.Context, st int, created string, form token
 // after a redirect: the secret must never be stored, not even in a cookie,
 // so there is no later page that could show it.
 func (s *server) createToken(c *gin.Context) {
-	form := tokenForm{Name: postValue(c, "name")}
-	secret, _, err := s.svc.CreateToken(ctx(c), caller(c), manage.CreateToken{Name: form.Name})
+	form := tokenForm{Name: postValue(c, "name"), Expires: postValue(c, "expires"), ExpiresAt: postValue(c, "expires_at")}
+	var secret string
+	expires, err := tokenExpiry(form, time.Now())
+	if err == nil {
+		secret, _, err = s.svc.CreateToken(ctx(c), caller(c), manage.CreateToken{Name: form.Name, Expires: expires})
+	}
 	if err != nil {
 		if v, st := formErrors(err, "name"); v != nil {
 			s.renderTokens(c, st, "", form, v)
@@ -77,7 +139,7 @@ func (s *server) createToken(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.renderTokens(c, http.StatusOK, secret, tokenForm{}, nil)
+	s.renderTokens(c, http.StatusOK, secret, tokenForm{Expires: defaultExpiry}, nil)
 }
 
 // revokeToken revokes one of the user's own tokens.
@@ -92,4 +154,19 @@ func (s *server) revokeToken(c *gin.Context) {
 		return
 	}
 	s.redirect(c, "/tokens", "Token revoked.")
+}
+
+// until says how long until t, roughly, for people: "in 3 days".
+func until(t time.Time) string {
+	d := time.Until(t)
+	switch {
+	case d <= 0:
+		return "now"
+	case d < time.Hour:
+		return "in " + strconv.Itoa(max(1, int(d.Minutes()))) + " min"
+	case d < 48*time.Hour:
+		return "in " + strconv.Itoa(int(d.Hours())) + " h"
+	default:
+		return "in " + strconv.Itoa(int(math.Round(d.Hours()/24))) + " days"
+	}
 }

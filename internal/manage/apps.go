@@ -47,6 +47,39 @@ func (s *Service) AppNames(ctx context.Context, c Caller) ([]string, error) {
 	return out, nil
 }
 
+// MaxAppChoices bounds the apps the bucket form lists to pick allowed
+// apps from; names beyond it are typed.
+const MaxAppChoices = database.MaxPageSize
+
+// AppChoices lists, sorted, the names of the apps a bucket may allow, to
+// anyone who may create or edit a bucket: every app, since app names are
+// not secret among signed-in users (docs/console.md) and teams allow apps
+// of other teams. At most MaxAppChoices; more tells that others exist.
+func (s *Service) AppChoices(ctx context.Context, c Caller) (names []string, more bool, err error) {
+	if c.User == nil {
+		return nil, false, errs.ErrUnauthenticated
+	}
+	if !s.IsAdmin(c) {
+		owned, err := s.OwnedApps(ctx, c)
+		if err != nil {
+			return nil, false, err
+		}
+		if len(owned) == 0 {
+			// Nothing to edit, nothing to list.
+			return nil, false, nil
+		}
+	}
+	page, err := s.apps.List(ctx, apps.Filter{Limit: MaxAppChoices})
+	if err != nil {
+		return nil, false, err
+	}
+	names = make([]string, 0, len(page.Apps))
+	for _, a := range page.Apps {
+		names = append(names, a.Name)
+	}
+	return names, page.Next != "", nil
+}
+
 // CreateApp registers an app.
 type CreateApp struct {
 	Name        string
@@ -110,6 +143,18 @@ type AppMembers struct {
 	Role rbac.Role
 	// CanManage tells whether the caller may grant and revoke roles.
 	CanManage bool
+}
+
+// Owners returns the user names of the app's owners, sorted: whom a
+// viewer asks for a change.
+func (m *AppMembers) Owners() []string {
+	var out []string
+	for _, x := range m.Members {
+		if x.Role == rbac.RoleOwner {
+			out = append(out, x.User)
+		}
+	}
+	return out
 }
 
 // Members returns the app named name with its members, for anyone who may
@@ -177,6 +222,45 @@ func (s *Service) RevokeRole(ctx context.Context, c Caller, req RevokeRole) erro
 		return &NoRoleError{User: req.User, App: a.Name}
 	}
 	return err
+}
+
+// MemberRemoval is what removing a member would do, for the confirmation
+// step before RevokeRole.
+type MemberRemoval struct {
+	App    string
+	Member rbac.Member
+	// LastOwner says the member is the app's only owner: the removal
+	// would be refused (the app would have nobody to manage it).
+	LastOwner bool
+}
+
+// MemberRemoval needs the owner role on the app, like RevokeRole; a user
+// without a role on the app is a *NoRoleError.
+func (s *Service) MemberRemoval(ctx context.Context, c Caller, req RevokeRole) (MemberRemoval, error) {
+	a, err := s.appFor(ctx, c, req.App, rbac.ActionManage)
+	if err != nil {
+		return MemberRemoval{}, err
+	}
+	members, err := s.enf.Members(ctx, a.Name)
+	if err != nil {
+		return MemberRemoval{}, err
+	}
+	out := MemberRemoval{App: a.Name}
+	owners := 0
+	found := false
+	for _, m := range members {
+		if m.Role == rbac.RoleOwner {
+			owners++
+		}
+		if m.User == req.User {
+			out.Member, found = m, true
+		}
+	}
+	if !found {
+		return MemberRemoval{}, &NoRoleError{User: req.User, App: a.Name}
+	}
+	out.LastOwner = out.Member.Role == rbac.RoleOwner && owners == 1
+	return out, nil
 }
 
 // NoRoleError answers the revocation of a role the user does not hold. It

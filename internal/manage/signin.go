@@ -117,6 +117,74 @@ func (s *Service) SignIn(ctx context.Context, c Caller, req SignIn) (SignedIn, e
 	return SignedIn{Session: session, User: user, Device: device}, nil
 }
 
+// ChangePassword is a signed-in user's change of their own password.
+type ChangePassword struct {
+	Current string
+	New     string
+	// Repeat is the new password typed a second time.
+	Repeat string
+	// Session is the session the change is made from: it stays, every
+	// other session of the user ends.
+	Session string
+	// Device is the browser's device token, as at sign-in.
+	Device string
+}
+
+// ChangePassword checks the form (the new password follows the rules of
+// every password, is typed twice alike and differs from the current one)
+// before anything is counted; then the current password is checked under
+// the sign-in throttle, so that a left-open session cannot be used to
+// guess the password faster than the sign-in page allows. A wrong current
+// password is a *errs.Validation on "current_password" and is audited
+// ("user.password.failure"); success ends the user's other sessions and
+// is audited ("user.password").
+func (s *Service) ChangePassword(ctx context.Context, c Caller, req ChangePassword) error {
+	if c.User == nil || c.Token != nil {
+		// Only a console session proves who types: a token may not
+		// change the password that made it.
+		return errs.ErrUnauthenticated
+	}
+	var v errs.Validation
+	if req.Current == "" {
+		v.Add("current_password", "is required")
+	}
+	if p := accounts.PasswordProblem(req.New); p != "" {
+		v.Add("new_password", p)
+	} else if req.New == req.Current {
+		v.Add("new_password", "must differ from your current password")
+	}
+	if req.Repeat != req.New && v.For("new_password") == "" {
+		v.Add("repeat_password", "does not match the new password")
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	failed := func(detail string, err error) error {
+		s.event(ctx, c.Actor(), audit.Entry{Action: "user.password.failure", ObjectType: "user", ObjectName: c.Name(), Detail: detail})
+		return err
+	}
+	attempt := signin.Attempt{User: c.Name(), Addr: c.Addr, Device: req.Device}
+	d, err := s.throttle.Begin(ctx, attempt)
+	if err != nil {
+		return err
+	}
+	if !d.Allowed {
+		return failed("too many failed attempts (per "+d.Reason+"); refused without checking the password",
+			&ThrottledError{Wait: d.RetryAfter})
+	}
+	err = s.accounts.ChangePassword(ctx, c.Actor(), c.User.ID, req.Current, req.New, req.Session)
+	if errors.Is(err, errs.ErrUnauthenticated) {
+		return failed("wrong current password", errs.Invalid("current_password", "is not your current password"))
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := s.throttle.Succeeded(ctx, attempt); err != nil {
+		s.log.WarnContext(ctx, "cannot hand back the counted attempt of a password change", "err", err)
+	}
+	return nil
+}
+
 // ClearSignInLock ends a sign-in lock at once: on a user name (and that
 // user's known devices) when User is set, on a client address when Addr is.
 type ClearSignInLock struct {

@@ -22,3 +22,13 @@ const (
 	RoleOwner  = rbac.RoleOwner
 	RoleViewer = rbac.RoleViewer
 )
+
+// RoleDescription says in plain words what the role named role ("owner",
+// "viewer" or "admin") lets its holder do, "" for any other name. The
+// texts are the permission model's (internal/rbac).
+func RoleDescription(role string) string {
+	if role == "admin" {
+		return rbac.AdminDescription
+	}
+	return rbac.Role(role).Description()
+}

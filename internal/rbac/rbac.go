@@ -79,6 +79,24 @@ func roleOfSubject(subject string) (string, bool) {
 // Valid reports whether r is a role that can be granted on an app.
 func (r Role) Valid() bool { return r == RoleOwner || r == RoleViewer }
 
+// Description says in plain words what r lets its holder do on an app, ""
+// for anything that is not a role. Every page that offers or shows a role
+// says it with these words, and the permission model below is what they
+// describe.
+func (r Role) Description() string {
+	switch r {
+	case RoleOwner:
+		return "sees the app and its buckets, creates, edits and deletes its buckets, and manages its members"
+	case RoleViewer:
+		return "sees the app, its members and its buckets with their live state and usage, and changes nothing"
+	}
+	return ""
+}
+
+// AdminDescription says in plain words what the global admin role lets
+// its holder do.
+const AdminDescription = "does everything on every app and bucket, manages users and reads the whole audit log"
+
 // rank orders roles so that Apps can report the highest one.
 func (r Role) rank() int {
 	switch r {
