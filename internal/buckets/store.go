@@ -221,10 +221,14 @@ func (s *Store) Definition(ctx context.Context, name string) (*Bucket, error) {
 func (s *Store) Definitions(ctx context.Context) ([]*Bucket, error) {
 	var out []*Bucket
 	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		bs, err := selectRows(ctx, tx, selectBuckets+` ORDER BY b.name`)
+		// Sorted here, not by the server: with the owner app joined, an
+		// ORDER BY made MariaDB copy every row (description included) into
+		// a temporary table on disk to sort it.
+		bs, err := selectRows(ctx, tx, selectBuckets)
 		if err != nil {
 			return fmt.Errorf("load bucket definitions: %w", err)
 		}
+		slices.SortFunc(bs, func(a, b *Bucket) int { return strings.Compare(a.Name, b.Name) })
 		if err := withApps(ctx, tx, bs, true); err != nil {
 			return err
 		}
