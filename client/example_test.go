@@ -9,32 +9,32 @@ import (
 	"net/http/httptest"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/testenv"
 )
 
-// exampleRedis stands in for a deployment: an in-process Redis (the one
-// of -dev mode) holding bucket "orders-api" (2 tokens, refilling 1 per
+// exampleRedis stands in for a deployment: a redis-server of the
+// example's own holding bucket "orders-api" (2 tokens, refilling 1 per
 // minute, for app "checkout"), as the sync worker would have written it.
 // exampleTimeout keeps the examples' output the same on a machine so busy
 // that a call misses the default 50 ms, which suits production.
 var exampleTimeout = client.WithTimeout(time.Second)
 
 func exampleRedis() (*redis.Client, func()) {
-	m, err := miniredis.Run()
+	srv, err := testenv.StartStandalone()
 	if err != nil {
 		log.Fatal(err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	rdb := redis.NewClient(srv.Options())
 	cfg := redisscript.Config{Name: "orders-api", ID: 1, Version: 1, Capacity: 2, PermitsMicro: 1_000_000,
 		PeriodSeconds: 60, Apps: []string{"checkout"}}
 	if _, err := redisscript.Apply(context.Background(), rdb, redisscript.Keyspace{}, cfg, false); err != nil {
 		log.Fatal(err)
 	}
-	return rdb, func() { rdb.Close(); m.Close() }
+	return rdb, func() { rdb.Close(); srv.Stop() }
 }
 
 func Example() {
@@ -150,8 +150,11 @@ func ExampleMiddleware() {
 }
 
 func ExampleWithFailurePolicy() {
-	m, _ := miniredis.Run()
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	srv, err := testenv.StartStandalone()
+	if err != nil {
+		log.Fatal(err)
+	}
+	rdb := redis.NewClient(srv.Options())
 	defer rdb.Close()
 	cfg := redisscript.Config{Name: "orders-api", ID: 1, Version: 1, Capacity: 10, PermitsMicro: 1_000_000,
 		PeriodSeconds: 60, Apps: []string{"checkout"}}
@@ -170,7 +173,7 @@ func ExampleWithFailurePolicy() {
 
 	ctx := context.Background()
 	local.Acquire(ctx, "orders-api", 1) // learns the config
-	m.Close()                           // Redis goes away
+	srv.Stop()                          // Redis goes away
 
 	res, err := open.Acquire(ctx, "orders-api", 1)
 	fmt.Println("open:", res.Allowed, res.Fallback, err)

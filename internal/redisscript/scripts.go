@@ -100,10 +100,10 @@ func Apply(ctx context.Context, rdb redis.Scripter, ks Keyspace, cfg Config, for
 	if cfg.Shadow {
 		shadow = "1"
 	}
-	n, err := applyScript.Run(ctx, rdb, []string{ks.Bucket(name), ks.Tombstone(name)},
+	n, err := ApplyRaw(ctx, rdb, ks, name,
 		strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
 		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f,
-		strconv.FormatInt(cfg.LeaseMillis, 10), shadow).Int64()
+		strconv.FormatInt(cfg.LeaseMillis, 10), shadow)
 	if err != nil {
 		return 0, fmt.Errorf("apply bucket %q: %w", name, err)
 	}
@@ -127,12 +127,25 @@ func Delete(ctx context.Context, rdb redis.Scripter, ks Keyspace, name string, i
 	case id < 0 || id > MaxID || version < 0 || version > MaxID:
 		return false, fmt.Errorf("delete bucket %q: %w: id %d version %d", name, ErrInvalidConfig, id, version)
 	}
-	n, err := deleteScript.Run(ctx, rdb, []string{ks.Bucket(name), ks.Tombstone(name)},
-		strconv.FormatInt(id, 10), strconv.FormatInt(version, 10), TombstoneTTLSeconds).Int64()
+	n, err := DeleteRaw(ctx, rdb, ks, name, strconv.FormatInt(id, 10), strconv.FormatInt(version, 10), TombstoneTTLSeconds)
 	if err != nil {
 		return false, fmt.Errorf("delete bucket %q: %w", name, err)
 	}
 	return n == 1, nil
+}
+
+// ApplyRaw runs the apply script for bucket name with raw arguments, in
+// the order of docs/protocol.md and unchecked, so that tests can send what
+// a careless writer might ("1e1", " 1", "0x10"); Apply checks and formats
+// them.
+func ApplyRaw(ctx context.Context, rdb redis.Scripter, ks Keyspace, name string, args ...any) (int64, error) {
+	return applyScript.Run(ctx, rdb, []string{ks.Bucket(name), ks.Tombstone(name)}, args...).Int64()
+}
+
+// DeleteRaw runs the delete script for bucket name with raw arguments, as
+// ApplyRaw does for the apply script.
+func DeleteRaw(ctx context.Context, rdb redis.Scripter, ks Keyspace, name string, args ...any) (int64, error) {
+	return deleteScript.Run(ctx, rdb, []string{ks.Bucket(name), ks.Tombstone(name)}, args...).Int64()
 }
 
 // State is what Redis holds about one bucket.

@@ -82,17 +82,24 @@ func Redis(t testing.TB) (*redis.Client, string) {
 // mariadbd and redis-sentinel but a user's PATH often does not reach.
 func LookPath(t testing.TB, name string) string {
 	t.Helper()
+	p, ok := lookPath(name)
+	if !ok {
+		Unavailable(t, name)
+	}
+	return p
+}
+
+func lookPath(name string) (string, bool) {
 	if p, err := exec.LookPath(name); err == nil {
-		return p
+		return p, true
 	}
 	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin", "/usr/bin"} {
 		p := dir + "/" + name
 		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p
+			return p, true
 		}
 	}
-	Unavailable(t, name)
-	return ""
+	return "", false
 }
 
 // WaitFor polls ok every 20 ms until it returns true or d passes.

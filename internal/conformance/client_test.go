@@ -1,7 +1,8 @@
-package client_test
+package conformance_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/redisscript"
 )
@@ -22,7 +20,7 @@ import (
 // conformancePath is the table every client of the protocol must pass
 // (docs/protocol.md, "Conformance table"); the Python reference client in
 // examples/python runs the same file.
-const conformancePath = "../docs/conformance.json"
+const conformancePath = "../../docs/conformance.json"
 
 type conformanceTable struct {
 	About string            `json:"about"`
@@ -167,38 +165,29 @@ type acquirer func(ctx context.Context, bucket, app, n string) (a redisscript.An
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	tab := loadConformance(t)
-	servers := map[string]func(t *testing.T) env{
-		"redis": func(t *testing.T) env { return sharedRedis(t) },
-		"miniredis": func(t *testing.T) env {
-			m := miniredis.RunT(t)
-			rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-			t.Cleanup(func() { rdb.Close() })
-			return env{rdb: rdb, prefix: "sluice:"}
-		},
-	}
-	for srv, start := range servers {
+	for srv, start := range servers(t) {
 		for _, mode := range []string{"script", "limiter"} {
 			t.Run(srv+"/"+mode, func(t *testing.T) {
 				t.Parallel()
 				for i, c := range tab.Cases {
-					e := start(t)
-					e.prefix += fmt.Sprintf("c%d:", i)
+					s := start(t)
+					s.ks.Prefix = cmp.Or(s.ks.Prefix, redisscript.DefaultPrefix) + fmt.Sprintf("c%d:", i)
 					var acq acquirer
 					if mode == "script" {
-						acq = scriptAcquirer(e)
+						acq = scriptAcquirer(s)
 					} else {
-						acq = limiterAcquirer(t, e)
+						acq = limiterAcquirer(t, s)
 					}
-					runConformanceCase(t, e, c, acq)
+					runConformanceCase(t, s, c, acq)
 				}
 			})
 		}
 	}
 }
 
-func scriptAcquirer(e env) acquirer {
+func scriptAcquirer(s server) acquirer {
 	return func(ctx context.Context, bucket, app, n string) (redisscript.Answer, int, bool, error) {
-		a, err := redisscript.AcquireRaw(ctx, e.rdb, e.ks(), bucket, app, n)
+		a, err := redisscript.AcquireRaw(ctx, s.rdb, s.ks, bucket, app, n)
 		return a, 7, false, err
 	}
 }
@@ -206,7 +195,7 @@ func scriptAcquirer(e env) acquirer {
 // limiterAcquirer answers through a client.Limiter per app, failing closed
 // so that no answer of a failure policy can pass for one of Redis. Its
 // Result shows code, remaining, retry, reset and capacity (as Limit).
-func limiterAcquirer(t *testing.T, e env) acquirer {
+func limiterAcquirer(t *testing.T, s server) acquirer {
 	limiters := map[string]*client.Limiter{}
 	return func(ctx context.Context, bucket, app, n string) (redisscript.Answer, int, bool, error) {
 		v, err := strconv.ParseInt(n, 10, 64)
@@ -215,7 +204,7 @@ func limiterAcquirer(t *testing.T, e env) acquirer {
 		}
 		l, ok := limiters[app]
 		if !ok {
-			l, err = client.New(e.rdb, app, client.WithKeyPrefix(e.prefix), client.WithFailurePolicy(client.FailClosed),
+			l, err = client.New(s.rdb, app, client.WithKeyPrefix(s.ks.Prefix), client.WithFailurePolicy(client.FailClosed),
 				client.WithTimeout(30*time.Second))
 			if err != nil {
 				// An app name the client refuses can never take tokens: the
@@ -256,7 +245,7 @@ func limiterAcquirer(t *testing.T, e env) acquirer {
 	}
 }
 
-func runConformanceCase(t *testing.T, e env, c conformanceCase, acquire acquirer) {
+func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acquirer) {
 	t.Helper()
 	ctx := context.Background()
 	for i, s := range c.Steps {
@@ -271,7 +260,7 @@ func runConformanceCase(t *testing.T, e env, c conformanceCase, acquire acquirer
 			if err != nil {
 				t.Fatalf("%s: %v", where, err)
 			}
-			out, err := redisscript.Apply(ctx, e.rdb, e.ks(), redisscript.Config{Name: a.Bucket, ID: a.ID, Version: a.Version,
+			out, err := redisscript.Apply(ctx, srv.rdb, srv.ks, redisscript.Config{Name: a.Bucket, ID: a.ID, Version: a.Version,
 				Capacity: a.Capacity, PermitsMicro: pm, PeriodSeconds: a.Period, Apps: a.Apps, Shadow: a.Shadow}, a.Force)
 			var name string
 			if json.Unmarshal(s.Want, &name) == nil {
@@ -292,7 +281,7 @@ func runConformanceCase(t *testing.T, e env, c conformanceCase, acquire acquirer
 			if err := json.Unmarshal(s.Want, &want); err != nil {
 				t.Fatalf("%s: bad want %s", where, s.Want)
 			}
-			got, err := redisscript.Delete(ctx, e.rdb, e.ks(), s.Delete.Bucket, s.Delete.ID, s.Delete.Version)
+			got, err := redisscript.Delete(ctx, srv.rdb, srv.ks, s.Delete.Bucket, s.Delete.ID, s.Delete.Version)
 			if err != nil || got != want {
 				t.Errorf("%s: delete: %v %v, want %v", where, got, err, want)
 			}
@@ -300,15 +289,15 @@ func runConformanceCase(t *testing.T, e env, c conformanceCase, acquire acquirer
 			// Sleeping longer only refills more; the table allows for that.
 			time.Sleep(time.Duration(s.WaitUS)*time.Microsecond + 2*time.Millisecond)
 		case s.Foreign != nil:
-			key := e.ks().Bucket(s.Foreign.Bucket)
+			key := srv.ks.Bucket(s.Foreign.Bucket)
 			var err error
 			switch s.Foreign.Type {
 			case "string":
-				err = e.rdb.Set(ctx, key, "x", 0).Err()
+				err = srv.rdb.Set(ctx, key, "x", 0).Err()
 			case "list":
-				err = e.rdb.RPush(ctx, key, "x").Err()
+				err = srv.rdb.RPush(ctx, key, "x").Err()
 			case "hash":
-				err = e.rdb.HSet(ctx, key, "note", "x").Err()
+				err = srv.rdb.HSet(ctx, key, "note", "x").Err()
 			default:
 				t.Fatalf("%s: foreign type %q", where, s.Foreign.Type)
 			}
@@ -320,7 +309,7 @@ func runConformanceCase(t *testing.T, e env, c conformanceCase, acquire acquirer
 			if err := json.Unmarshal(s.Want, &want); err != nil {
 				t.Fatalf("%s: bad want %s", where, s.Want)
 			}
-			n, err := e.rdb.Exists(ctx, e.ks().Bucket(*s.Exists)).Result()
+			n, err := srv.rdb.Exists(ctx, srv.ks.Bucket(*s.Exists)).Result()
 			if err != nil || (n == 1) != want {
 				t.Errorf("%s: exists %s = %d %v, want %v", where, *s.Exists, n, err, want)
 			}

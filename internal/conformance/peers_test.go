@@ -1,4 +1,4 @@
-package redisscript_test
+package conformance_test
 
 import (
 	"context"
