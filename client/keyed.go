@@ -169,7 +169,7 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 	}
 	l.answered()
 	switch a.Code {
-	case redisscript.Allowed, redisscript.Denied, redisscript.ExceedsCapacity:
+	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny, redisscript.ExceedsCapacity:
 		if kb.gone.Load() {
 			kb.gone.Store(false)
 		}
@@ -184,9 +184,10 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 		kb.gone.Store(true) // FailLocal must refuse it, even for keys it knows
 	}
 	switch a.Code {
-	case redisscript.Allowed, redisscript.Denied:
+	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny:
 		return Result{
-			Allowed:    a.Code == redisscript.Allowed,
+			Allowed:    a.Code != redisscript.Denied,
+			WouldDeny:  a.Code == redisscript.WouldDeny,
 			Remaining:  a.Remaining,
 			RetryAfter: time.Duration(a.RetryAfterMicros) * time.Microsecond,
 			Limit:      a.Capacity,

@@ -246,7 +246,7 @@ func ApplyKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, cfg Config,
 		f = "1"
 	}
 	args := []any{strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
-		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f}
+		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f, "0", flag(cfg.Shadow)}
 	calls := make([]groupCall, KeyGroups)
 	for g := range calls {
 		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyTombstone(name, g)}, args: args}
@@ -335,6 +335,17 @@ type Override struct {
 	Capacity      int64
 	PermitsMicro  int64
 	PeriodSeconds int64
+	// Shadow puts the matching keys in shadow mode: where the override's
+	// limit would deny, the acquire answers WouldDeny and takes nothing.
+	Shadow bool
+}
+
+// flag is a boolean as the scripts take it.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // Validate reports whether o can be written to Redis.
@@ -417,7 +428,7 @@ func overrideCalls(ks Keyspace, o Override, op string, force bool, extra ...any)
 	}
 	args := append([]any{strconv.FormatInt(o.BucketID, 10), op, o.Match, o.Key, strconv.FormatInt(o.ID, 10),
 		strconv.FormatInt(o.Version, 10), strconv.FormatInt(o.Capacity, 10), FormatPermits(o.PermitsMicro),
-		strconv.FormatInt(o.PeriodSeconds, 10), f}, extra...)
+		strconv.FormatInt(o.PeriodSeconds, 10), f, flag(o.Shadow)}, extra...)
 	gs := o.groups()
 	calls := make([]groupCall, len(gs))
 	for i, g := range gs {
@@ -542,7 +553,7 @@ type GroupState struct {
 // many).
 func ReadGroup(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string, g int) (GroupState, error) {
 	key := ks.KeyGroup(name, g)
-	fields := []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldLens}
+	fields := []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldLens, FieldShadow}
 	vals, err := rdb.HMGet(ctx, key, fields...).Result()
 	if err != nil {
 		return GroupState{}, fmt.Errorf("read keyed bucket %q group %d: %w", name, g, err)
@@ -609,6 +620,7 @@ type StoredOverride struct {
 	Capacity      int64
 	PermitsMicro  int64
 	PeriodSeconds int64
+	Shadow        bool
 }
 
 // ParseStoredOverride parses an override field value; ok is false for
@@ -624,7 +636,8 @@ func ParseStoredOverride(v string) (so StoredOverride, ok bool) {
 		so.Version, err[1] = strconv.ParseInt(f[2], 10, 64)
 		ts, err[2] = strconv.ParseInt(f[3], 10, 64)
 		so.DeletedAt = time.Unix(ts, 0)
-	case len(f) == 5:
+	case len(f) == 5 || (len(f) == 6 && f[5] == "s"):
+		so.Shadow = len(f) == 6
 		so.ID, err[0] = strconv.ParseInt(f[0], 10, 64)
 		so.Version, err[1] = strconv.ParseInt(f[1], 10, 64)
 		so.Capacity, err[2] = strconv.ParseInt(f[2], 10, 64)
@@ -642,7 +655,7 @@ func ParseStoredOverride(v string) (so StoredOverride, ok bool) {
 // Same reports whether so is the live form of o.
 func (so StoredOverride) Same(o Override) bool {
 	return !so.Deleted && so.ID == o.ID && so.Version == o.Version && so.Capacity == o.Capacity &&
-		so.PermitsMicro == o.PermitsMicro && so.PeriodSeconds == o.PeriodSeconds
+		so.PermitsMicro == o.PermitsMicro && so.PeriodSeconds == o.PeriodSeconds && so.Shadow == o.Shadow
 }
 
 // ScanExact calls fn with batches of the exact overrides of group g (key

@@ -6,7 +6,10 @@
 -- {code, remaining, retry_us, reset_us, capacity, permits_micro, period}
 -- and an eighth, the source of the limit (0 the bucket's, 1 an exact
 -- override, 2 a prefix override); code -5 is an invalid key
--- (docs/protocol.md).
+-- (docs/protocol.md). Shadow mode: where the bucket (its shadow field is
+-- '1') or the override that applies (its value ends in " s") is in shadow
+-- mode, a call that would be denied answers code 2 (would deny) and takes
+-- nothing.
 --
 -- A key's state is one string "<id> <full_at>": the bucket id (a recreated
 -- bucket ignores the state of the old one) and the time in microseconds at
@@ -39,7 +42,7 @@ if string.byte(base, -1) ~= 125 or #state ~= #base + 16 or string.find(state, ba
   return {-5, 0, 0, 0, 0, 0, 0, 0}
 end
 
-local f = redis.call('HMGET', base, 'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'e:' .. key)
+local f = redis.call('HMGET', base, 'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'e:' .. key, 'shadow')
 local capacity = tonumber(f[1])
 local permits = tonumber(f[2])
 local period = tonumber(f[3])
@@ -57,16 +60,17 @@ end
 
 -- The most specific override wins: the exact key, else the longest
 -- matching prefix (lens lists the prefix lengths present, longest first).
--- An override is "<id> <version> <capacity> <permits> <period>"; a deleted
--- one is a tombstone starting with "d", which matches nothing.
+-- An override is "<id> <version> <capacity> <permits> <period>", followed
+-- by " s" when it is in shadow mode; a deleted one is a tombstone starting
+-- with "d", which matches nothing.
 local function limit(v)
   if not v then return nil end
-  local c, p, d = string.match(v, '^%d+ %d+ (%d+) ([%d.]+) (%d+)$')
-  if not c then return nil end
-  return tonumber(c), tonumber(p), tonumber(d)
+  local c, p, d, s = string.match(v, '^%d+ %d+ (%d+) ([%d.]+) (%d+)( ?s?)$')
+  if not c or (s ~= '' and s ~= ' s') then return nil end
+  return tonumber(c), tonumber(p), tonumber(d), s == ' s'
 end
 local src = 0 -- 0 the bucket's own limit, 1 an exact override, 2 a prefix override
-local oc, op, od = limit(f[7])
+local oc, op, od, osh = limit(f[7])
 if oc then
   src = 1
 elseif f[6] and f[6] ~= '' then
@@ -80,7 +84,7 @@ elseif f[6] and f[6] ~= '' then
   if #fields > 0 then
     local vals = redis.call('HMGET', base, unpack(fields))
     for i = 1, #fields do
-      oc, op, od = limit(vals[i])
+      oc, op, od, osh = limit(vals[i])
       if oc then
         src = 2
         break
@@ -88,8 +92,12 @@ elseif f[6] and f[6] ~= '' then
     end
   end
 end
+-- Shadow mode: the bucket's switches off refusals for every key; an
+-- override's for the keys it applies to.
+local shadow = f[8] == '1'
 if oc and oc >= 1 and op > 0 and od >= 1 then
   capacity, permits, period = oc, op, od
+  shadow = shadow or osh
 else
   src = 0
 end
@@ -142,5 +150,8 @@ if tokens + 0.000000001 >= n then
   redis.call('SET', KEYS[2], id .. ' ' .. string.format('%.17g', full_at), 'PX', string.format('%d', ttl))
   return {1, math.floor(tokens), 0, us(full_at - now), capacity, pm, period, src}
 end
--- Denied: nothing is written; the stored full_at still holds.
-return {0, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period, src}
+-- Denied (or, in shadow mode, would deny): nothing is written; the stored
+-- full_at still holds.
+local code = 0
+if shadow then code = 2 end
+return {code, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period, src}
