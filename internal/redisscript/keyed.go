@@ -732,3 +732,51 @@ func lensOf(counts map[int]int) string {
 	}
 	return b.String()
 }
+
+// groupConfigFields are the fields ReadGroupConfigs asks each group for.
+var groupConfigFields = []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldShadow}
+
+// GroupConfigs is the config each key group of a keyed bucket holds, read
+// at Now (Redis TIME).
+type GroupConfigs struct {
+	// Exists[g] is false when group g has no valid config; Configs[g] is
+	// its config otherwise.
+	Exists  [KeyGroups]bool
+	Configs [KeyGroups]Config
+	Now     time.Time
+}
+
+// ReadGroupConfigs returns the config of every key group of keyed bucket
+// name in one pipeline of KeyGroups HMGETs of the config fields and one
+// TIME: a bounded read for a live view (the groups' overrides and key
+// states are not read). On Redis Cluster the pipeline is split per node.
+func ReadGroupConfigs(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string) (GroupConfigs, error) {
+	var out GroupConfigs
+	if !ValidName(name) {
+		return out, nil
+	}
+	pipe := rdb.Pipeline()
+	tc := pipe.Time(ctx)
+	cmds := make([]*redis.SliceCmd, KeyGroups)
+	for g := range cmds {
+		cmds[g] = pipe.HMGet(ctx, ks.KeyGroup(name, g), groupConfigFields...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return out, fmt.Errorf("read key groups of %q: %w", name, err)
+	}
+	out.Now = tc.Val()
+	h := make(map[string]string, len(groupConfigFields))
+	for g, cmd := range cmds {
+		clear(h)
+		for i, v := range cmd.Val() {
+			if s, ok := v.(string); ok {
+				h[groupConfigFields[i]] = s
+			}
+		}
+		if cfg, ok := parseConfig(h); ok {
+			cfg.Name = name
+			out.Exists[g], out.Configs[g] = true, cfg
+		}
+	}
+	return out, nil
+}
