@@ -67,6 +67,28 @@ var (
 	overrideScript     = redis.NewScript(overrideSrc)
 )
 
+// AcquireKeysRaw runs the keyed acquire script once for several acquires:
+// keys holds a (group hash, state key) pair per acquire and nk its n and
+// key, one after the other. It returns the answers of eight integers.
+func AcquireKeysRaw(ctx context.Context, rdb redis.Scripter, keys []string, app string, nk ...string) ([][]int64, error) {
+	args := []any{app}
+	for _, a := range nk {
+		args = append(args, a)
+	}
+	v, err := keyedAcquireScript.Run(ctx, rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("keyed acquire: %w", err)
+	}
+	if len(v) != 4*len(keys) {
+		return nil, fmt.Errorf("%w: %d integers for %d acquires", ErrBadAnswer, len(v), len(keys)/2)
+	}
+	out := make([][]int64, len(keys)/2)
+	for i := range out {
+		out[i] = v[8*i : 8*i+8]
+	}
+	return out, nil
+}
+
 // KeyedAcquireSource returns the Lua source of the keyed acquire script.
 func KeyedAcquireSource() string { return keyedAcquireSrc }
 
