@@ -58,6 +58,9 @@ type call struct {
 	// cmd is the command object of the call, kept with it so that it is
 	// reused; the sender owns it.
 	cmd any
+	// xargs, when not empty, is the command instead of args: a call of the
+	// keyed batch script, answering for the keyed calls in batch.
+	xargs []any
 }
 
 var callPool = sync.Pool{New: func() any {
@@ -77,6 +80,8 @@ func putCall(c *call) {
 	c.args, c.nargs, c.src = [8]any{}, 0, nil
 	clear(c.batch)
 	c.batch = c.batch[:0]
+	clear(c.xargs)
+	c.xargs = c.xargs[:0]
 	callPool.Put(c)
 }
 

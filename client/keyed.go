@@ -169,7 +169,7 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 	}
 	l.answered()
 	switch a.Code {
-	case redisscript.Allowed, redisscript.Denied, redisscript.ExceedsCapacity:
+	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny, redisscript.ExceedsCapacity:
 		if kb.gone.Load() {
 			kb.gone.Store(false)
 		}
@@ -177,16 +177,21 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 			kb.learn(a.Answer)
 		}
 		if l.opt.policy == FailLocal {
-			l.keyed.shard(state).learn(l, name, key, a.Answer)
+			var def *learned
+			if a.Source == redisscript.FromBucket {
+				def = kb.def.Load()
+			}
+			l.keyed.shard(state).learn(l, name, key, a.Answer, def)
 		}
 	case redisscript.UnknownBucket, redisscript.AppNotAllowed:
 		kb.def.Store(nil)
 		kb.gone.Store(true) // FailLocal must refuse it, even for keys it knows
 	}
 	switch a.Code {
-	case redisscript.Allowed, redisscript.Denied:
+	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny:
 		return Result{
-			Allowed:    a.Code == redisscript.Allowed,
+			Allowed:    a.Code != redisscript.Denied,
+			WouldDeny:  a.Code == redisscript.WouldDeny,
 			Remaining:  a.Remaining,
 			RetryAfter: time.Duration(a.RetryAfterMicros) * time.Microsecond,
 			Limit:      a.Capacity,
@@ -254,19 +259,27 @@ type recentKeys struct {
 
 type recentKey struct{ bucket, key string }
 
+// recentEntry holds its bucket, so that a new key costs one allocation
+// (and the list's element).
 type recentEntry struct {
 	k recentKey
-	b *bucket
+	b bucket
 }
 
-// learn records what Redis answered for key.
-func (r *recentKeys) learn(l *Limiter, name, key string, a redisscript.Answer) {
+// learn records what Redis answered for key. def, when not nil, is the
+// bucket's own limit, which the answer applied: the key shares it rather
+// than holding a copy of its own.
+func (r *recentKeys) learn(l *Limiter, name, key string, a redisscript.Answer, def *learned) {
 	r.mu.Lock()
 	b := r.lookup(recentKey{name, key})
 	if b == nil {
 		b = r.insert(recentKey{name, key})
 	}
 	r.mu.Unlock()
+	if def != nil && def.capacity == a.Capacity && def.permitsMicro == a.PermitsMicro && def.period == a.PeriodSeconds &&
+		b.cfg.Load() != def {
+		b.cfg.Store(def)
+	}
 	b.learn(l, name, a)
 }
 
@@ -294,7 +307,7 @@ func (r *recentKeys) get(l *Limiter, name, key string, def *learned) *bucket {
 func (r *recentKeys) lookup(k recentKey) *bucket {
 	if e := r.m[k]; e != nil {
 		r.order.MoveToFront(e)
-		return e.Value.(*recentEntry).b
+		return &e.Value.(*recentEntry).b
 	}
 	return nil
 }
@@ -308,7 +321,7 @@ func (r *recentKeys) insert(k recentKey) *bucket {
 		r.order.Remove(last)
 		delete(r.m, last.Value.(*recentEntry).k)
 	}
-	b := &bucket{}
-	r.m[k] = r.order.PushFront(&recentEntry{k: k, b: b})
-	return b
+	e := &recentEntry{k: k}
+	r.m[k] = r.order.PushFront(e)
+	return &e.b
 }

@@ -71,8 +71,10 @@ func (s *sender) send(calls []*call) {
 		}
 		return
 	}
+	calls = s.mergeKeyed(calls)
 	p := s.pipes.Get().(*pipeline)
 	defer s.pipes.Put(p)
+	defer splitKeyed(calls)
 	// Bounds the wait for a pooled connection or a dial; reads and writes
 	// are bounded by rdb's timeouts. Not derived from the Limiter's
 	// context: Close need not cut a round trip short, and a child of a
@@ -85,6 +87,9 @@ func (s *sender) send(calls []*call) {
 		// full source (EVAL), which also caches the script.
 		for _, c := range p.noscript {
 			c.args[0], c.args[1] = "eval", c.src
+			if len(c.xargs) > 0 {
+				c.xargs[0], c.xargs[1] = "eval", c.src
+			}
 		}
 		s.roundTrip(ctx, p, p.noscript, nil, false)
 		clear(p.noscript)
@@ -124,6 +129,11 @@ func (s *sender) roundTrip(ctx context.Context, p *pipeline, calls, noscript []*
 // command returns the call's command, reset for sending; its arguments
 // are c.args.
 func (c *call) command() *redis.IntSliceCmd {
+	if len(c.xargs) > 0 {
+		cmd := redis.NewIntSliceCmd(context.Background(), c.xargs...)
+		c.cmd = cmd
+		return cmd
+	}
 	cmd, _ := c.cmd.(*redis.IntSliceCmd)
 	if cmd == nil || len(cmd.Args()) != c.nargs {
 		cmd = redis.NewIntSliceCmd(context.Background(), c.args[:c.nargs]...)

@@ -8,11 +8,16 @@ Every case runs twice, each time under a fresh key prefix: once sending the
 raw arguments of each step to the acquire script (as any client would), and
 once through Limiter.acquire, whose typed results and errors must say the
 same. Buckets are set up with the apply and delete scripts, as the sync
-worker does. The keys it writes are deleted at the end. Exit status: 0 when
+worker does. Keyed buckets and their overrides are set up with the keyed
+apply and override scripts in each of the 64 key groups; keyed acquires
+run the keyed acquire script with the keys computed from the key's SHA-1
+(docs/protocol.md, "Keyed buckets") in both modes, since the Python
+Limiter has no keyed form. The keys it writes are deleted at the end. Exit status: 0 when
 everything passed, 1 when a check failed, 2 when it could not run.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import secrets
@@ -33,7 +38,22 @@ CODES = {
 }
 APPLY_OUTCOMES = {1: "created", 2: "updated", 3: "unchanged", 4: "stale", 5: "tombstoned"}
 FIELDS = ["remaining", "retry_us", "reset_us", "capacity", "permits_micro", "period"]
-ACTIONS = ["apply", "delete", "acquire", "wait_us", "foreign", "exists"]
+ACTIONS = ["apply", "delete", "acquire", "wait_us", "foreign", "exists", "apply_keyed", "override", "acquire_key"]
+OVERRIDE_OUTCOMES = {0: "absent", 1: "written", 2: "updated", 3: "unchanged", 4: "stale", 5: "tombstoned", 6: "no_bucket"}
+SOURCES = {"bucket": 0, "exact": 1, "prefix": 2}
+KEY_GROUPS = 64
+
+
+def group_key(bucket, g, prefix):
+    """The hash of key group g of a keyed bucket: <prefix>k{<bucket>:<g>}."""
+    return "%sk{%s:%d}" % (prefix, bucket, g)
+
+
+def keyed_keys(bucket, key, prefix):
+    """The group hash and the state key of key (bytes or str) in a keyed bucket."""
+    h = hashlib.sha1(key.encode("utf-8") if isinstance(key, str) else key).hexdigest()
+    base = group_key(bucket, int(h[16:20], 16) % KEY_GROUPS, prefix)
+    return base, base + h[:16]
 
 
 class Failure(Exception):
@@ -54,6 +74,9 @@ class Run:
         self.acquire = sluice.Script.load(os.path.join(scripts_dir, "acquire.lua"))
         self.apply = sluice.Script.load(os.path.join(scripts_dir, "apply.lua"))
         self.delete = sluice.Script.load(os.path.join(scripts_dir, "delete.lua"))
+        self.keyed_acquire = sluice.Script.load(os.path.join(scripts_dir, "keyed_acquire.lua"))
+        self.keyed_apply = sluice.Script.load(os.path.join(scripts_dir, "keyed_apply.lua"))
+        self.override = sluice.Script.load(os.path.join(scripts_dir, "override.lua"))
         self.failures = []
 
     def fail(self, where, msg):
@@ -118,6 +141,52 @@ class Run:
         got = self.r.exists(sluice.bucket_key(step["exists"], prefix)) == 1
         if got != step["want"]:
             self.fail(where, "exists %s = %r, want %r" % (step["exists"], got, step["want"]))
+
+    def step_apply_keyed(self, step, prefix, mode, limiters, where):
+        a = step["apply_keyed"]
+        args = [str(a["id"]), str(a["version"]), str(a["capacity"]), a["permits"], str(a["period"]),
+                "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", "0", "1" if a.get("shadow") else "0"]
+        got = set()
+        for g in range(KEY_GROUPS):
+            k = group_key(a["bucket"], g, prefix)
+            got.add(self.keyed_apply.run(self.r, [k, k + ":deleted"], args))
+        # The outcome over the groups is the strongest: created, updated, unchanged, tombstoned, stale.
+        out = next((APPLY_OUTCOMES[o] for o in (1, 2, 3, 5, 4) if o in got), None)
+        if out != step["want"]:
+            self.fail(where, "apply keyed: %s, want %r" % (out, step["want"]))
+
+    def step_override(self, step, prefix, mode, limiters, where):
+        o = step["override"]
+        args = [str(o["bucket_id"]), "set", "e" if o["match"] == "exact" else "p", o["key"], str(o["id"]),
+                str(o["version"]), str(o["capacity"]), o["permits"], str(o["period"]), "0",
+                "1" if o.get("shadow") else "0"]
+        if o["match"] == "exact":
+            groups = [keyed_keys(o["bucket"], o["key"], prefix)[0]]
+        else:
+            groups = [group_key(o["bucket"], g, prefix) for g in range(KEY_GROUPS)]
+        res = [self.override.run(self.r, [k, k + ":deleted"], args) for k in groups]
+        # A write in any group, else an update in any, else the first group's outcome.
+        out = 1 if 1 in res else 2 if 2 in res else res[0]
+        if OVERRIDE_OUTCOMES.get(out) != step["want"]:
+            self.fail(where, "override: %s, want %r" % (OVERRIDE_OUTCOMES.get(out), step["want"]))
+
+    def step_acquire_key(self, step, prefix, mode, limiters, where):
+        q = step["acquire_key"]
+        want = step["want"]
+        where = "%s: acquire %s[%r] %r n=%r" % (where, q["bucket"], q["key"], q["app"], q["n"])
+        base, state = keyed_keys(q["bucket"], q["key"], prefix)
+        reply = self.keyed_acquire.run(self.r, [base, state], [q["app"], q["n"], q["key"]])
+        if not isinstance(reply, list) or len(reply) != 8:
+            self.fail(where, "malformed answer %r" % (reply,))
+            return
+        if reply[0] != CODES[want["code"]]:
+            self.fail(where, "got %r, want %s" % (reply, want["code"]))
+            return
+        for i, f in enumerate(FIELDS, 1):
+            if not holds(want[f], reply[i]):
+                self.fail(where, "%s = %d, want %r" % (f, reply[i], want[f]))
+        if reply[7] != SOURCES[want["source"]]:
+            self.fail(where, "source = %d, want %s" % (reply[7], want["source"]))
 
     def step_acquire(self, step, prefix, mode, limiters, where):
         q = step["acquire"]

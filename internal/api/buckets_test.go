@@ -428,16 +428,22 @@ func TestOverrides(t *testing.T) {
 	if o.Version != 3 || o.MaxPermits != 9 || o.Rate != "9/s" {
 		t.Errorf("after PUT: %+v", o)
 	}
+	var shadowed map[string]any
+	e.must(200, owner, "PATCH", path, map[string]any{"shadow": true}, "If-Match", `"3"`).decode(t, &shadowed)
+	if shadowed["shadow"] != true || shadowed["version"] != float64(4) || shadowed["max_permits"] != float64(9) {
+		t.Errorf("after PATCH shadow: %v", shadowed)
+	}
 	e.must(412, owner, "DELETE", path, nil, "If-Match", `"2"`)
-	e.must(204, owner, "DELETE", path, nil, "If-Match", `"3"`)
+	e.must(204, owner, "DELETE", path, nil, "If-Match", `"4"`)
 	e.must(404, owner, "GET", path, nil)
 	entries := e.auditEntries(audit.Filter{Action: "override.update"})
-	if len(entries) != 2 {
-		t.Errorf("%d override.update audit entries, want 2", len(entries))
+	if len(entries) != 3 {
+		t.Errorf("%d override.update audit entries, want 3", len(entries))
 	}
 	var state map[string]any
 	e.must(200, owner, "GET", "/api/v1/buckets/per-key/state", nil).decode(t, &state)
-	if _, has := state["tokens"]; state["keyed"] != true || has {
+	if _, has := state["tokens"]; state["keyed"] != true || has || state["key_groups"] != float64(64) ||
+		state["key_groups_in_sync"] != float64(0) || state["sync_status"] != "pending" {
 		t.Errorf("state of a keyed bucket: %v", state)
 	}
 }

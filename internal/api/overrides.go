@@ -23,6 +23,7 @@ type overrideJSON struct {
 	Rate              string      `json:"rate"`
 	RatePermits       json.Number `json:"rate_permits"`
 	RatePeriodSeconds int64       `json:"rate_period_seconds"`
+	Shadow            bool        `json:"shadow"`
 	Version           int64       `json:"version"`
 	CreatedBy         string      `json:"created_by"`
 	CreatedAt         time.Time   `json:"created_at"`
@@ -33,7 +34,7 @@ type overrideJSON struct {
 func toOverrideJSON(o *buckets.Override) overrideJSON {
 	return overrideJSON{ID: o.ID, Bucket: o.Bucket, Match: string(o.Match), Key: o.Key, Description: o.Description,
 		MaxPermits: o.MaxPermits, Rate: o.Rate.String(), RatePermits: json.Number(o.Rate.Permits()),
-		RatePeriodSeconds: o.Rate.PeriodSeconds(), Version: o.Version,
+		RatePeriodSeconds: o.Rate.PeriodSeconds(), Shadow: o.Shadow, Version: o.Version,
 		CreatedBy: o.CreatedBy, CreatedAt: o.CreatedAt, UpdatedBy: o.UpdatedBy, UpdatedAt: o.UpdatedAt}
 }
 
@@ -45,11 +46,12 @@ type overrideInput struct {
 	Description *string `json:"description"`
 	MaxPermits  *int64  `json:"max_permits"`
 	Rate        *string `json:"rate"`
+	Shadow      *bool   `json:"shadow"`
 }
 
 func (in *overrideInput) patch() manage.OverridePatch {
 	return manage.OverridePatch{Match: in.Match, Key: in.Key, Description: in.Description, MaxPermits: in.MaxPermits,
-		Rate: in.Rate}
+		Rate: in.Rate, Shadow: in.Shadow}
 }
 
 // overrideID reads the {id} of the path. An id that is not a number names

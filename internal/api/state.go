@@ -20,12 +20,16 @@ type stateJSON struct {
 	// InRedis is false until the sync worker has written the bucket.
 	InRedis bool `json:"in_redis"`
 	// Keyed buckets have their tokens per key: no one count to show.
-	Keyed        bool        `json:"keyed,omitempty"`
-	RedisVersion int64       `json:"redis_version,omitempty"`
-	Capacity     int64       `json:"capacity,omitempty"`
-	Rate         string      `json:"rate,omitempty"`
-	AllowedApps  []string    `json:"allowed_apps,omitempty"`
-	Tokens       json.Number `json:"tokens,omitempty"`
+	Keyed bool `json:"keyed,omitempty"`
+	// KeyGroups and KeyGroupsInSync, of a keyed bucket: its key groups,
+	// and how many hold the MySQL version (in_sync needs all of them).
+	KeyGroups       int         `json:"key_groups,omitempty"`
+	KeyGroupsInSync *int        `json:"key_groups_in_sync,omitempty"`
+	RedisVersion    int64       `json:"redis_version,omitempty"`
+	Capacity        int64       `json:"capacity,omitempty"`
+	Rate            string      `json:"rate,omitempty"`
+	AllowedApps     []string    `json:"allowed_apps,omitempty"`
+	Tokens          json.Number `json:"tokens,omitempty"`
 	// LastRefill is when an acquire last refilled the bucket, RedisTime
 	// the Redis clock at this read; both come from Redis TIME.
 	LastRefill *time.Time `json:"last_refill,omitempty"`
@@ -41,6 +45,9 @@ func (s *server) bucketState(w http.ResponseWriter, r *http.Request, c manage.Ca
 	}
 	out := stateJSON{Bucket: b.Name, MySQLVersion: b.Version, InRedis: st.InRedis, Keyed: st.Keyed,
 		RedisTime: st.RedisTime.UTC(), SyncStatus: st.Sync}
+	if st.Keyed {
+		out.KeyGroups, out.KeyGroupsInSync = st.Groups, &st.GroupsInSync
+	}
 	if st.InRedis {
 		cfg := st.Config
 		out.RedisVersion = cfg.Version

@@ -52,7 +52,7 @@ type Event struct {
 	Shadow      bool  `json:"shadow"`
 	LeaseMillis int64 `json:"lease_ms"`
 	// Override events name the override (ID, match and key); Version is
-	// then the override's version, MaxPermits and Rate its limit, and
+	// then the override's version, MaxPermits, Rate and Shadow its limit, and
 	// AllowedApps is empty. An override is never re-created under its ID,
 	// so guards compare (OverrideID, Version).
 	OverrideID    int64     `json:"override_id,omitempty"`
@@ -84,10 +84,10 @@ func writeEvent(ctx context.Context, tx *sqlx.Tx, op Op, b *Bucket, version int6
 // writeOverrideEvent records a change of override o of keyed bucket b.
 func writeOverrideEvent(ctx context.Context, tx *sqlx.Tx, op Op, b *Bucket, o *Override, version int64) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO bucket_events (bucket_id, bucket_name, op, version, max_permits,
-		rate_permits, rate_period_seconds, allowed_apps, keyed, override_id, override_match, override_key, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, '[]', TRUE, ?, ?, ?, ?)`,
+		rate_permits, rate_period_seconds, allowed_apps, keyed, shadow, override_id, override_match, override_key, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, '[]', TRUE, ?, ?, ?, ?, ?)`,
 		b.ID, b.Name, string(op), version, o.MaxPermits, o.Rate.Permits(), o.Rate.PeriodSeconds(),
-		o.ID, string(o.Match), []byte(o.Key), now()); err != nil {
+		o.Shadow, o.ID, string(o.Match), []byte(o.Key), now()); err != nil {
 		return fmt.Errorf("write change event of an override of %q: %w", b.Name, database.Translate(err))
 	}
 	return nil

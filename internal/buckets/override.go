@@ -53,6 +53,10 @@ type Override struct {
 	// MaxPermits and Rate are the limit of the matching keys.
 	MaxPermits int64 `json:"max_permits"`
 	Rate       Rate  `json:"rate"`
+	// Shadow puts the matching keys in shadow mode: where this override's
+	// limit would deny, the caller is allowed and told it would have been
+	// denied. The bucket's own Shadow covers every key, overrides included.
+	Shadow bool `json:"shadow"`
 	// Version counts the saved changes, from 1, like a bucket's.
 	Version   int64     `json:"version"`
 	CreatedBy string    `json:"created_by"`

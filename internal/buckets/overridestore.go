@@ -49,6 +49,7 @@ type overrideRow struct {
 	MaxPermits  int64     `db:"max_permits"`
 	RatePermits string    `db:"rate_permits"`
 	RatePeriod  int64     `db:"rate_period_seconds"`
+	Shadow      bool      `db:"shadow"`
 	Version     int64     `db:"version"`
 	CreatedBy   string    `db:"created_by"`
 	UpdatedBy   string    `db:"updated_by"`
@@ -57,7 +58,7 @@ type overrideRow struct {
 }
 
 const selectOverrides = `SELECT id, bucket_id, match_kind, override_key, description, max_permits, rate_permits,
-	rate_period_seconds, version, created_by, updated_by, created_at, updated_at FROM bucket_overrides`
+	rate_period_seconds, shadow, version, created_by, updated_by, created_at, updated_at FROM bucket_overrides`
 
 func (r *overrideRow) override(bucket string) (*Override, error) {
 	rate, err := storedRate(r.RatePermits, r.RatePeriod)
@@ -66,7 +67,7 @@ func (r *overrideRow) override(bucket string) (*Override, error) {
 	}
 	return &Override{
 		ID: r.ID, Bucket: bucket, Match: Match(r.Match), Key: string(r.Key), Description: r.Description,
-		MaxPermits: r.MaxPermits, Rate: rate, Version: r.Version, CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy,
+		MaxPermits: r.MaxPermits, Rate: rate, Shadow: r.Shadow, Version: r.Version, CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}, nil
 }
@@ -174,10 +175,10 @@ func (s *Store) CreateOverride(ctx context.Context, actor audit.Actor, o *Overri
 			}
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO bucket_overrides (bucket_id, match_kind, override_key, description,
-			max_permits, rate_permits, rate_period_seconds, version, created_by, created_at, updated_by, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			max_permits, rate_permits, rate_period_seconds, shadow, version, created_by, created_at, updated_by, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			b.ID, string(n.Match), []byte(n.Key), n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(),
-			n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
+			n.Shadow, n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
 			return errs.Conflictf("bucket %q already has an %s override for %q", b.Name, n.Match, clip(n.Key))
 		}
@@ -226,12 +227,12 @@ func (s *Store) UpdateOverride(ctx context.Context, actor audit.Actor, o *Overri
 			return errs.Invalid("key", "the key and match of an override cannot be changed; delete it and create another")
 		}
 		saved = *old
-		saved.Description, saved.MaxPermits, saved.Rate = o.Description, o.MaxPermits, o.Rate
+		saved.Description, saved.MaxPermits, saved.Rate, saved.Shadow = o.Description, o.MaxPermits, o.Rate, o.Shadow
 		saved.Version = old.Version + 1
 		saved.UpdatedBy, saved.UpdatedAt = actor.User, now()
 		if _, err := tx.ExecContext(ctx, `UPDATE bucket_overrides SET description = ?, max_permits = ?, rate_permits = ?,
-			rate_period_seconds = ?, version = ?, updated_by = ?, updated_at = ? WHERE id = ? AND version = ?`,
-			saved.Description, saved.MaxPermits, saved.Rate.Permits(), saved.Rate.PeriodSeconds(), saved.Version,
+			rate_period_seconds = ?, shadow = ?, version = ?, updated_by = ?, updated_at = ? WHERE id = ? AND version = ?`,
+			saved.Description, saved.MaxPermits, saved.Rate.Permits(), saved.Rate.PeriodSeconds(), saved.Shadow, saved.Version,
 			saved.UpdatedBy, saved.UpdatedAt, old.ID, old.Version); err != nil {
 			return fmt.Errorf("update override %d of %q: %w", old.ID, b.Name, database.Translate(err))
 		}

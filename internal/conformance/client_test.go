@@ -60,13 +60,43 @@ type conformanceStep struct {
 		Bucket string `json:"bucket"`
 		Type   string `json:"type"`
 	} `json:"foreign"`
-	Exists *string         `json:"exists"`
-	Want   json.RawMessage `json:"want"`
+	Exists     *string `json:"exists"`
+	ApplyKeyed *struct {
+		Bucket   string   `json:"bucket"`
+		ID       int64    `json:"id"`
+		Version  int64    `json:"version"`
+		Capacity int64    `json:"capacity"`
+		Permits  string   `json:"permits"`
+		Period   int64    `json:"period"`
+		Apps     []string `json:"apps"`
+		Force    bool     `json:"force"`
+		Shadow   bool     `json:"shadow"`
+	} `json:"apply_keyed"`
+	Override *struct {
+		Bucket   string `json:"bucket"`
+		BucketID int64  `json:"bucket_id"`
+		ID       int64  `json:"id"`
+		Version  int64  `json:"version"`
+		Match    string `json:"match"`
+		Key      string `json:"key"`
+		Capacity int64  `json:"capacity"`
+		Permits  string `json:"permits"`
+		Period   int64  `json:"period"`
+		Shadow   bool   `json:"shadow"`
+	} `json:"override"`
+	AcquireKey *struct {
+		Bucket string `json:"bucket"`
+		Key    string `json:"key"`
+		App    string `json:"app"`
+		N      string `json:"n"`
+	} `json:"acquire_key"`
+	Want json.RawMessage `json:"want"`
 }
 
 func (s conformanceStep) actions() int {
 	n := 0
-	for _, set := range []bool{s.Apply != nil, s.Delete != nil, s.Acquire != nil, s.WaitUS > 0, s.Foreign != nil, s.Exists != nil} {
+	for _, set := range []bool{s.Apply != nil, s.Delete != nil, s.Acquire != nil, s.WaitUS > 0, s.Foreign != nil, s.Exists != nil,
+		s.ApplyKeyed != nil, s.Override != nil, s.AcquireKey != nil} {
 		if set {
 			n++
 		}
@@ -113,7 +143,13 @@ type wantAnswer struct {
 	Capacity     bound  `json:"capacity"`
 	PermitsMicro bound  `json:"permits_micro"`
 	Period       bound  `json:"period"`
-	Error        string `json:"error"`
+	// Source, of a keyed acquire only: "bucket", "exact" or "prefix".
+	Source string `json:"source"`
+	Error  string `json:"error"`
+}
+
+var sourceNames = map[string]redisscript.Source{
+	"bucket": redisscript.FromBucket, "exact": redisscript.FromExact, "prefix": redisscript.FromPrefix,
 }
 
 // wantError is the wanted outcome of an apply that fails.
@@ -157,7 +193,9 @@ func loadConformance(t *testing.T) conformanceTable {
 // acquirer takes tokens the way one kind of client does, and reports the
 // answer in the table's terms. fields says which of the seven fields it
 // can see; skip, that the step cannot be expressed through it.
-type acquirer func(ctx context.Context, bucket, app, n string) (a redisscript.Answer, fields int, skip bool, err error)
+// A keyed acquire passes its key; a plain one passes key "" (no valid key
+// is empty). A keyed answer carries its source as the eighth field.
+type acquirer func(ctx context.Context, bucket, key, app, n string) (a redisscript.KeyedAnswer, fields int, skip bool, err error)
 
 // TestConformance runs docs/conformance.json through the acquire script as
 // any client sends it (raw arguments, on redis-server and on miniredis) and
@@ -186,9 +224,14 @@ func TestConformance(t *testing.T) {
 }
 
 func scriptAcquirer(s server) acquirer {
-	return func(ctx context.Context, bucket, app, n string) (redisscript.Answer, int, bool, error) {
+	return func(ctx context.Context, bucket, key, app, n string) (redisscript.KeyedAnswer, int, bool, error) {
+		if key != "" {
+			k := s.ks.Keyed(bucket, key)
+			a, err := redisscript.AcquireKeyRaw(ctx, s.rdb, []string{k.Config, k.State}, app, n, key)
+			return a, 8, false, err
+		}
 		a, err := redisscript.AcquireRaw(ctx, s.rdb, s.ks, bucket, app, n)
-		return a, 7, false, err
+		return redisscript.KeyedAnswer{Answer: a}, 7, false, err
 	}
 }
 
@@ -196,8 +239,16 @@ func scriptAcquirer(s server) acquirer {
 // so that no answer of a failure policy can pass for one of Redis. Its
 // Result shows code, remaining, retry, reset and capacity (as Limit).
 func limiterAcquirer(t *testing.T, s server) acquirer {
+	limiterAnswer := limiterAnswerer(t, s)
+	return func(ctx context.Context, bucket, key, app, n string) (redisscript.KeyedAnswer, int, bool, error) {
+		a, fields, skip, err := limiterAnswer(ctx, bucket, key, app, n)
+		return redisscript.KeyedAnswer{Answer: a}, fields, skip, err
+	}
+}
+
+func limiterAnswerer(t *testing.T, s server) func(ctx context.Context, bucket, key, app, n string) (redisscript.Answer, int, bool, error) {
 	limiters := map[string]*client.Limiter{}
-	return func(ctx context.Context, bucket, app, n string) (redisscript.Answer, int, bool, error) {
+	return func(ctx context.Context, bucket, key, app, n string) (redisscript.Answer, int, bool, error) {
 		v, err := strconv.ParseInt(n, 10, 64)
 		if err != nil || strconv.FormatInt(v, 10) != n {
 			return redisscript.Answer{}, 0, true, nil // an int64 cannot be sent as "1e3" or "01"
@@ -214,7 +265,12 @@ func limiterAcquirer(t *testing.T, s server) acquirer {
 			t.Cleanup(func() { l.Close() })
 			limiters[app] = l
 		}
-		res, err := l.Acquire(ctx, bucket, v)
+		var res client.Result
+		if key != "" {
+			res, err = l.AcquireKey(ctx, bucket, key, v)
+		} else {
+			res, err = l.Acquire(ctx, bucket, v)
+		}
 		a := redisscript.Answer{Remaining: res.Remaining, RetryAfterMicros: res.RetryAfter.Microseconds(),
 			ResetAfterMicros: res.ResetAfter.Microseconds(), Capacity: res.Limit}
 		switch {
@@ -314,20 +370,60 @@ func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acq
 				t.Errorf("%s: exists %s = %d %v, want %v", where, *s.Exists, n, err, want)
 			}
 		case s.Acquire != nil:
-			checkAcquire(t, where, s, acquire)
+			q := s.Acquire
+			checkAcquire(t, fmt.Sprintf("%s: acquire %s %q n=%q", where, q.Bucket, q.App, q.N), s.Want,
+				func() (redisscript.KeyedAnswer, int, bool, error) {
+					return acquire(ctx, q.Bucket, "", q.App, q.N)
+				})
+		case s.AcquireKey != nil:
+			q := s.AcquireKey
+			checkAcquire(t, fmt.Sprintf("%s: acquire %s[%q] %q n=%q", where, q.Bucket, q.Key, q.App, q.N), s.Want,
+				func() (redisscript.KeyedAnswer, int, bool, error) {
+					return acquire(ctx, q.Bucket, q.Key, q.App, q.N)
+				})
+		case s.ApplyKeyed != nil:
+			a := s.ApplyKeyed
+			pm, err := redisscript.ParsePermits(a.Permits)
+			if err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+			out, err := redisscript.ApplyKeyed(ctx, srv.rdb, srv.ks, redisscript.Config{Name: a.Bucket, ID: a.ID, Version: a.Version,
+				Capacity: a.Capacity, PermitsMicro: pm, PeriodSeconds: a.Period, Apps: a.Apps, Shadow: a.Shadow}, a.Force)
+			var name string
+			if json.Unmarshal(s.Want, &name) != nil {
+				t.Fatalf("%s: bad want %s", where, s.Want)
+			}
+			if want, ok := applyNames[name]; !ok || err != nil || out != want {
+				t.Errorf("%s: apply keyed: %v %v, want %s", where, out, err, s.Want)
+			}
+		case s.Override != nil:
+			o := s.Override
+			pm, err := redisscript.ParsePermits(o.Permits)
+			if err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+			match := map[string]string{"exact": redisscript.MatchExact, "prefix": redisscript.MatchPrefix}[o.Match]
+			out, err := redisscript.ApplyOverride(ctx, srv.rdb, srv.ks, redisscript.Override{Bucket: o.Bucket, BucketID: o.BucketID,
+				ID: o.ID, Version: o.Version, Match: match, Key: o.Key, Capacity: o.Capacity, PermitsMicro: pm,
+				PeriodSeconds: o.Period, Shadow: o.Shadow}, false)
+			var name string
+			if json.Unmarshal(s.Want, &name) != nil {
+				t.Fatalf("%s: bad want %s", where, s.Want)
+			}
+			if err != nil || out.String() != name {
+				t.Errorf("%s: override: %v %v, want %s", where, out, err, s.Want)
+			}
 		}
 	}
 }
 
-func checkAcquire(t *testing.T, where string, s conformanceStep, acquire acquirer) {
+func checkAcquire(t *testing.T, where string, want json.RawMessage, acquire func() (redisscript.KeyedAnswer, int, bool, error)) {
 	t.Helper()
 	var w wantAnswer
-	if err := strictUnmarshal(s.Want, &w); err != nil {
-		t.Fatalf("%s: bad want %s: %v", where, s.Want, err)
+	if err := strictUnmarshal(want, &w); err != nil {
+		t.Fatalf("%s: bad want %s: %v", where, want, err)
 	}
-	q := s.Acquire
-	where = fmt.Sprintf("%s: acquire %s %q n=%q", where, q.Bucket, q.App, q.N)
-	got, fields, skip, err := acquire(context.Background(), q.Bucket, q.App, q.N)
+	got, fields, skip, err := acquire()
 	if skip {
 		return
 	}
@@ -360,9 +456,14 @@ func checkAcquire(t *testing.T, where string, s conformanceStep, acquire acquire
 		{"reset_us", got.ResetAfterMicros, w.ResetUS}, {"capacity", got.Capacity, w.Capacity},
 		{"permits_micro", got.PermitsMicro, w.PermitsMicro}, {"period", got.PeriodSeconds, w.Period},
 	}
-	for _, f := range check[:fields-1] {
+	for _, f := range check[:min(fields, 7)-1] {
 		if !f.want.holds(f.got) {
 			t.Errorf("%s: %s = %d, want %v", where, f.name, f.got, f.want)
+		}
+	}
+	if fields == 8 {
+		if src, ok := sourceNames[w.Source]; !ok || got.Source != src {
+			t.Errorf("%s: source %d, want %q", where, got.Source, w.Source)
 		}
 	}
 }

@@ -137,6 +137,13 @@ func probes() map[string]probe {
 			return "/buckets/alpha-keys/overrides", url.Values{"match": {"exact"}, "key": {fx.unique("k")},
 				"max_permits": {"5"}, "rate": {"1/s"}}
 		}},
+		"GET /buckets/:bucket/overrides/:id/edit": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			return fmt.Sprintf("/buckets/alpha-keys/overrides/%d/edit", fx.override()), nil
+		}},
+		"POST /buckets/:bucket/overrides/:id/edit": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
+			return fmt.Sprintf("/buckets/alpha-keys/overrides/%d/edit", fx.override()), url.Values{"version": {"1"},
+				"max_permits": {"6"}, "rate": {"1/s"}}
+		}},
 		"GET /buckets/:bucket/overrides/:id/delete": {allow: alphaOwners, prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
 			return fmt.Sprintf("/buckets/alpha-keys/overrides/%d/delete", fx.override()), nil
 		}},

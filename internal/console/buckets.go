@@ -217,7 +217,11 @@ type liveState struct {
 	// bucket's state is per key (PerKey) instead.
 	Exists bool
 	PerKey bool
-	Tokens float64
+	// Groups and GroupsInSync, of a keyed bucket: its key groups, and how
+	// many of them hold the MySQL version.
+	Groups       int
+	GroupsInSync int
+	Tokens       float64
 	// Whole is Tokens rounded down: a fraction of a token cannot be taken.
 	Whole    int64
 	Gauge    template.HTML
@@ -436,7 +440,7 @@ func liveOf(d *manage.BucketDetail) liveState {
 		return liveState{Status: "unavailable", Message: "Redis did not answer; the live state cannot be shown right now."}
 	case d.Live.Keyed && d.Live.InRedis:
 		l := liveState{Status: "pending", PerKey: true, Capacity: d.Live.Config.Capacity, Version: d.Live.Config.Version,
-			Now: d.Live.RedisTime}
+			Now: d.Live.RedisTime, Groups: d.Live.Groups, GroupsInSync: d.Live.GroupsInSync}
 		if d.Live.Sync == manage.InSync {
 			l.Status = "in-sync"
 		}

@@ -134,6 +134,8 @@ func (s *server) routes(rt *router.Router) {
 	u.GET("/buckets/:bucket/delete", s.confirmDeleteBucket)
 	u.POST("/buckets/:bucket/delete", s.deleteBucket)
 	u.POST("/buckets/:bucket/overrides", s.createOverride)
+	u.GET("/buckets/:bucket/overrides/:id/edit", s.editOverride)
+	u.POST("/buckets/:bucket/overrides/:id/edit", s.updateOverride)
 	u.GET("/buckets/:bucket/overrides/:id/delete", s.confirmDeleteOverride)
 	u.POST("/buckets/:bucket/overrides/:id/delete", s.deleteOverride)
 

@@ -25,6 +25,7 @@ type overrideForm struct {
 	MaxPermits  string
 	Rate        string
 	Description string
+	Shadow      bool
 }
 
 // overridesView is the per-key part of a keyed bucket's detail page.
@@ -92,8 +93,9 @@ func readOverrideForm(c *gin.Context) (overrideForm, manage.OverridePatch) {
 		MaxPermits:  postValue(c, "max_permits"),
 		Rate:        postValue(c, "rate"),
 		Description: postValue(c, "description"),
+		Shadow:      c.PostForm("shadow") == "true",
 	}
-	p := manage.OverridePatch{Match: &f.Match, Key: &f.Key, Rate: &f.Rate, Description: &f.Description}
+	p := manage.OverridePatch{Match: &f.Match, Key: &f.Key, Rate: &f.Rate, Description: &f.Description, Shadow: &f.Shadow}
 	if n, err := buckets.ParseMaxPermits(f.MaxPermits); err != nil {
 		p.Problems.Fields = append(p.Problems.Fields, errs.Fields(err).Fields...)
 	} else {
@@ -166,6 +168,95 @@ func (s *server) deleteOverride(c *gin.Context) {
 		s.render(c, http.StatusConflict, "override_delete", &overrideDeletePage{layout: layout{Title: "Delete override", Nav: "buckets"},
 			Bucket: o.Bucket, Override: stale.Current,
 			Error: "Someone changed this override after you opened this page; nothing was deleted. Check the values below and confirm again."})
+	default:
+		s.fail(c, err)
+	}
+}
+
+// overrideFormPage is the edit page of an override: its limit,
+// description and shadow mode (its key and match are fixed).
+type overrideFormPage struct {
+	layout
+	Bucket string
+	// Override is the override as stored when the page was built (or, after
+	// a conflict, the newer one): its key, match and id.
+	Override *buckets.Override
+	Form     overrideForm
+	// Version is the version the form edits.
+	Version int64
+	// Conflict is the newer override a stale edit ran into.
+	Conflict *buckets.Override
+	Errors   *errs.Validation
+}
+
+func overrideFormOf(o *buckets.Override) overrideForm {
+	return overrideForm{Match: string(o.Match), Key: o.Key, MaxPermits: strconv.FormatInt(o.MaxPermits, 10),
+		Rate: o.Rate.String(), Description: o.Description, Shadow: o.Shadow}
+}
+
+func (s *server) editOverride(c *gin.Context) {
+	o, err := s.overrideFor(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.render(c, http.StatusOK, "override_form", &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"},
+		Bucket: o.Bucket, Override: o, Form: overrideFormOf(o), Version: o.Version})
+}
+
+// updateOverride saves an edit made on the version the form was loaded
+// with. If someone saved a newer version meanwhile, nothing is written:
+// the form comes back with the user's values, the newer values beside
+// them, and the newer version, so that saving again is a deliberate
+// choice (as for a bucket).
+func (s *server) updateOverride(c *gin.Context) {
+	o, err := s.overrideFor(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	form := overrideForm{
+		Match:       string(o.Match),
+		Key:         o.Key,
+		MaxPermits:  postValue(c, "max_permits"),
+		Rate:        postValue(c, "rate"),
+		Description: postValue(c, "description"),
+		Shadow:      c.PostForm("shadow") == "true",
+	}
+	patch := manage.OverridePatch{Rate: &form.Rate, Description: &form.Description, Shadow: &form.Shadow}
+	if n, err := buckets.ParseMaxPermits(form.MaxPermits); err != nil {
+		patch.Problems.Fields = append(patch.Problems.Fields, errs.Fields(err).Fields...)
+	} else {
+		patch.MaxPermits = &n
+	}
+	version, err := strconv.ParseInt(c.PostForm("version"), 10, 64)
+	if err != nil || version < 1 {
+		version = -1 // a form without its version matches no version
+	}
+	ch, err := s.svc.UpdateOverride(ctx(c), caller(c), manage.UpdateOverride{Bucket: o.Bucket, ID: o.ID, Version: version,
+		Fields: patch})
+	if err == nil {
+		msg := "Override for " + strconv.Quote(o.Key) + " saved (version " + strconv.FormatInt(ch.Override.Version, 10) + ")."
+		if !ch.Changed {
+			msg = "Override for " + strconv.Quote(o.Key) + " has no changes to save."
+		}
+		s.redirect(c, "/buckets/"+url.PathEscape(o.Bucket)+"?oq="+url.QueryEscape(o.Key)+"#overrides", msg)
+		return
+	}
+	p := &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"}, Bucket: o.Bucket, Override: o, Form: form,
+		Version: version}
+	var stale *manage.OverrideStaleError
+	switch {
+	case errors.As(err, &stale):
+		p.Conflict, p.Override, p.Version = stale.Current, stale.Current, stale.Current.Version
+		s.render(c, http.StatusConflict, "override_form", p)
+	case status(err) == http.StatusUnprocessableEntity:
+		p.Errors = errs.Fields(err)
+		p.Version = o.Version
+		if version > 0 {
+			p.Version = version
+		}
+		s.render(c, http.StatusUnprocessableEntity, "override_form", p)
 	default:
 		s.fail(c, err)
 	}

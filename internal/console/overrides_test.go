@@ -121,4 +121,38 @@ func TestKeyedBucketShowsPerKeyState(t *testing.T) {
 	if strings.Contains(r.body, "not in Redis yet") || strings.Contains(r.body, "data-live-tokens") {
 		t.Error("a keyed bucket is shown as missing or with one token count")
 	}
+	wantBody(t, "synced", r, `<dd id="key-groups">64 of 64 hold version 1</dd>`)
+
+	// A change the sync worker has written to some groups only: the others
+	// still serve version 1 to their keys, so the bucket is not in sync,
+	// and the definition shown is the oldest still in use.
+	b.MaxPermits = 20
+	if err := e.bkts.Update(context.Background(), e.system, b); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for g := range 40 {
+		if err := e.rdb.HSet(ctx, e.ks.KeyGroup(b.Name, g), redisscript.FieldVersion, "2", redisscript.FieldCapacity, "20").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = ob.get("/buckets/per-key")
+	wantBody(t, "partly synced", r, `<dd id="key-groups">40 of 64 hold version 2</dd>`, "version 1", "up to 10 each")
+	if strings.Contains(r.body, "in sync") {
+		t.Error("a bucket with groups of an older version shows as in sync")
+	}
+	// Group 63 lost: still pending, and the others are read.
+	if err := e.rdb.Del(ctx, e.ks.KeyGroup(b.Name, 63)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for g := 40; g < 63; g++ {
+		if err := e.rdb.HSet(ctx, e.ks.KeyGroup(b.Name, g), redisscript.FieldVersion, "2", redisscript.FieldCapacity, "20").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = ob.get("/buckets/per-key")
+	wantBody(t, "one group missing", r, `<dd id="key-groups">63 of 64 hold version 2</dd>`, "up to 20 each")
+	if strings.Contains(r.body, "in sync") {
+		t.Error("a bucket with a missing group shows as in sync")
+	}
 }

@@ -29,7 +29,7 @@ import (
 var pageNames = []string{
 	"login", "error",
 	"apps", "app_new", "app", "app_confirm",
-	"buckets", "bucket", "bucket_form", "bucket_delete", "override_delete",
+	"buckets", "bucket", "bucket_form", "bucket_delete", "override_delete", "override_form",
 	"audit", "users", "tokens", "usage", "account",
 }
 

@@ -38,9 +38,14 @@ type LiveState struct {
 	Sync SyncStatus
 	// InRedis is false until the sync worker has written the bucket.
 	InRedis bool
-	// Keyed tells that the tokens are per key: Config is then the config
-	// of the bucket's first key group, and Tokens and Refilled are unset.
+	// Keyed tells that the tokens are per key: Config is then the oldest
+	// config among the bucket's key groups, and Tokens and Refilled are
+	// unset.
 	Keyed bool
+	// Groups is the number of key groups of a keyed bucket, GroupsInSync
+	// how many of them hold the MySQL version.
+	Groups       int
+	GroupsInSync int
 	// Config is the config Redis holds (when InRedis).
 	Config redisscript.Config
 	Tokens float64
@@ -85,23 +90,45 @@ func (s *Service) live(ctx context.Context, b *buckets.Bucket) (LiveState, error
 
 // liveKeyed reads a keyed bucket's config in Redis: it has no bucket hash,
 // and its tokens are per key (docs/protocol.md, "Keyed buckets"). The sync
-// worker writes every key group with each change; the first one stands
-// for them.
+// worker writes every key group with each change, and a group it has not
+// reached yet still serves the older config to the keys of that group: so
+// all KeyGroups configs are read (one pipeline of small reads, never a
+// scan), the bucket is in sync only when every group is, and the config
+// shown is the oldest one still in use.
 func (s *Service) liveKeyed(ctx context.Context, b *buckets.Bucket) (LiveState, error) {
-	now, err := s.rdb.Time(ctx).Result()
-	if err != nil {
-		return LiveState{}, fmt.Errorf("read redis time: %w: %w", errs.ErrUnavailable, err)
-	}
-	g, err := redisscript.ReadGroup(ctx, s.rdb, s.ks, b.Name, 0)
+	gc, err := redisscript.ReadGroupConfigs(ctx, s.rdb, s.ks, b.Name)
 	if err != nil {
 		return LiveState{}, fmt.Errorf("read live state of %q: %w: %w", b.Name, errs.ErrUnavailable, err)
 	}
-	l := LiveState{Sync: Pending, Keyed: true, InRedis: g.Exists, RedisTime: now}
-	if g.Exists {
-		l.Config = g.Config
-		l.Sync = syncOf(g.Config, b)
+	l := LiveState{Sync: Pending, Keyed: true, RedisTime: gc.Now, Groups: redisscript.KeyGroups}
+	ahead := false
+	for g, ok := range gc.Exists {
+		if !ok {
+			continue
+		}
+		cfg := gc.Configs[g]
+		switch syncOf(cfg, b) {
+		case InSync:
+			l.GroupsInSync++
+		case Ahead:
+			ahead = true
+		}
+		if !l.InRedis || older(cfg, l.Config) {
+			l.InRedis, l.Config = true, cfg
+		}
+	}
+	switch {
+	case ahead:
+		l.Sync = Ahead
+	case l.GroupsInSync == redisscript.KeyGroups:
+		l.Sync = InSync
 	}
 	return l, nil
+}
+
+// older reports whether config a is of an older (id, version) than b.
+func older(a, b redisscript.Config) bool {
+	return a.ID < b.ID || (a.ID == b.ID && a.Version < b.Version)
 }
 
 // syncOf compares the config in Redis with the bucket as read from MySQL.

@@ -85,6 +85,8 @@ type OverridePatch struct {
 	MaxPermits  *int64
 	// Rate is the rate's text ("100/min").
 	Rate *string
+	// Shadow puts the override's keys in shadow mode.
+	Shadow *bool
 	// Problems are fields the transport could not parse.
 	Problems errs.Validation
 }
@@ -98,6 +100,7 @@ func (p *OverridePatch) Apply(o *buckets.Override) error {
 	set(&o.Key, p.Key)
 	set(&o.Description, p.Description)
 	set(&o.MaxPermits, p.MaxPermits)
+	set(&o.Shadow, p.Shadow)
 	v := errs.Validation{Fields: slices.Clone(p.Problems.Fields)}
 	if p.Rate != nil {
 		r, err := buckets.ParseRate(*p.Rate)
@@ -204,7 +207,7 @@ func (s *Service) UpdateOverride(ctx context.Context, c Caller, req UpdateOverri
 	if err := req.Fields.Apply(&o); err != nil {
 		return OverrideChange{}, err
 	}
-	if o.Description == cur.Description && o.MaxPermits == cur.MaxPermits && o.Rate == cur.Rate {
+	if o.Description == cur.Description && o.MaxPermits == cur.MaxPermits && o.Rate == cur.Rate && o.Shadow == cur.Shadow {
 		return OverrideChange{Override: cur}, nil
 	}
 	if err := s.buckets.UpdateOverride(ctx, c.Actor(), &o); err != nil {

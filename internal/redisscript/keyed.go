@@ -67,6 +67,28 @@ var (
 	overrideScript     = redis.NewScript(overrideSrc)
 )
 
+// AcquireKeysRaw runs the keyed acquire script once for several acquires:
+// keys holds a (group hash, state key) pair per acquire and nk its n and
+// key, one after the other. It returns the answers of eight integers.
+func AcquireKeysRaw(ctx context.Context, rdb redis.Scripter, keys []string, app string, nk ...string) ([][]int64, error) {
+	args := []any{app}
+	for _, a := range nk {
+		args = append(args, a)
+	}
+	v, err := keyedAcquireScript.Run(ctx, rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("keyed acquire: %w", err)
+	}
+	if len(v) != 4*len(keys) {
+		return nil, fmt.Errorf("%w: %d integers for %d acquires", ErrBadAnswer, len(v), len(keys)/2)
+	}
+	out := make([][]int64, len(keys)/2)
+	for i := range out {
+		out[i] = v[8*i : 8*i+8]
+	}
+	return out, nil
+}
+
 // KeyedAcquireSource returns the Lua source of the keyed acquire script.
 func KeyedAcquireSource() string { return keyedAcquireSrc }
 
@@ -246,7 +268,7 @@ func ApplyKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, cfg Config,
 		f = "1"
 	}
 	args := []any{strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
-		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f}
+		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f, "0", flag(cfg.Shadow)}
 	calls := make([]groupCall, KeyGroups)
 	for g := range calls {
 		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyTombstone(name, g)}, args: args}
@@ -335,6 +357,17 @@ type Override struct {
 	Capacity      int64
 	PermitsMicro  int64
 	PeriodSeconds int64
+	// Shadow puts the matching keys in shadow mode: where the override's
+	// limit would deny, the acquire answers WouldDeny and takes nothing.
+	Shadow bool
+}
+
+// flag is a boolean as the scripts take it.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // Validate reports whether o can be written to Redis.
@@ -417,7 +450,7 @@ func overrideCalls(ks Keyspace, o Override, op string, force bool, extra ...any)
 	}
 	args := append([]any{strconv.FormatInt(o.BucketID, 10), op, o.Match, o.Key, strconv.FormatInt(o.ID, 10),
 		strconv.FormatInt(o.Version, 10), strconv.FormatInt(o.Capacity, 10), FormatPermits(o.PermitsMicro),
-		strconv.FormatInt(o.PeriodSeconds, 10), f}, extra...)
+		strconv.FormatInt(o.PeriodSeconds, 10), f, flag(o.Shadow)}, extra...)
 	gs := o.groups()
 	calls := make([]groupCall, len(gs))
 	for i, g := range gs {
@@ -542,7 +575,7 @@ type GroupState struct {
 // many).
 func ReadGroup(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string, g int) (GroupState, error) {
 	key := ks.KeyGroup(name, g)
-	fields := []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldLens}
+	fields := []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldLens, FieldShadow}
 	vals, err := rdb.HMGet(ctx, key, fields...).Result()
 	if err != nil {
 		return GroupState{}, fmt.Errorf("read keyed bucket %q group %d: %w", name, g, err)
@@ -609,6 +642,7 @@ type StoredOverride struct {
 	Capacity      int64
 	PermitsMicro  int64
 	PeriodSeconds int64
+	Shadow        bool
 }
 
 // ParseStoredOverride parses an override field value; ok is false for
@@ -624,7 +658,8 @@ func ParseStoredOverride(v string) (so StoredOverride, ok bool) {
 		so.Version, err[1] = strconv.ParseInt(f[2], 10, 64)
 		ts, err[2] = strconv.ParseInt(f[3], 10, 64)
 		so.DeletedAt = time.Unix(ts, 0)
-	case len(f) == 5:
+	case len(f) == 5 || (len(f) == 6 && f[5] == "s"):
+		so.Shadow = len(f) == 6
 		so.ID, err[0] = strconv.ParseInt(f[0], 10, 64)
 		so.Version, err[1] = strconv.ParseInt(f[1], 10, 64)
 		so.Capacity, err[2] = strconv.ParseInt(f[2], 10, 64)
@@ -642,7 +677,7 @@ func ParseStoredOverride(v string) (so StoredOverride, ok bool) {
 // Same reports whether so is the live form of o.
 func (so StoredOverride) Same(o Override) bool {
 	return !so.Deleted && so.ID == o.ID && so.Version == o.Version && so.Capacity == o.Capacity &&
-		so.PermitsMicro == o.PermitsMicro && so.PeriodSeconds == o.PeriodSeconds
+		so.PermitsMicro == o.PermitsMicro && so.PeriodSeconds == o.PeriodSeconds && so.Shadow == o.Shadow
 }
 
 // ScanExact calls fn with batches of the exact overrides of group g (key
@@ -718,4 +753,52 @@ func lensOf(counts map[int]int) string {
 		}
 	}
 	return b.String()
+}
+
+// groupConfigFields are the fields ReadGroupConfigs asks each group for.
+var groupConfigFields = []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldShadow}
+
+// GroupConfigs is the config each key group of a keyed bucket holds, read
+// at Now (Redis TIME).
+type GroupConfigs struct {
+	// Exists[g] is false when group g has no valid config; Configs[g] is
+	// its config otherwise.
+	Exists  [KeyGroups]bool
+	Configs [KeyGroups]Config
+	Now     time.Time
+}
+
+// ReadGroupConfigs returns the config of every key group of keyed bucket
+// name in one pipeline of KeyGroups HMGETs of the config fields and one
+// TIME: a bounded read for a live view (the groups' overrides and key
+// states are not read). On Redis Cluster the pipeline is split per node.
+func ReadGroupConfigs(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string) (GroupConfigs, error) {
+	var out GroupConfigs
+	if !ValidName(name) {
+		return out, nil
+	}
+	pipe := rdb.Pipeline()
+	tc := pipe.Time(ctx)
+	cmds := make([]*redis.SliceCmd, KeyGroups)
+	for g := range cmds {
+		cmds[g] = pipe.HMGet(ctx, ks.KeyGroup(name, g), groupConfigFields...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return out, fmt.Errorf("read key groups of %q: %w", name, err)
+	}
+	out.Now = tc.Val()
+	h := make(map[string]string, len(groupConfigFields))
+	for g, cmd := range cmds {
+		clear(h)
+		for i, v := range cmd.Val() {
+			if s, ok := v.(string); ok {
+				h[groupConfigFields[i]] = s
+			}
+		}
+		if cfg, ok := parseConfig(h); ok {
+			cfg.Name = name
+			out.Exists[g], out.Configs[g] = true, cfg
+		}
+	}
+	return out, nil
 }

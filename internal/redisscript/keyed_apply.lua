@@ -1,6 +1,8 @@
 -- Sluice keyed apply: write a keyed bucket's config into one of its key
 -- groups, guarded by (id, version) like apply.lua.
--- KEYS[1] group hash, KEYS[2] group tombstone. ARGV: id, version, capacity, permits, period, apps, force.
+-- KEYS[1] group hash, KEYS[2] group tombstone. ARGV as for apply: id, version, capacity, permits, period,
+-- apps, force, lease_ms (ignored: keyed buckets have no lease mode), shadow ("1" or "0", "0" when absent:
+-- shadow mode off).
 -- Returns 1 created, 2 updated, 3 unchanged, 4 stale, 5 tombstoned.
 local id = tonumber(ARGV[1])
 local version = tonumber(ARGV[2])
@@ -12,13 +14,17 @@ if not id or not version or not capacity or not permits or not period or capacit
   return redis.error_reply('ERR sluice keyed apply: invalid arguments')
 end
 local force = ARGV[7] == '1'
+local shadow = ARGV[9] or '0'
+if shadow ~= '1' and shadow ~= '0' then
+  return redis.error_reply('ERR sluice keyed apply: invalid arguments')
+end
 
 local tomb = tonumber(redis.call('GET', KEYS[2]))
 if tomb and tomb >= id then
   return 5
 end
 
-local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps')
+local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps', 'shadow')
 local cid = tonumber(cur[1])
 local created = false
 if not cid or cid < id then
@@ -34,7 +40,7 @@ else
     return 4
   end
   if cid == id and cver == version and cur[3] == ARGV[3] and cur[4] == ARGV[4] and cur[5] == ARGV[5]
-      and cur[6] == ARGV[6] then
+      and cur[6] == ARGV[6] and (cur[7] or '0') == shadow then
     return 3
   end
   if cid ~= id then
@@ -44,7 +50,7 @@ else
   end
 end
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'version', ARGV[2], 'capacity', ARGV[3], 'permits', ARGV[4],
-  'period', ARGV[5], 'apps', ARGV[6])
+  'period', ARGV[5], 'apps', ARGV[6], 'shadow', shadow)
 if redis.call('HEXISTS', KEYS[1], 'lens') == 0 then
   redis.call('HSET', KEYS[1], 'lens', '')
 end

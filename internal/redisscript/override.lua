@@ -4,9 +4,11 @@
 -- overrides as "p:<prefix>"), KEYS[2] group tombstone.
 -- ARGV: bucket id, op ("set", "del" or "purge"), match ("e" or "p"), key,
 -- override id, version, capacity, permits, period, force ("1" or "0"),
--- purge cutoff (unix seconds; "purge" only).
+-- shadow ("1" or "0"; "set" only), purge cutoff (unix seconds; "purge"
+-- only).
 -- An override is stored as "<id> <version> <capacity> <permits> <period>",
--- a deleted one as the tombstone "d <id> <version> <unix seconds>".
+-- followed by " s" for an override in shadow mode; a deleted one as the
+-- tombstone "d <id> <version> <unix seconds>".
 -- Returns for "set": 1 created, 2 updated, 3 unchanged; for "del": 1
 -- deleted, 0 absent; for "purge": 1 purged, 0 kept; for all: 4 stale (a
 -- newer (id, version) is there, or the group holds a newer incarnation of
@@ -27,6 +29,10 @@ if op == 'set' and (not tonumber(ARGV[7]) or tonumber(ARGV[7]) < 1 or not tonumb
   return redis.error_reply('ERR sluice override: invalid arguments')
 end
 local force = ARGV[10] == '1'
+local shadow = ARGV[11] or '0'
+if shadow ~= '1' and shadow ~= '0' then
+  return redis.error_reply('ERR sluice override: invalid arguments')
+end
 
 local tomb = tonumber(redis.call('GET', KEYS[2]))
 if tomb and tomb >= bid then
@@ -55,7 +61,7 @@ end
 
 if op == 'purge' then
   local ts = cur and not live and tonumber(string.match(cur, '^d %d+ %d+ (%d+)$'))
-  if ts and ts < (tonumber(ARGV[11]) or 0) then
+  if ts and ts < (tonumber(ARGV[12]) or 0) then
     redis.call('HDEL', hash, field)
     return 1
   end
@@ -96,6 +102,7 @@ end
 
 if op == 'set' then
   local val = ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. ARGV[7] .. ' ' .. ARGV[8] .. ' ' .. ARGV[9]
+  if shadow == '1' then val = val .. ' s' end
   if cur == val then
     return 3
   end

@@ -51,7 +51,7 @@ func eventOverride(e buckets.Event) redisscript.Override {
 	return redisscript.Override{
 		Bucket: e.Name, BucketID: e.BucketID, ID: e.OverrideID, Version: e.Version, Match: matchOf(e.OverrideMatch),
 		Key: e.OverrideKey, Capacity: e.MaxPermits, PermitsMicro: e.Rate.PermitsMicro,
-		PeriodSeconds: int64(e.Rate.Period / time.Second),
+		PeriodSeconds: int64(e.Rate.Period / time.Second), Shadow: e.Shadow,
 	}
 }
 
@@ -60,6 +60,7 @@ func storedOverride(b *buckets.Bucket, o *buckets.Override) redisscript.Override
 	return redisscript.Override{
 		Bucket: b.Name, BucketID: b.ID, ID: o.ID, Version: o.Version, Match: matchOf(o.Match), Key: o.Key,
 		Capacity: o.MaxPermits, PermitsMicro: o.Rate.PermitsMicro, PeriodSeconds: int64(o.Rate.Period / time.Second),
+		Shadow: o.Shadow,
 	}
 }
 

@@ -1,0 +1,1 @@
+ALTER TABLE bucket_overrides DROP COLUMN shadow;
