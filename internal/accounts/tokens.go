@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
@@ -16,6 +14,8 @@ import (
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/names"
+	"github.com/sluicehq/sluice/internal/secrets"
 )
 
 // TokenPrefix starts every API token, so that a leaked one is easy to
@@ -49,22 +49,6 @@ func (t *Token) Active(now time.Time) bool {
 
 const tokenColumns = `id, user_id, name, prefix, created_at, expires_at, last_used_at, revoked_at`
 
-// TokenNameProblem says why name cannot name a token, or returns "" when
-// it can: 1 to MaxTokenName characters of printable text.
-func TokenNameProblem(name string) string {
-	switch {
-	case strings.TrimSpace(name) == "":
-		return "is required"
-	case !utf8.ValidString(name):
-		return "must be valid UTF-8 text"
-	case utf8.RuneCountInString(name) > MaxTokenName:
-		return fmt.Sprintf("must be at most %d characters", MaxTokenName)
-	case strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
-		return "must contain only printable characters"
-	}
-	return ""
-}
-
 // CreateToken creates an API token for the user with userID and returns
 // its secret, shown to the user once and never stored. expires, if set,
 // must be in the future. A name already used by another active token of
@@ -74,7 +58,7 @@ func (s *Store) CreateToken(ctx context.Context, actor audit.Actor, userID int64
 	name = strings.TrimSpace(name)
 	now := s.now()
 	var v errs.Validation
-	if p := TokenNameProblem(name); p != "" {
+	if p := names.LabelProblem(name, MaxTokenName); p != "" {
 		v.Add("name", p)
 	}
 	if expires != nil && !expires.After(now) {
@@ -83,7 +67,7 @@ func (s *Store) CreateToken(ctx context.Context, actor audit.Actor, userID int64
 	if err := v.Err(); err != nil {
 		return "", nil, err
 	}
-	secret, err := newSecret()
+	secret, err := secrets.New()
 	if err != nil {
 		return "", nil, err
 	}
@@ -108,7 +92,7 @@ func (s *Store) CreateToken(ctx context.Context, actor audit.Actor, userID int64
 			return errs.Conflictf("you already have an active token named %q; choose another name or revoke it first", name)
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO api_tokens (user_id, name, prefix, token_hash, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, userID, name, t.Prefix, digest(plaintext), t.CreatedAt, t.ExpiresAt)
+			VALUES (?, ?, ?, ?, ?, ?)`, userID, name, t.Prefix, secrets.Digest(plaintext), t.CreatedAt, t.ExpiresAt)
 		if err != nil {
 			return fmt.Errorf("insert token: %w", database.Translate(err))
 		}
@@ -215,7 +199,7 @@ func (s *Store) AuthenticateToken(ctx context.Context, plaintext string) (*Token
 			t.last_used_at, t.revoked_at,
 			u.id AS "u.id", u.username AS "u.username", u.password_hash AS "u.password_hash",
 			u.disabled AS "u.disabled", u.created_at AS "u.created_at", u.updated_at AS "u.updated_at"
-		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`, digest(plaintext))
+		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`, secrets.Digest(plaintext))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, errBadToken
 	}
