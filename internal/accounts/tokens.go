@@ -14,17 +14,12 @@ import (
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
-	"github.com/sluicehq/sluice/internal/names"
 	"github.com/sluicehq/sluice/internal/secrets"
 )
 
 // TokenPrefix starts every API token, so that a leaked one is easy to
 // recognise (and to scan for in code).
 const TokenPrefix = "slc_"
-
-// prefixLen is how much of a token is kept for display: the prefix and
-// the first eight characters of the secret.
-const prefixLen = len(TokenPrefix) + 8
 
 // MaxTokenName is the longest token name, in characters.
 const MaxTokenName = 100
@@ -55,28 +50,13 @@ const tokenColumns = `id, user_id, name, prefix, created_at, expires_at, last_us
 // the user gives errs.ErrConflict. The creation is audited, without the
 // secret.
 func (s *Store) CreateToken(ctx context.Context, actor audit.Actor, userID int64, name string, expires *time.Time) (string, *Token, error) {
-	name = strings.TrimSpace(name)
 	now := s.now()
-	var v errs.Validation
-	if p := names.LabelProblem(name, MaxTokenName); p != "" {
-		v.Add("name", p)
-	}
-	if expires != nil && !expires.After(now) {
-		v.Add("expires_at", "must be in the future")
-	}
-	if err := v.Err(); err != nil {
-		return "", nil, err
-	}
-	secret, err := secrets.New()
+	nt, err := secrets.NewToken(TokenPrefix, name, MaxTokenName, expires, now)
 	if err != nil {
 		return "", nil, err
 	}
-	plaintext := TokenPrefix + secret
-	t := &Token{UserID: userID, Name: name, Prefix: plaintext[:prefixLen], CreatedAt: now}
-	if expires != nil {
-		e := expires.UTC().Truncate(time.Microsecond)
-		t.ExpiresAt = &e
-	}
+	name, plaintext := nt.Name, nt.Plaintext
+	t := &Token{UserID: userID, Name: name, Prefix: nt.Display, CreatedAt: now, ExpiresAt: nt.ExpiresAt}
 	err = database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		u, err := userBy(ctx, tx, "id", userID, true)
 		if err != nil {

@@ -20,7 +20,6 @@ import (
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/descriptors"
 	"github.com/sluicehq/sluice/internal/errs"
-	"github.com/sluicehq/sluice/internal/names"
 	"github.com/sluicehq/sluice/internal/secrets"
 )
 
@@ -36,9 +35,6 @@ const MaxName = 100
 
 // maxSecret bounds what Digest is asked to hash from a request.
 const maxSecret = 200
-
-// prefixLen is how much of a token is kept for display.
-const prefixLen = len(Prefix) + 8
 
 // Token is an app's credential. Its secret is shown once, at creation.
 type Token struct {
@@ -94,28 +90,13 @@ const selectTokens = `SELECT t.id, a.name AS app, t.name, t.scope, t.prefix, t.c
 // name gives a *errs.Validation; another active token of the app with the
 // same name errs.ErrConflict. The creation is audited, without the secret.
 func (s *Store) Create(ctx context.Context, actor audit.Actor, app, name string, expires *time.Time) (string, *Token, error) {
-	name = strings.TrimSpace(name)
 	now := s.now()
-	var v errs.Validation
-	if p := names.LabelProblem(name, MaxName); p != "" {
-		v.Add("name", p)
-	}
-	if expires != nil && !expires.After(now) {
-		v.Add("expires_at", "must be in the future")
-	}
-	if err := v.Err(); err != nil {
+	nt, err := secrets.NewToken(Prefix, name, MaxName, expires, now)
+	if err != nil {
 		return "", nil, err
 	}
-	raw, err := secrets.New()
-	if err != nil {
-		return "", nil, fmt.Errorf("make token secret: %w", err)
-	}
-	secret := Prefix + raw
-	t := &Token{App: app, Name: name, Scope: ScopeAcquire, Prefix: secret[:prefixLen], CreatedBy: actor.User, CreatedAt: now}
-	if expires != nil {
-		e := expires.UTC().Truncate(time.Microsecond)
-		t.ExpiresAt = &e
-	}
+	name, secret := nt.Name, nt.Plaintext
+	t := &Token{App: app, Name: name, Scope: ScopeAcquire, Prefix: nt.Display, CreatedBy: actor.User, CreatedAt: now, ExpiresAt: nt.ExpiresAt}
 	err = database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		var appID int64
 		err := tx.GetContext(ctx, &appID, `SELECT id FROM apps WHERE name = ?`, app)
