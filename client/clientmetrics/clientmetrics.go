@@ -45,6 +45,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/prom"
 	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
@@ -200,16 +201,16 @@ func New(reg prometheus.Registerer, app string, opts ...Option) (*Metrics, error
 		Help: "Acquires after which at least the near-limit fraction of the bucket's capacity was in use, by app and bucket.",
 	}, []string{"app", "bucket"})
 	var err error
-	if decisions, err = register(reg, decisions); err != nil {
+	if decisions, err = prom.Register(reg, decisions); err != nil {
 		return nil, err
 	}
-	if near, err = register(reg, near); err != nil {
+	if near, err = prom.Register(reg, near); err != nil {
 		return nil, err
 	}
-	if duration, err = register(reg, duration); err != nil {
+	if duration, err = prom.Register(reg, duration); err != nil {
 		return nil, err
 	}
-	if fallback, err = register(reg, fallback); err != nil {
+	if fallback, err = prom.Register(reg, fallback); err != nil {
 		return nil, err
 	}
 	m := &Metrics{
@@ -222,22 +223,6 @@ func New(reg prometheus.Registerer, app string, opts ...Option) (*Metrics, error
 	empty := map[string]*bucketCounters{}
 	m.buckets.Store(&empty)
 	return m, nil
-}
-
-// register adds c to reg, or returns the collector already registered
-// under the same name.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("clientmetrics: register: %w", err)
 }
 
 // Observe records one decision. Pass it to client.WithObserver.
