@@ -112,6 +112,14 @@ func TestCreateAppMakesTheCreatorOwner(t *testing.T) {
 	if msg, _ := errs.PublicMessage(err); !strings.Contains(msg, "already exists") {
 		t.Errorf("conflict message %q", msg)
 	}
+	// Someone else taking a name in use gets no role on the app.
+	oscar := f.user("oscar", false)
+	if _, err := f.svc.CreateApp(ctx, oscar, manage.CreateApp{Name: "alpha"}); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("duplicate app by another user: %v, want a conflict", err)
+	}
+	if _, err := f.svc.App(ctx, oscar, "alpha"); !errors.Is(err, errs.ErrNotFound) {
+		t.Errorf("a failed registration granted a role: %v", err)
+	}
 	if _, err := f.svc.CreateApp(ctx, manage.Caller{}, manage.CreateApp{Name: "beta"}); !errors.Is(err, errs.ErrUnauthenticated) {
 		t.Fatalf("anonymous create: %v", err)
 	}
@@ -140,8 +148,19 @@ func TestRolesNeedTheOwnerRoleAndKeepTheLastOwner(t *testing.T) {
 	if _, err := f.svc.GrantRole(ctx, olga, manage.GrantRole{App: "alpha", User: "vic", Role: "boss"}); errs.Fields(err).For("role") == "" {
 		t.Errorf("bad role: %v, want a field error on role", err)
 	}
+	if _, err := f.svc.GrantRole(ctx, olga, manage.GrantRole{App: "alpha", User: "vic"}); errs.Fields(err).For("role") == "" {
+		t.Errorf("no role: %v, want a field error on role", err)
+	}
+	for _, user := range []string{"nobody", "Bad Name"} {
+		if _, err := f.svc.GrantRole(ctx, olga, manage.GrantRole{App: "alpha", User: user, Role: "viewer"}); errs.Fields(err).For("user") == "" {
+			t.Errorf("grant to %q: %v, want a field error on user", user, err)
+		}
+	}
 	if err := f.svc.RevokeRole(ctx, olga, manage.RevokeRole{App: "alpha", User: "olga"}); !errors.Is(err, errs.ErrConflict) {
 		t.Errorf("revoking the last owner: %v, want a conflict", err)
+	}
+	if _, err := f.svc.GrantRole(ctx, olga, manage.GrantRole{App: "alpha", User: "olga", Role: "viewer"}); !errors.Is(err, errs.ErrConflict) {
+		t.Errorf("demoting the last owner: %v, want a conflict", err)
 	}
 	var noRole *manage.NoRoleError
 	if err := f.svc.RevokeRole(ctx, olga, manage.RevokeRole{App: "alpha", User: "oscar"}); !errors.As(err, &noRole) {
