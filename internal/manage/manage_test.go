@@ -268,6 +268,31 @@ func TestUpdateBucketSkipsNoOpsAndRefusesStaleVersions(t *testing.T) {
 	}
 }
 
+func TestViewersCannotChangeBuckets(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	olga, vic := f.user("olga", false), f.user("vic", false)
+	f.app(olga, "alpha")
+	if _, err := f.svc.GrantRole(ctx, olga, manage.GrantRole{App: "alpha", User: "vic", Role: "viewer"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: bucketFields("alpha-api", "alpha", 10, "1/s")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := len(f.entries("access.denied"))
+	_, err = f.svc.UpdateBucket(ctx, vic, manage.UpdateBucket{Name: b.Name, Version: 1, Fields: manage.BucketPatch{MaxPermits: ptr(int64(1))}})
+	if !errors.Is(err, errs.ErrForbidden) {
+		t.Fatalf("viewer update: %v, want forbidden", err)
+	}
+	if got, err := f.buckets.Get(ctx, b.Name); err != nil || got.MaxPermits != 10 || got.Version != 1 {
+		t.Fatalf("after a refused update: %+v %v", got, err)
+	}
+	if n := len(f.entries("access.denied")); n != denied+1 {
+		t.Fatalf("%d denied accesses audited, want %d", n, denied+1)
+	}
+}
+
 func TestBucketVisibility(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
