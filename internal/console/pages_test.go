@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/rbac"
 )
 
 func TestAppRegisterAndMembers(t *testing.T) {
@@ -26,9 +25,6 @@ func TestAppRegisterAndMembers(t *testing.T) {
 
 	r = b.post("/apps", url.Values{"name": {"checkout"}, "description": {"Checkout service"}})
 	wantStatus(t, "register", r, http.StatusSeeOther)
-	if got := e.enf.Apps("olga")["checkout"]; got != rbac.RoleOwner {
-		t.Fatalf("creator's role %q, want owner", got)
-	}
 	r = b.get(r.location)
 	wantBody(t, "app page", r, "App checkout registered", "Checkout service", "olga", "Grant role")
 
@@ -42,29 +38,17 @@ func TestAppRegisterAndMembers(t *testing.T) {
 
 	r = b.post("/apps/checkout/members", url.Values{"user": {"vera"}, "role": {"viewer"}})
 	wantStatus(t, "grant", r, http.StatusSeeOther)
-	if e.enf.Apps("vera")["checkout"] != rbac.RoleViewer {
-		t.Fatal("vera is not a viewer")
-	}
 	wantBody(t, "members", b.get("/apps/checkout"), "vera is now viewer of checkout.", "Remove vera from checkout")
 
-	// The last owner cannot leave, nor be made a viewer.
+	// The rules (the creator owns, the last owner stays, changes are
+	// audited) are the application layer's (internal/manage tests); here:
+	// how a refusal is shown.
 	r = b.post("/apps/checkout/members/olga/revoke", nil)
 	wantStatus(t, "last owner", r, http.StatusConflict)
 	wantBody(t, "last owner", r, `role="alert"`, "owner")
-	r = b.post("/apps/checkout/members", url.Values{"user": {"olga"}, "role": {"viewer"}})
-	wantStatus(t, "demote last owner", r, http.StatusConflict)
-	if e.enf.Apps("olga")["checkout"] != rbac.RoleOwner {
-		t.Fatal("the last owner lost the role")
-	}
 
 	r = b.post("/apps/checkout/members/vera/revoke", nil)
 	wantStatus(t, "revoke", r, http.StatusSeeOther)
-	if _, ok := e.enf.Apps("vera")["checkout"]; ok {
-		t.Fatal("vera still has a role")
-	}
-	if e.auditCount("member.grant") != 1 || e.auditCount("member.revoke") != 1 || e.auditCount("app.create") != 1 {
-		t.Fatal("member changes not audited")
-	}
 }
 
 func TestAuditLogPage(t *testing.T) {
