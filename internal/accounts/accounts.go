@@ -96,6 +96,10 @@ func (r *userRow) user() *User {
 
 const userColumns = `id, username, password_hash, disabled, created_at, updated_at`
 
+// joinedUserColumns reads a user joined as u into a field U userRow.
+const joinedUserColumns = `u.id AS "u.id", u.username AS "u.username", u.password_hash AS "u.password_hash",
+	u.disabled AS "u.disabled", u.created_at AS "u.created_at", u.updated_at AS "u.updated_at"`
+
 // CreateUser creates an enabled account. Invalid names and passwords give
 // a *errs.Validation ("username", "password"); a taken name errs.ErrConflict.
 func (s *Store) CreateUser(ctx context.Context, actor audit.Actor, username, password string) (*User, error) {

@@ -81,9 +81,7 @@ func (s *Store) Session(ctx context.Context, token string) (*Session, *User, err
 		U userRow `db:"u"`
 	}
 	err := s.db.GetContext(ctx, &row, `SELECT s.id, s.user_id, s.created_at, s.last_seen_at, s.expires_at,
-			s.remote_addr, s.user_agent,
-			u.id AS "u.id", u.username AS "u.username", u.password_hash AS "u.password_hash",
-			u.disabled AS "u.disabled", u.created_at AS "u.created_at", u.updated_at AS "u.updated_at"
+			s.remote_addr, s.user_agent, `+joinedUserColumns+`
 		FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, errNoSession

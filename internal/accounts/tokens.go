@@ -176,9 +176,7 @@ func (s *Store) AuthenticateToken(ctx context.Context, plaintext string) (*Token
 		U userRow `db:"u"`
 	}
 	err := s.db.GetContext(ctx, &row, `SELECT t.id, t.user_id, t.name, t.prefix, t.created_at, t.expires_at,
-			t.last_used_at, t.revoked_at,
-			u.id AS "u.id", u.username AS "u.username", u.password_hash AS "u.password_hash",
-			u.disabled AS "u.disabled", u.created_at AS "u.created_at", u.updated_at AS "u.updated_at"
+			t.last_used_at, t.revoked_at, `+joinedUserColumns+`
 		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`, secrets.Digest(plaintext))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, errBadToken
