@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -55,10 +54,8 @@ type rls struct {
 
 // gatewayResult sums one service's cases at one concurrency.
 type gatewayResult struct {
-	calls, errors, admitted, bound, over int64
-	elapsed                              time.Duration
-	hist                                 histogram
-	firstErr                             error
+	tally
+	admitted, bound, over int64
 }
 
 func runGateway(ctx context.Context, cfg config, redisAddr string) error {
@@ -174,16 +171,10 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 }
 
 func (r *gatewayResult) add(o *gatewayResult) {
-	r.calls += o.calls
-	r.errors += o.errors
+	r.tally.add(&o.tally)
 	r.admitted += o.admitted
 	r.bound += o.bound
 	r.over += o.over
-	r.elapsed += o.elapsed
-	r.hist.merge(&o.hist)
-	if r.firstErr == nil {
-		r.firstErr = o.firstErr
-	}
 }
 
 func (s *rls) ask(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
@@ -248,7 +239,7 @@ func measureRLS(ctx context.Context, s *rls, req *rlsv3.RateLimitRequest, g int,
 	wg.Wait()
 	caseEnd := time.Now()
 
-	r := &gatewayResult{errors: errs.Load(), elapsed: measuredE.Sub(start), firstErr: firstErr, admitted: admitted.Load()}
+	r := &gatewayResult{tally: tally{errors: errs.Load(), elapsed: measuredE.Sub(start), firstErr: firstErr}, admitted: admitted.Load()}
 	r.bound = s.bound(caseStart, caseEnd)
 	r.over = max(0, r.admitted-r.bound)
 	for _, h := range hists {
@@ -324,15 +315,7 @@ func startProcess(path string, env []string, logPath string) (*process, error) {
 	return p, nil
 }
 
-func (p *process) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *process) stop() { terminate(p.cmd, p.done, 10*time.Second) }
 
 func dial(addr string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))

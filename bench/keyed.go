@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
@@ -22,8 +21,7 @@ const benchKeys = 10_000
 // at a realistic per-key rate (at the workload's rate, a key's state
 // would expire a microsecond after each call and be created again).
 type sluiceKeyed struct {
-	rdb  *redis.Client
-	lim  *client.Limiter
+	conn
 	keys []string
 	next atomic.Uint64
 }
@@ -42,7 +40,7 @@ func newSluiceKeyed(ctx context.Context, opts *redis.Options, w workload, extra 
 		rdb.Close()
 		return nil, err
 	}
-	s := &sluiceKeyed{rdb: rdb, lim: lim}
+	s := &sluiceKeyed{conn: conn{rdb: rdb, lim: lim}}
 	for i := range benchKeys {
 		s.keys = append(s.keys, "user-"+strconv.Itoa(i))
 	}
@@ -53,17 +51,5 @@ func (s *sluiceKeyed) name() string { return "sluice keyed" }
 
 func (s *sluiceKeyed) acquire(ctx context.Context, _ int) (bool, error) {
 	key := s.keys[s.next.Add(1)%benchKeys]
-	res, err := s.lim.AcquireKey(ctx, "keyed", key, 1)
-	if err != nil {
-		return false, err
-	}
-	if res.Fallback {
-		return res.Allowed, fmt.Errorf("answered by the failure policy, not Redis")
-	}
-	return res.Allowed, nil
-}
-
-func (s *sluiceKeyed) close() error {
-	s.lim.Close()
-	return s.rdb.Close()
+	return fromRedis(s.lim.AcquireKey(ctx, "keyed", key, 1))
 }

@@ -299,24 +299,33 @@ func cleanup(opts *redis.Options, prefix string) {
 // result sums the measured calls of one implementation at one concurrency
 // over the rounds.
 type result struct {
-	calls, errors int64
+	tally
 	mallocs       uint64
-	elapsed       time.Duration
 	cpu, redisCPU time.Duration // CPU time of this process and of redis-server
+}
+
+func (r *result) add(o *result) {
+	r.tally.add(&o.tally)
+	r.mallocs += o.mallocs
+	r.cpu += o.cpu
+	r.redisCPU += o.redisCPU
+}
+
+// tally is what every kind of run counts, summed over the rounds.
+type tally struct {
+	calls, errors int64
+	elapsed       time.Duration
 	hist          histogram
 	firstErr      error
 }
 
-func (r *result) add(o *result) {
-	r.calls += o.calls
-	r.errors += o.errors
-	r.mallocs += o.mallocs
-	r.elapsed += o.elapsed
-	r.cpu += o.cpu
-	r.redisCPU += o.redisCPU
-	r.hist.merge(&o.hist)
-	if r.firstErr == nil {
-		r.firstErr = o.firstErr
+func (t *tally) add(o *tally) {
+	t.calls += o.calls
+	t.errors += o.errors
+	t.elapsed += o.elapsed
+	t.hist.merge(&o.hist)
+	if t.firstErr == nil {
+		t.firstErr = o.firstErr
 	}
 }
 
@@ -391,8 +400,8 @@ func measure(ctx context.Context, l limiter, g int, warmup, d time.Duration, red
 	stop.Store(true)
 	wg.Wait()
 
-	r := &result{errors: errs.Load(), mallocs: after.Mallocs - before.Mallocs, elapsed: elapsed, firstErr: firstErr,
-		cpu: cpu1 - cpu0, redisCPU: rcpu1 - rcpu0}
+	r := &result{tally: tally{errors: errs.Load(), elapsed: elapsed, firstErr: firstErr},
+		mallocs: after.Mallocs - before.Mallocs, cpu: cpu1 - cpu0, redisCPU: rcpu1 - rcpu0}
 	for _, h := range hists {
 		r.hist.merge(h)
 	}

@@ -69,14 +69,20 @@ func startRedis(ctx context.Context, path string) (*redisServer, error) {
 
 // stop ends the server by its PID (SIGTERM, then SIGKILL) and removes its directory.
 func (s *redisServer) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
+	terminate(s.cmd, s.done, 5*time.Second)
 	os.RemoveAll(s.dir)
+}
+
+// terminate ends a process this program started, by its PID: SIGTERM,
+// then SIGKILL after grace. done closes when the process has exited.
+func terminate(cmd *exec.Cmd, done <-chan struct{}, grace time.Duration) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-done
+	}
 }
 
 func freePort() (int, error) {

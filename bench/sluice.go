@@ -18,10 +18,32 @@ const benchApp = "bench"
 
 // sluice is Sluice's client: one atomic script per acquire on Redis's clock.
 type sluice struct {
-	rdb   *redis.Client
-	lim   *client.Limiter
+	conn
 	names []string
 	label string
+}
+
+// conn is a Sluice limiter on its own Redis client.
+type conn struct {
+	rdb *redis.Client
+	lim *client.Limiter
+}
+
+func (c conn) close() error {
+	c.lim.Close()
+	return c.rdb.Close()
+}
+
+// fromRedis is a Sluice answer as the benchmark counts it: one given by
+// the failure policy, not by Redis, is an error.
+func fromRedis(res client.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	if res.Fallback {
+		return res.Allowed, fmt.Errorf("answered by the failure policy, not Redis")
+	}
+	return res.Allowed, nil
 }
 
 // defineBuckets writes the workload's buckets as the sync worker would.
@@ -50,7 +72,7 @@ func newSluice(ctx context.Context, opts *redis.Options, w workload, extra ...cl
 		rdb.Close()
 		return nil, err
 	}
-	s := &sluice{rdb: rdb, lim: lim}
+	s := &sluice{conn: conn{rdb: rdb, lim: lim}}
 	for i := range w.buckets {
 		s.names = append(s.names, w.bucketName(i))
 	}
@@ -65,19 +87,7 @@ func (s *sluice) name() string {
 }
 
 func (s *sluice) acquire(ctx context.Context, i int) (bool, error) {
-	res, err := s.lim.Acquire(ctx, s.names[i%len(s.names)], 1)
-	if err != nil {
-		return false, err
-	}
-	if res.Fallback {
-		return res.Allowed, fmt.Errorf("answered by the failure policy, not Redis")
-	}
-	return res.Allowed, nil
-}
-
-func (s *sluice) close() error {
-	s.lim.Close()
-	return s.rdb.Close()
+	return fromRedis(s.lim.Acquire(ctx, s.names[i%len(s.names)], 1))
 }
 
 // newLimiters returns Sluice plain and keyed, and redis_rate and the plain script once per

@@ -225,22 +225,6 @@ func New(reg prometheus.Registerer, app string, opts ...Option) (*Metrics, error
 	return m, nil
 }
 
-// register adds c to reg, or returns the collector already registered
-// under the same name.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("clientmetrics: register: %w", err)
-}
-
 // Observe records one decision. Pass it to client.WithObserver.
 func (m *Metrics) Observe(d client.Decision) {
 	r := resultOf(d)
@@ -410,4 +394,22 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.openings, prometheus.CounterValue, float64(s.BreakerOpenings))
 	ch <- prometheus.MustNewConstMetric(c.fallback, prometheus.CounterValue, s.Fallback.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.lost, prometheus.CounterValue, s.StateLost.Seconds())
+}
+
+// register registers c, or returns the collector of the same description
+// already registered (a second Limiter on one registry shares the series).
+// The server's packages have the same helper in internal/prom; this module
+// keeps its own so that a service requiring it does not require the server.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, fmt.Errorf("register metrics: %w", err)
 }

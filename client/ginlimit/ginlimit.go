@@ -3,6 +3,7 @@
 package ginlimit
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -22,21 +23,27 @@ func Middleware(l client.Acquirer, bucketFor func(*gin.Context) string) gin.Hand
 			c.Next()
 			return
 		}
-		ctx := c.Request.Context()
-		res, err := l.Acquire(ctx, name, 1)
-		if err != nil && ctx.Err() != nil {
-			c.Abort()
-			return
-		}
-		client.SetHeaders(c.Writer.Header(), res)
-		status := client.Status(res, err)
-		if status == 0 {
-			c.Next()
-			return
-		}
-		if err != nil {
-			_ = c.Error(err)
-		}
-		c.AbortWithStatusJSON(status, gin.H{"error": http.StatusText(status)})
+		answer(c, func(ctx context.Context) (client.Result, error) { return l.Acquire(ctx, name, 1) })
 	}
+}
+
+// answer takes the request's token through acquire, then lets the request
+// through or refuses it as Middleware describes.
+func answer(c *gin.Context, acquire func(context.Context) (client.Result, error)) {
+	ctx := c.Request.Context()
+	res, err := acquire(ctx)
+	if err != nil && ctx.Err() != nil {
+		c.Abort()
+		return
+	}
+	client.SetHeaders(c.Writer.Header(), res)
+	status := client.Status(res, err)
+	if status == 0 {
+		c.Next()
+		return
+	}
+	if err != nil {
+		_ = c.Error(err)
+	}
+	c.AbortWithStatusJSON(status, gin.H{"error": http.StatusText(status)})
 }

@@ -1,7 +1,7 @@
 package ginlimit
 
 import (
-	"net/http"
+	"context"
 
 	"github.com/gin-gonic/gin"
 
@@ -20,21 +20,6 @@ func KeyMiddleware(l *client.Limiter, bucket string, keyFor func(*gin.Context) s
 			c.Next()
 			return
 		}
-		ctx := c.Request.Context()
-		res, err := l.AcquireKey(ctx, bucket, key, 1)
-		if err != nil && ctx.Err() != nil {
-			c.Abort()
-			return
-		}
-		client.SetHeaders(c.Writer.Header(), res)
-		status := client.Status(res, err)
-		if status == 0 {
-			c.Next()
-			return
-		}
-		if err != nil {
-			_ = c.Error(err)
-		}
-		c.AbortWithStatusJSON(status, gin.H{"error": http.StatusText(status)})
+		answer(c, func(ctx context.Context) (client.Result, error) { return l.AcquireKey(ctx, bucket, key, 1) })
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/migrations"
 )
 
@@ -18,7 +19,7 @@ func migrate(_ context.Context, e env) error {
 	if len(s.Args()) != 1 {
 		return usagef("migrate needs one of up, down or version")
 	}
-	if err := checkDSN(dsn); err != nil {
+	if err := startup.CheckDSN(dsn); err != nil {
 		return err
 	}
 	switch s.Args()[0] {

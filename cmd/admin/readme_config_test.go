@@ -13,8 +13,7 @@ import (
 // equal to what the binary binds.
 func TestReadmeConfigTable(t *testing.T) {
 	cfg := defaultServe()
-	level := "info"
-	s := bindServe(&cfg, &level, env{getenv: noEnv, stderr: io.Discard})
+	s := bindServe(&cfg, env{getenv: noEnv, stderr: io.Discard})
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -73,18 +72,18 @@ func withHSTS(next http.Handler, secure bool) http.Handler {
 }
 
 // bindServe binds serve's settings to a fresh set.
-func bindServe(cfg *serveConfig, level *string, e env) *settings.Set {
+func bindServe(cfg *serveConfig, e env) *settings.Set {
 	s := settings.New("sluice-admin", "sluice-admin [serve] [flags] | sluice-admin SUBCOMMAND [flags]", e.getenv, e.stderr)
 	s.Footer(subcommandsText)
-	s.Secret(&cfg.mysqlDSN, "mysql-dsn", "SLUICE_MYSQL_DSN", "required: MySQL DSN, as user:password@tcp(host:port)/sluice (prefer the variable: flags show in ps)")
+	s.MySQLDSN(&cfg.mysqlDSN)
 	cfg.redis.Bind(s)
 	s.String(&cfg.keyPrefix, "key-prefix", "SLUICE_KEY_PREFIX", `Redis key prefix of bucket hashes, as the sync worker's; empty means "sluice:"`)
 	s.String(&cfg.listen, "listen", "SLUICE_LISTEN", "address the console and the API listen on; empty means :8080, or "+devListen+" with -dev")
 	s.Bool(&cfg.secureCookies, "secure-cookies", "SLUICE_SECURE_COOKIES", "the deployment is served over HTTPS (behind a TLS-terminating proxy): cookies are Secure and responses carry Strict-Transport-Security")
 	s.List(&cfg.trustedProxies, "trusted-proxies", "SLUICE_TRUSTED_PROXIES", "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For is believed")
-	s.String(level, "log-level", "SLUICE_LOG_LEVEL", "debug, info, warn or error; JSON logs on stderr")
+	s.LogLevel(&cfg.logLevel)
 	s.String(&cfg.metricsAddr, "metrics-addr", "SLUICE_METRICS_ADDR", "address of a separate listener serving Prometheus /metrics; empty disables")
-	s.Duration(&cfg.startupTimeout, "startup-timeout", "SLUICE_STARTUP_TIMEOUT", "how long to wait for MySQL and Redis at start-up")
+	s.StartupTimeout(&cfg.startupTimeout)
 	s.Bool(&cfg.migrate, "migrate", "SLUICE_MIGRATE", "apply database migrations at start-up")
 	s.Duration(&cfg.auditRetention, "audit-retention", "SLUICE_AUDIT_RETENTION", "how long audit entries are kept (9600h is 400 days); 0 keeps them for ever")
 	s.Bool(&cfg.dev, "dev", "", "everything in this process, in memory, with a seeded admin and a demo app (builds with -tags dev)")
@@ -98,8 +97,7 @@ func defaultServe() serveConfig {
 
 func parseServe(e env) (serveConfig, error) {
 	cfg := defaultServe()
-	level := "info"
-	s := bindServe(&cfg, &level, e)
+	s := bindServe(&cfg, e)
 	if err := s.Parse(e.args); err != nil {
 		return cfg, err
 	}
@@ -114,34 +112,19 @@ func parseServe(e env) (serveConfig, error) {
 			cfg.listen = devListen
 		}
 	}
-	if err := cfg.logLevel.UnmarshalText([]byte(level)); err != nil {
-		return cfg, usagef("log level %q: want debug, info, warn or error", level)
-	}
 	if cfg.startupTimeout <= 0 {
 		return cfg, usagef("start-up timeout must be positive")
 	}
 	if cfg.dev {
 		return cfg, nil // the in-memory stores need no addresses
 	}
-	if err := checkDSN(cfg.mysqlDSN); err != nil {
+	if err := startup.CheckDSN(cfg.mysqlDSN); err != nil {
 		return cfg, err
 	}
 	if err := cfg.redis.Validate(); err != nil {
 		return cfg, usageError{Err: fmt.Errorf("%w (the console needs Redis for live state and the sign-in throttle)", err)}
 	}
 	return cfg, nil
-}
-
-// checkDSN refuses a missing or malformed DSN at once: retrying it for the
-// start-up timeout, as if MySQL were down, could never help.
-func checkDSN(dsn string) error {
-	if strings.TrimSpace(dsn) == "" {
-		return usagef("mysql is not configured: set SLUICE_MYSQL_DSN or -mysql-dsn")
-	}
-	if _, err := database.Config(dsn); err != nil {
-		return usagef("SLUICE_MYSQL_DSN or -mysql-dsn: %v", err)
-	}
-	return nil
 }
 
 // serve connects to MySQL and Redis, applies migrations and serves the

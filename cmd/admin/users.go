@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/settings"
+	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/migrations"
 )
 
@@ -45,7 +46,7 @@ func parseUserFlags(e env, name string, extra func(*settings.Set)) (userFlags, e
 	if err := s.NoArgs(); err != nil {
 		return f, err
 	}
-	if err := checkDSN(f.dsn); err != nil {
+	if err := startup.CheckDSN(f.dsn); err != nil {
 		return f, err
 	}
 	switch {

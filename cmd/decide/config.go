@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/decision"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/settings"
+	"github.com/sluicehq/sluice/internal/startup"
 )
 
 // config is everything the service is started with.
@@ -64,7 +64,7 @@ tokens.
 func bind(cfg *config, str *strSettings, getenv func(string) string, output io.Writer) *settings.Set {
 	s := settings.New("sluice-decide", "sluice-decide [flags] | sluice-decide healthcheck -url URL", getenv, output)
 	s.Footer(helpText)
-	s.Secret(&cfg.mysqlDSN, "mysql-dsn", "SLUICE_MYSQL_DSN", "required: MySQL DSN, as user:password@tcp(host:port)/sluice (prefer the variable: flags show in ps)")
+	s.MySQLDSN(&cfg.mysqlDSN)
 	cfg.redis.Bind(s)
 	s.String(&cfg.keyPrefix, "key-prefix", "SLUICE_KEY_PREFIX", `Redis key prefix of bucket hashes; empty means "sluice:"`)
 	s.String(&cfg.grpcAddr, "grpc-addr", "SLUICE_GRPC_ADDR", "address of Envoy's rate limit service API")
@@ -76,14 +76,14 @@ func bind(cfg *config, str *strSettings, getenv func(string) string, output io.W
 	s.Int(&cfg.instances, "instances", "SLUICE_INSTANCES", "copies of this service running, for the local failure policy's share of each bucket")
 	s.Bool(&cfg.countUsage, "count-usage", "SLUICE_COUNT_USAGE", "write usage counts for the console's charts")
 	s.Duration(&cfg.refreshInterval, "refresh-interval", "SLUICE_REFRESH_INTERVAL", "how often tokens and mappings are checked for changes")
-	s.Duration(&cfg.startupTimeout, "startup-timeout", "SLUICE_STARTUP_TIMEOUT", "how long to wait for MySQL and Redis at start-up")
+	s.StartupTimeout(&cfg.startupTimeout)
 	s.Duration(&cfg.shutdownTimeout, "shutdown-timeout", "SLUICE_SHUTDOWN_TIMEOUT", "how long calls in flight may take after SIGTERM")
-	s.String(&str.level, "log-level", "SLUICE_LOG_LEVEL", "debug, info, warn or error; JSON logs on stderr")
+	s.LogLevel(&cfg.logLevel)
 	return s
 }
 
 // strSettings are the settings parsed after binding.
-type strSettings struct{ unmatched, headers, policy, level string }
+type strSettings struct{ unmatched, headers, policy string }
 
 // parseConfig reads the environment through getenv, then args, which
 // override it.
@@ -98,7 +98,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		startupTimeout:  15 * time.Second,
 		shutdownTimeout: 10 * time.Second,
 	}
-	str := strSettings{unmatched: "allow", headers: "draft", policy: "local", level: "info"}
+	str := strSettings{unmatched: "allow", headers: "draft", policy: "local"}
 	s := bind(&cfg, &str, getenv, output)
 	if err := s.Parse(args); err != nil {
 		return cfg, err
@@ -107,9 +107,6 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		return cfg, err
 	}
 	var err error
-	if err := cfg.logLevel.UnmarshalText([]byte(str.level)); err != nil {
-		return cfg, usagef("log level %q: want debug, info, warn or error", str.level)
-	}
 	if cfg.unmatched, err = decision.ParseUnmatched(str.unmatched); err != nil {
 		return cfg, usageError{Err: err}
 	}
@@ -120,8 +117,6 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		return cfg, usageError{Err: err}
 	}
 	switch {
-	case strings.TrimSpace(cfg.mysqlDSN) == "":
-		return cfg, usagef("mysql is not configured: set SLUICE_MYSQL_DSN or -mysql-dsn")
 	case cfg.grpcAddr == "" || cfg.httpAddr == "":
 		return cfg, usagef("both the gRPC and the HTTP address are required")
 	case cfg.timeout <= 0:
@@ -133,8 +128,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	case cfg.startupTimeout <= 0 || cfg.shutdownTimeout <= 0:
 		return cfg, usagef("start-up and shutdown timeouts must be positive")
 	}
-	if _, err := database.Config(cfg.mysqlDSN); err != nil {
-		return cfg, usagef("SLUICE_MYSQL_DSN or -mysql-dsn: %v", err)
+	if err := startup.CheckDSN(cfg.mysqlDSN); err != nil {
+		return cfg, err
 	}
 	if err := cfg.redis.Validate(); err != nil {
 		return cfg, usageError{Err: err}

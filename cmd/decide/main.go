@@ -12,36 +12,6 @@
 // start-up or a listener fails, 2 on bad configuration.
 package main
 
-import (
-	"context"
-	"errors"
-	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "github.com/sluicehq/sluice/internal/startup"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv)
-	stop()
-	os.Exit(exitCode(err))
-}
-
-// exitCode reports err on stderr and maps it to the process exit code.
-func exitCode(err error) int {
-	var ue usageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "sluice-decide: %v\nRun sluice-decide -h for the flags and environment variables.\n", err)
-		return 2
-	default:
-		fmt.Fprintf(os.Stderr, "sluice-decide: %v\n", err)
-		return 1
-	}
-}
+func main() { startup.Main("sluice-decide", run) }

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/decision"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/settings"
 	"github.com/sluicehq/sluice/internal/syncer"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -79,8 +80,8 @@ func TestParseConfigErrors(t *testing.T) {
 			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want a usage error mentioning %q", err, tc.want)
 			}
-			if exitCode(err) != 2 {
-				t.Fatalf("exit code %d, want 2", exitCode(err))
+			if settings.ExitCode("sluice-decide", err, io.Discard) != 2 {
+				t.Fatalf("exit code %d, want 2", settings.ExitCode("sluice-decide", err, io.Discard))
 			}
 		})
 	}

@@ -3,12 +3,11 @@ package main
 import (
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/settings"
+	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/internal/syncer"
 )
 
@@ -40,18 +39,18 @@ Keeps the bucket hashes in Redis equal to the definitions in MySQL.
 `
 
 // bind binds the worker's settings to a fresh set.
-func bind(cfg *config, level *string, getenv func(string) string, output io.Writer) *settings.Set {
+func bind(cfg *config, getenv func(string) string, output io.Writer) *settings.Set {
 	s := settings.New("sluice-sync", "sluice-sync [flags] | sluice-sync healthcheck [-url URL]", getenv, output)
 	s.Footer(helpText)
-	s.Secret(&cfg.mysqlDSN, "mysql-dsn", "SLUICE_MYSQL_DSN", "required: MySQL DSN, as user:password@tcp(host:port)/sluice (prefer the variable: flags show in ps)")
+	s.MySQLDSN(&cfg.mysqlDSN)
 	cfg.redis.Bind(s)
 	s.String(&cfg.keyPrefix, "key-prefix", "SLUICE_KEY_PREFIX", `Redis key prefix of bucket hashes; empty means "sluice:"`)
 	s.Duration(&cfg.pollInterval, "poll-interval", "SLUICE_POLL_INTERVAL", "pause between polls of an empty outbox")
 	s.Duration(&cfg.reconcileInterval, "reconcile-interval", "SLUICE_RECONCILE_INTERVAL", "period of the full reconcile")
 	s.Int(&cfg.batchSize, "batch-size", "SLUICE_BATCH_SIZE", "most change events applied per poll")
 	s.String(&cfg.httpAddr, "http-addr", "SLUICE_HTTP_ADDR", `address of /healthz, /readyz and /metrics; empty or "off" disables`)
-	s.String(level, "log-level", "SLUICE_LOG_LEVEL", "debug, info, warn or error; JSON logs on stderr")
-	s.Duration(&cfg.startupTimeout, "startup-timeout", "SLUICE_STARTUP_TIMEOUT", "how long to wait for MySQL and Redis at start-up")
+	s.LogLevel(&cfg.logLevel)
+	s.StartupTimeout(&cfg.startupTimeout)
 	s.Bool(&cfg.migrate, "migrate", "SLUICE_MIGRATE", "apply database migrations at start-up")
 	return s
 }
@@ -67,8 +66,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		startupTimeout:    15 * time.Second,
 		migrate:           true,
 	}
-	level := "info"
-	s := bind(&cfg, &level, getenv, output)
+	s := bind(&cfg, getenv, output)
 	if err := s.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -78,12 +76,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	if cfg.httpAddr == "off" {
 		cfg.httpAddr = ""
 	}
-	if err := cfg.logLevel.UnmarshalText([]byte(level)); err != nil {
-		return cfg, usagef("log level %q: want debug, info, warn or error", level)
-	}
 	switch {
-	case strings.TrimSpace(cfg.mysqlDSN) == "":
-		return cfg, usagef("mysql is not configured: set SLUICE_MYSQL_DSN or -mysql-dsn")
 	case cfg.pollInterval <= 0:
 		return cfg, usagef("poll interval must be positive")
 	case cfg.reconcileInterval < time.Second:
@@ -93,9 +86,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	case cfg.batchSize < 1 || cfg.batchSize > 10000:
 		return cfg, usagef("batch size must be between 1 and 10000, got %d", cfg.batchSize)
 	}
-	if _, err := database.Config(cfg.mysqlDSN); err != nil {
-		// Not worth retrying for the start-up timeout: it will never parse.
-		return cfg, usagef("SLUICE_MYSQL_DSN or -mysql-dsn: %v", err)
+	if err := startup.CheckDSN(cfg.mysqlDSN); err != nil {
+		return cfg, err
 	}
 	if err := cfg.redis.Validate(); err != nil {
 		return cfg, usageError{Err: err}

@@ -16,8 +16,7 @@ import (
 func TestReadmeConfigTable(t *testing.T) {
 	cfg := config{pollInterval: syncer.DefaultPollInterval, reconcileInterval: syncer.DefaultReconcileInterval,
 		batchSize: syncer.DefaultBatchSize, httpAddr: ":9090", startupTimeout: 15 * time.Second, migrate: true}
-	level := "info"
-	s := bind(&cfg, &level, func(string) string { return "" }, io.Discard)
+	s := bind(&cfg, func(string) string { return "" }, io.Discard)
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

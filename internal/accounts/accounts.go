@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/names"
+	"github.com/sluicehq/sluice/internal/secrets"
 )
 
 // Session lifetimes by default.
@@ -95,6 +96,10 @@ func (r *userRow) user() *User {
 }
 
 const userColumns = `id, username, password_hash, disabled, created_at, updated_at`
+
+// joinedUserColumns reads a user joined as u into a field U userRow.
+const joinedUserColumns = `u.id AS "u.id", u.username AS "u.username", u.password_hash AS "u.password_hash",
+	u.disabled AS "u.disabled", u.created_at AS "u.created_at", u.updated_at AS "u.updated_at"`
 
 // CreateUser creates an enabled account. Invalid names and passwords give
 // a *errs.Validation ("username", "password"); a taken name errs.ErrConflict.
@@ -214,7 +219,7 @@ func (s *Store) ChangePassword(ctx context.Context, actor audit.Actor, userID in
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
 			return errs.Conflictf("your password was changed or your account disabled meanwhile; sign in again")
 		}
-		res, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ? AND id <> ?`, u.ID, digest(keep))
+		res, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ? AND id <> ?`, u.ID, secrets.Digest(keep))
 		if err != nil {
 			return fmt.Errorf("end other sessions of %q: %w", u.Username, database.Translate(err))
 		}

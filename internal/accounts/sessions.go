@@ -2,11 +2,7 @@ package accounts
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/secrets"
 )
 
 // Session is a signed-in browser. ID is the SHA-256 (hex) of the token the
@@ -31,27 +28,9 @@ type Session struct {
 	UserAgent  string    `db:"user_agent" json:"user_agent"`
 }
 
-// secretLen is the number of random bytes in session and API tokens.
-const secretLen = 32
-
 // maxSecret bounds what is hashed of a presented token; real ones are
 // far shorter, and the bound keeps hashing of hostile input cheap.
 const maxSecret = 128
-
-// newSecret returns secretLen random bytes, base64url without padding.
-func newSecret() (string, error) {
-	b := make([]byte, secretLen)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("read random bytes: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
-}
-
-// digest is the stored form of a secret: its SHA-256 in hex.
-func digest(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
-}
 
 // clip makes client-supplied text fit a bounded utf8mb4 column: invalid
 // UTF-8 is replaced (the server would reject it) and the text is cut to at
@@ -71,14 +50,14 @@ func clip(s string, n int) string {
 // NewSession starts a session for the user with userID and returns the
 // token to hand to the browser (in a cookie). It is never stored.
 func (s *Store) NewSession(ctx context.Context, userID int64, addr, userAgent string) (string, error) {
-	token, err := newSecret()
+	token, err := secrets.New()
 	if err != nil {
 		return "", err
 	}
 	now := s.now()
 	_, err = s.db.ExecContext(ctx, `INSERT INTO sessions (id, user_id, created_at, last_seen_at, expires_at, remote_addr, user_agent)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		digest(token), userID, now, now, now.Add(s.MaxAge), clip(addr, 64), clip(userAgent, 255))
+		secrets.Digest(token), userID, now, now, now.Add(s.MaxAge), clip(addr, 64), clip(userAgent, 255))
 	if database.IsReferenced(err) || isForeignKey(err) {
 		return "", fmt.Errorf("user %d: %w", userID, errs.ErrNotFound)
 	}
@@ -96,15 +75,13 @@ func (s *Store) Session(ctx context.Context, token string) (*Session, *User, err
 	if token == "" || len(token) > maxSecret {
 		return nil, nil, errNoSession
 	}
-	id := digest(token)
+	id := secrets.Digest(token)
 	var row struct {
 		Session
 		U userRow `db:"u"`
 	}
 	err := s.db.GetContext(ctx, &row, `SELECT s.id, s.user_id, s.created_at, s.last_seen_at, s.expires_at,
-			s.remote_addr, s.user_agent,
-			u.id AS "u.id", u.username AS "u.username", u.password_hash AS "u.password_hash",
-			u.disabled AS "u.disabled", u.created_at AS "u.created_at", u.updated_at AS "u.updated_at"
+			s.remote_addr, s.user_agent, `+joinedUserColumns+`
 		FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, errNoSession
@@ -137,7 +114,7 @@ func (s *Store) EndSession(ctx context.Context, token string) error {
 	if token == "" || len(token) > maxSecret {
 		return nil
 	}
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, digest(token)); err != nil {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, secrets.Digest(token)); err != nil {
 		return fmt.Errorf("end session: %w", database.Translate(err))
 	}
 	return nil

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
@@ -16,15 +14,12 @@ import (
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/secrets"
 )
 
 // TokenPrefix starts every API token, so that a leaked one is easy to
 // recognise (and to scan for in code).
 const TokenPrefix = "slc_"
-
-// prefixLen is how much of a token is kept for display: the prefix and
-// the first eight characters of the secret.
-const prefixLen = len(TokenPrefix) + 8
 
 // MaxTokenName is the longest token name, in characters.
 const MaxTokenName = 100
@@ -49,50 +44,19 @@ func (t *Token) Active(now time.Time) bool {
 
 const tokenColumns = `id, user_id, name, prefix, created_at, expires_at, last_used_at, revoked_at`
 
-// TokenNameProblem says why name cannot name a token, or returns "" when
-// it can: 1 to MaxTokenName characters of printable text.
-func TokenNameProblem(name string) string {
-	switch {
-	case strings.TrimSpace(name) == "":
-		return "is required"
-	case !utf8.ValidString(name):
-		return "must be valid UTF-8 text"
-	case utf8.RuneCountInString(name) > MaxTokenName:
-		return fmt.Sprintf("must be at most %d characters", MaxTokenName)
-	case strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
-		return "must contain only printable characters"
-	}
-	return ""
-}
-
 // CreateToken creates an API token for the user with userID and returns
 // its secret, shown to the user once and never stored. expires, if set,
 // must be in the future. A name already used by another active token of
 // the user gives errs.ErrConflict. The creation is audited, without the
 // secret.
 func (s *Store) CreateToken(ctx context.Context, actor audit.Actor, userID int64, name string, expires *time.Time) (string, *Token, error) {
-	name = strings.TrimSpace(name)
 	now := s.now()
-	var v errs.Validation
-	if p := TokenNameProblem(name); p != "" {
-		v.Add("name", p)
-	}
-	if expires != nil && !expires.After(now) {
-		v.Add("expires_at", "must be in the future")
-	}
-	if err := v.Err(); err != nil {
-		return "", nil, err
-	}
-	secret, err := newSecret()
+	nt, err := secrets.NewToken(TokenPrefix, name, MaxTokenName, expires, now)
 	if err != nil {
 		return "", nil, err
 	}
-	plaintext := TokenPrefix + secret
-	t := &Token{UserID: userID, Name: name, Prefix: plaintext[:prefixLen], CreatedAt: now}
-	if expires != nil {
-		e := expires.UTC().Truncate(time.Microsecond)
-		t.ExpiresAt = &e
-	}
+	name, plaintext := nt.Name, nt.Plaintext
+	t := &Token{UserID: userID, Name: name, Prefix: nt.Display, CreatedAt: now, ExpiresAt: nt.ExpiresAt}
 	err = database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		u, err := userBy(ctx, tx, "id", userID, true)
 		if err != nil {
@@ -108,7 +72,7 @@ func (s *Store) CreateToken(ctx context.Context, actor audit.Actor, userID int64
 			return errs.Conflictf("you already have an active token named %q; choose another name or revoke it first", name)
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO api_tokens (user_id, name, prefix, token_hash, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, userID, name, t.Prefix, digest(plaintext), t.CreatedAt, t.ExpiresAt)
+			VALUES (?, ?, ?, ?, ?, ?)`, userID, name, t.Prefix, secrets.Digest(plaintext), t.CreatedAt, t.ExpiresAt)
 		if err != nil {
 			return fmt.Errorf("insert token: %w", database.Translate(err))
 		}
@@ -212,10 +176,8 @@ func (s *Store) AuthenticateToken(ctx context.Context, plaintext string) (*Token
 		U userRow `db:"u"`
 	}
 	err := s.db.GetContext(ctx, &row, `SELECT t.id, t.user_id, t.name, t.prefix, t.created_at, t.expires_at,
-			t.last_used_at, t.revoked_at,
-			u.id AS "u.id", u.username AS "u.username", u.password_hash AS "u.password_hash",
-			u.disabled AS "u.disabled", u.created_at AS "u.created_at", u.updated_at AS "u.updated_at"
-		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`, digest(plaintext))
+			t.last_used_at, t.revoked_at, `+joinedUserColumns+`
+		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`, secrets.Digest(plaintext))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, errBadToken
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/audit"
-	"github.com/sluicehq/sluice/internal/rbac"
 )
 
 type appJSON struct {
@@ -32,10 +31,6 @@ func TestApps(t *testing.T) {
 		if r.header.Get("Location") != "/api/v1/apps/payments" || r.header.Get("ETag") != `"1"` {
 			t.Errorf("Location %q, ETag %q", r.header.Get("Location"), r.header.Get("ETag"))
 		}
-		// The creator is the owner at once, on this very instance.
-		if !e.enf.Can("alice", "payments", rbac.ActionManage) {
-			t.Error("the creator is not the app's owner")
-		}
 		entries := e.auditEntries(audit.Filter{Action: "app.create", ObjectName: "payments"})
 		if len(entries) != 1 || entries[0].Actor != "alice (api token ci)" {
 			t.Errorf("app.create audit rows: %+v", entries)
@@ -46,10 +41,6 @@ func TestApps(t *testing.T) {
 		b := r.errorBody(t)
 		if b.Error.Code != "invalid" || b.reasonFor("name") == "" || b.reasonFor("description") == "" {
 			t.Errorf("error = %+v", b.Error)
-		}
-		b = e.must(422, alice, "POST", "/api/v1/apps", map[string]string{}).errorBody(t)
-		if b.reasonFor("name") != "is required" {
-			t.Errorf("empty body: %+v", b.Error)
 		}
 	})
 	t.Run("register malformed", func(t *testing.T) {
@@ -64,9 +55,6 @@ func TestApps(t *testing.T) {
 		b := e.must(409, bob, "POST", "/api/v1/apps", map[string]string{"name": "payments"}).errorBody(t)
 		if b.Error.Code != "conflict" || !strings.Contains(b.Error.Message, "payments") {
 			t.Errorf("error = %+v", b.Error)
-		}
-		if e.enf.Can("bob", "payments", rbac.ActionView) {
-			t.Error("a failed registration granted a role")
 		}
 	})
 	t.Run("get", func(t *testing.T) {
@@ -153,17 +141,12 @@ func TestMembers(t *testing.T) {
 	e.must(403, viewer, "PUT", "/api/v1/apps/alpha/members/walter", map[string]string{"role": "viewer"})
 	e.must(403, viewer, "DELETE", "/api/v1/apps/alpha/members/olivia", nil)
 
-	// Validation: bad role, unknown or invalid user.
+	// The rules (roles, users, the last owner) are the application layer's
+	// (internal/manage tests); here: how a refusal reaches the client.
 	b := e.must(422, owner, "PUT", "/api/v1/apps/alpha/members/walter", map[string]string{"role": "admin"}).errorBody(t)
 	if b.reasonFor("role") == "" {
 		t.Errorf("bad role: %+v", b.Error)
 	}
-	e.must(422, owner, "PUT", "/api/v1/apps/alpha/members/walter", map[string]string{})
-	b = e.must(422, owner, "PUT", "/api/v1/apps/alpha/members/nobody", map[string]string{"role": "viewer"}).errorBody(t)
-	if b.reasonFor("user") == "" {
-		t.Errorf("unknown user: %+v", b.Error)
-	}
-	e.must(422, owner, "PUT", "/api/v1/apps/alpha/members/Bad%20Name", map[string]string{"role": "viewer"})
 	e.must(400, owner, "PUT", "/api/v1/apps/alpha/members/walter", map[string]any{"role": "viewer", "admin": true})
 
 	// Promote, then the last owner rule.
@@ -172,10 +155,6 @@ func TestMembers(t *testing.T) {
 	b = e.must(409, viewer, "DELETE", "/api/v1/apps/alpha/members/victor", nil).errorBody(t)
 	if b.Error.Code != "conflict" {
 		t.Errorf("last owner: %+v", b.Error)
-	}
-	b = e.must(409, viewer, "PUT", "/api/v1/apps/alpha/members/victor", map[string]string{"role": "viewer"}).errorBody(t)
-	if b.Error.Code != "conflict" {
-		t.Errorf("demoting the last owner: %+v", b.Error)
 	}
 	// olivia lost her role: the app is now invisible to her.
 	e.must(404, owner, "GET", "/api/v1/apps/alpha/members", nil)

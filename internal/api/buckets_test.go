@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/audit"
@@ -46,6 +45,8 @@ func TestBucketCreate(t *testing.T) {
 		t.Errorf("audit rows %+v", entries)
 	}
 
+	// The rules are the application layer's (internal/manage, internal/buckets
+	// tests); here: every field error reaches the body.
 	t.Run("validation", func(t *testing.T) {
 		b := e.must(422, owner, "POST", "/api/v1/buckets", map[string]any{
 			"name": "Bad Name", "owner_app": "alpha", "max_permits": 0, "rate": "fast",
@@ -58,25 +59,6 @@ func TestBucketCreate(t *testing.T) {
 		}
 		if !strings.Contains(b.reasonFor("rate"), "100/min") {
 			t.Errorf("rate reason %q should show the syntax", b.reasonFor("rate"))
-		}
-		cases := map[string]map[string]any{
-			"max_permits": {"name": "x", "owner_app": "alpha", "max_permits": 1_000_000_001, "rate": "1/s"},
-			"rate":        {"name": "x", "owner_app": "alpha", "max_permits": 1, "rate": "0/s"},
-			"owner_app":   {"name": "x", "max_permits": 1, "rate": "1/s"},
-			"description": {"name": "x", "owner_app": "alpha", "max_permits": 1, "rate": "1/s", "description": "a\x00b"},
-		}
-		for field, body := range cases {
-			b := e.must(422, owner, "POST", "/api/v1/buckets", body).errorBody(t)
-			if b.reasonFor(field) == "" {
-				t.Errorf("%s: %+v", field, b.Error)
-			}
-		}
-		// Unknown allowed apps are reported by name.
-		b = e.must(422, owner, "POST", "/api/v1/buckets", map[string]any{
-			"name": "x", "owner_app": "alpha", "max_permits": 1, "rate": "1/s", "allowed_apps": []string{"ghost"},
-		}).errorBody(t)
-		if !strings.Contains(b.reasonFor("allowed_apps"), "ghost") {
-			t.Errorf("unknown app: %+v", b.Error)
 		}
 	})
 	t.Run("malformed", func(t *testing.T) {
@@ -244,10 +226,6 @@ func TestBucketUpdate(t *testing.T) {
 		if r.header.Get("ETag") != tag {
 			t.Errorf("ETag %q after a no-op, want %q", r.header.Get("ETag"), tag)
 		}
-		e.must(200, owner, "PATCH", path, map[string]any{}, "If-Match", tag)
-		if after, _ := get(); after.Version != before.Version {
-			t.Errorf("version %d -> %d on a no-op", before.Version, after.Version)
-		}
 	})
 	t.Run("validation", func(t *testing.T) {
 		b := e.must(422, owner, "PATCH", path, map[string]any{"max_permits": -1, "rate": "1/forever"}, "If-Match", "*").errorBody(t)
@@ -258,42 +236,9 @@ func TestBucketUpdate(t *testing.T) {
 		if b.reasonFor("max_permits") == "" || b.reasonFor("rate") == "" {
 			t.Errorf("PUT without the required fields: %+v", b.Error)
 		}
-		b = e.must(422, owner, "PATCH", path, map[string]any{"owner_app": "beta"}, "If-Match", "*").errorBody(t)
-		if b.reasonFor("owner_app") == "" {
-			t.Errorf("owner change: %+v", b.Error)
-		}
-		b = e.must(422, owner, "PATCH", path, map[string]any{"name": "renamed"}, "If-Match", "*").errorBody(t)
-		if b.reasonFor("name") == "" {
-			t.Errorf("rename: %+v", b.Error)
-		}
 		e.must(400, owner, "PATCH", path, map[string]any{"version": 9}, "If-Match", "*")
 		if now, _ := get(); now.Version != 4 {
 			t.Errorf("a refused change applied: version %d", now.Version)
-		}
-	})
-	t.Run("concurrent writers", func(t *testing.T) {
-		_, tag := get()
-		const writers = 4
-		statuses := make([]int, writers)
-		var wg sync.WaitGroup
-		for i := range writers {
-			wg.Go(func() {
-				statuses[i] = e.call(owner, "PATCH", path, map[string]any{"max_permits": 10 + i}, "If-Match", tag).status
-			})
-		}
-		wg.Wait()
-		ok := 0
-		for _, s := range statuses {
-			switch s {
-			case 200:
-				ok++
-			case 412:
-			default:
-				t.Errorf("status %d", s)
-			}
-		}
-		if ok != 1 {
-			t.Errorf("%d of %d writers with the same If-Match succeeded (statuses %v), want exactly 1", ok, writers, statuses)
 		}
 	})
 	t.Run("delete", func(t *testing.T) {
@@ -303,7 +248,7 @@ func TestBucketUpdate(t *testing.T) {
 		e.must(404, owner, "DELETE", path, nil, "If-Match", "*")
 		e.must(404, owner, "PATCH", path, map[string]any{"max_permits": 1}, "If-Match", "*")
 		entries := e.auditEntries(audit.Filter{ObjectType: "bucket", ObjectName: "api"})
-		if len(entries) < 6 || entries[0].Action != "bucket.delete" {
+		if len(entries) < 5 || entries[0].Action != "bucket.delete" {
 			t.Errorf("audit trail of the bucket: %d entries, newest %+v", len(entries), entries[0])
 		}
 	})
@@ -329,23 +274,16 @@ func TestBucketModeFields(t *testing.T) {
 		t.Fatalf("GET body: %v", raw)
 	}
 	path := "/api/v1/buckets/per-key"
+	// Which modes may change is the application layer's rule
+	// (internal/manage tests); here: the fields reach it and come back.
 	b := e.must(422, owner, "PATCH", path, map[string]any{"keyed": false}, "If-Match", "*").errorBody(t)
 	if b.reasonFor("keyed") == "" {
 		t.Errorf("unkeying: %+v", b.Error)
-	}
-	b = e.must(422, owner, "PATCH", path, map[string]any{"lease_ms": 3}, "If-Match", "*").errorBody(t)
-	if b.reasonFor("lease_ms") == "" {
-		t.Errorf("lease 3 ms: %+v", b.Error)
 	}
 	r = e.must(200, owner, "PATCH", path, map[string]any{"shadow": false, "lease_ms": 0}, "If-Match", `"1"`)
 	r.decode(t, &got)
 	if got.Version != 2 || !got.Keyed || got.Shadow || got.LeaseMillis != 0 {
 		t.Errorf("after PATCH: %+v", got)
-	}
-	r = e.must(200, owner, "PUT", path, map[string]any{"max_permits": 5, "rate": "1/s", "shadow": true}, "If-Match", `"2"`)
-	r.decode(t, &got)
-	if !got.Keyed || !got.Shadow || got.MaxPermits != 5 {
-		t.Errorf("PUT keeps keyed: %+v", got)
 	}
 }
 
@@ -358,15 +296,13 @@ func TestOverrides(t *testing.T) {
 	e.bucket("shared", "alpha")
 	base := "/api/v1/buckets/per-key/overrides"
 
+	// The rules, permissions, no-ops and conflicts are the application
+	// layer's (internal/manage tests); here: how they reach the client.
 	b := e.must(422, owner, "POST", base, map[string]any{"match": "fuzzy", "key": "", "max_permits": 0, "rate": "x"}).errorBody(t)
 	for _, f := range []string{"match", "key", "max_permits", "rate"} {
 		if b.reasonFor(f) == "" {
 			t.Errorf("no reason for %s: %+v", f, b.Error)
 		}
-	}
-	b = e.must(422, owner, "POST", "/api/v1/buckets/shared/overrides", map[string]any{"match": "exact", "key": "k", "max_permits": 1, "rate": "1/s"}).errorBody(t)
-	if b.reasonFor("bucket") == "" {
-		t.Errorf("override of an unkeyed bucket: %+v", b.Error)
 	}
 	e.must(400, owner, "POST", base, map[string]any{"match": "exact", "key": "k", "max_permits": 1, "rate": "1/s", "version": 3})
 	r := e.must(201, owner, "POST", base, map[string]any{"match": "prefix", "key": "premium:", "max_permits": 100, "rate": "100/min"})
@@ -409,10 +345,6 @@ func TestOverrides(t *testing.T) {
 	e.must(404, owner, "GET", base+"/999999", nil)
 	e.must(404, owner, "GET", fmt.Sprintf("/api/v1/buckets/shared/overrides/%d", o.ID), nil)
 	e.must(428, owner, "PATCH", path, map[string]any{"max_permits": 2})
-	b = e.must(422, owner, "PATCH", path, map[string]any{"key": "other:"}, "If-Match", "*").errorBody(t)
-	if b.reasonFor("key") == "" {
-		t.Errorf("key change: %+v", b.Error)
-	}
 	r = e.must(200, owner, "PATCH", path, map[string]any{"max_permits": 200}, "If-Match", `"1"`)
 	r.decode(t, &o)
 	if o.Version != 2 || o.MaxPermits != 200 || o.Rate != "100/min" || r.header.Get("ETag") != `"2"` {

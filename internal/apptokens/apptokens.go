@@ -8,17 +8,11 @@ package apptokens
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 
@@ -26,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/descriptors"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/secrets"
 )
 
 // Prefix starts every app token, so that a leaked one is easy to
@@ -40,9 +35,6 @@ const MaxName = 100
 
 // maxSecret bounds what Digest is asked to hash from a request.
 const maxSecret = 200
-
-// prefixLen is how much of a token is kept for display.
-const prefixLen = len(Prefix) + 8
 
 // Token is an app's credential. Its secret is shown once, at creation.
 type Token struct {
@@ -76,8 +68,7 @@ func Digest(secret string) string {
 	if !strings.HasPrefix(secret, Prefix) || len(secret) > maxSecret {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
+	return secrets.Digest(secret)
 }
 
 // Store keeps app tokens in MySQL. It is safe for concurrent use.
@@ -91,21 +82,6 @@ func NewStore(db *sqlx.DB) *Store {
 	return &Store{db: db, now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
 }
 
-// NameProblem says why name cannot name a token, or returns "".
-func NameProblem(name string) string {
-	switch {
-	case strings.TrimSpace(name) == "":
-		return "is required"
-	case !utf8.ValidString(name):
-		return "must be valid UTF-8 text"
-	case utf8.RuneCountInString(name) > MaxName:
-		return fmt.Sprintf("must be at most %d characters", MaxName)
-	case strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
-		return "must contain only printable characters"
-	}
-	return ""
-}
-
 const selectTokens = `SELECT t.id, a.name AS app, t.name, t.scope, t.prefix, t.created_by, t.created_at,
 	t.expires_at, t.revoked_at FROM app_tokens t JOIN apps a ON a.id = t.app_id`
 
@@ -114,29 +90,14 @@ const selectTokens = `SELECT t.id, a.name AS app, t.name, t.scope, t.prefix, t.c
 // name gives a *errs.Validation; another active token of the app with the
 // same name errs.ErrConflict. The creation is audited, without the secret.
 func (s *Store) Create(ctx context.Context, actor audit.Actor, app, name string, expires *time.Time) (string, *Token, error) {
-	name = strings.TrimSpace(name)
 	now := s.now()
-	var v errs.Validation
-	if p := NameProblem(name); p != "" {
-		v.Add("name", p)
-	}
-	if expires != nil && !expires.After(now) {
-		v.Add("expires_at", "must be in the future")
-	}
-	if err := v.Err(); err != nil {
+	nt, err := secrets.NewToken(Prefix, name, MaxName, expires, now)
+	if err != nil {
 		return "", nil, err
 	}
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", nil, fmt.Errorf("make token secret: %w", err)
-	}
-	secret := Prefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	t := &Token{App: app, Name: name, Scope: ScopeAcquire, Prefix: secret[:prefixLen], CreatedBy: actor.User, CreatedAt: now}
-	if expires != nil {
-		e := expires.UTC().Truncate(time.Microsecond)
-		t.ExpiresAt = &e
-	}
-	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	name, secret := nt.Name, nt.Plaintext
+	t := &Token{App: app, Name: name, Scope: ScopeAcquire, Prefix: nt.Display, CreatedBy: actor.User, CreatedAt: now, ExpiresAt: nt.ExpiresAt}
+	err = database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		var appID int64
 		err := tx.GetContext(ctx, &appID, `SELECT id FROM apps WHERE name = ?`, app)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -41,20 +40,16 @@ type OverridePage struct {
 }
 
 type overrideRow struct {
-	ID          int64     `db:"id"`
-	BucketID    int64     `db:"bucket_id"`
-	Match       string    `db:"match_kind"`
-	Key         []byte    `db:"override_key"`
-	Description string    `db:"description"`
-	MaxPermits  int64     `db:"max_permits"`
-	RatePermits string    `db:"rate_permits"`
-	RatePeriod  int64     `db:"rate_period_seconds"`
-	Shadow      bool      `db:"shadow"`
-	Version     int64     `db:"version"`
-	CreatedBy   string    `db:"created_by"`
-	UpdatedBy   string    `db:"updated_by"`
-	CreatedAt   time.Time `db:"created_at"`
-	UpdatedAt   time.Time `db:"updated_at"`
+	ID          int64  `db:"id"`
+	BucketID    int64  `db:"bucket_id"`
+	Match       string `db:"match_kind"`
+	Key         []byte `db:"override_key"`
+	Description string `db:"description"`
+	MaxPermits  int64  `db:"max_permits"`
+	RatePermits string `db:"rate_permits"`
+	RatePeriod  int64  `db:"rate_period_seconds"`
+	Shadow      bool   `db:"shadow"`
+	database.Stamp
 }
 
 const selectOverrides = `SELECT id, bucket_id, match_kind, override_key, description, max_permits, rate_permits,

@@ -65,21 +65,17 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 // row is a bucket as the database returns it.
 type row struct {
-	ID          int64     `db:"id"`
-	Name        string    `db:"name"`
-	OwnerApp    string    `db:"owner_app"`
-	Description string    `db:"description"`
-	MaxPermits  int64     `db:"max_permits"`
-	RatePermits string    `db:"rate_permits"`
-	RatePeriod  int64     `db:"rate_period_seconds"`
-	Keyed       bool      `db:"keyed"`
-	Shadow      bool      `db:"shadow"`
-	LeaseMillis int64     `db:"lease_ms"`
-	Version     int64     `db:"version"`
-	CreatedBy   string    `db:"created_by"`
-	UpdatedBy   string    `db:"updated_by"`
-	CreatedAt   time.Time `db:"created_at"`
-	UpdatedAt   time.Time `db:"updated_at"`
+	ID          int64  `db:"id"`
+	Name        string `db:"name"`
+	OwnerApp    string `db:"owner_app"`
+	Description string `db:"description"`
+	MaxPermits  int64  `db:"max_permits"`
+	RatePermits string `db:"rate_permits"`
+	RatePeriod  int64  `db:"rate_period_seconds"`
+	Keyed       bool   `db:"keyed"`
+	Shadow      bool   `db:"shadow"`
+	LeaseMillis int64  `db:"lease_ms"`
+	database.Stamp
 }
 
 const selectBuckets = bucketColumns + ` FROM buckets b JOIN apps o ON o.id = b.owner_app_id`

@@ -322,10 +322,9 @@ func TestAdminsSeeRevokeTokensAndClearLocks(t *testing.T) {
 	wantStatus(t, "non-admin revoke", other.post(revoke, nil), http.StatusForbidden)
 	wantStatus(t, "non-admin unlock", other.post("/users/alice/unlock", nil), http.StatusForbidden)
 
+	// What revoking and unlocking do, and their audit rows, are the
+	// application layer's (internal/manage tests); here: the pages' answers.
 	wantStatus(t, "revoke", admin.post(revoke, nil), http.StatusSeeOther)
-	if ts, _ := e.acc.Tokens(context.Background(), alice.ID); len(ts) != 1 || ts[0].RevokedAt == nil {
-		t.Fatal("the token is not revoked")
-	}
 	wantStatus(t, "unlock", admin.post("/users/alice/unlock", nil), http.StatusSeeOther)
 	r = e.browser().post("/login", url.Values{"username": {"alice"}, "password": {testPassword}})
 	wantStatus(t, "sign in after the unlock", r, http.StatusSeeOther)
@@ -333,9 +332,6 @@ func TestAdminsSeeRevokeTokensAndClearLocks(t *testing.T) {
 	wantStatus(t, "bad address", r, http.StatusUnprocessableEntity)
 	wantBody(t, "bad address", r, "is not an IP address")
 	wantStatus(t, "address unlock", admin.post("/users/unlock-address", url.Values{"address": {"127.0.0.1"}}), http.StatusSeeOther)
-	if e.auditCount("user.unlock") != 1 || e.auditCount("address.unlock") != 1 || e.auditCount("token.revoke") != 1 {
-		t.Fatal("unlocks and revocation not audited")
-	}
 }
 
 func TestMemberPickerOffersUserNames(t *testing.T) {

@@ -97,11 +97,19 @@ func pathID(c *gin.Context) (int64, bool) {
 	return id, err == nil && id > 0
 }
 
-func (s *server) confirmDeleteMapping(c *gin.Context) {
-	app := c.Param("app")
+// appItem reads the app and the id of one of its items (a mapping, a
+// token) from the path, or answers "no such item" and returns false.
+func (s *server) appItem(c *gin.Context, item string) (string, int64, bool) {
 	id, ok := pathID(c)
 	if !ok {
-		s.fail(c, errs.NotFoundf("no such mapping"))
+		s.fail(c, errs.NotFoundf("no such %s", item))
+	}
+	return c.Param("app"), id, ok
+}
+
+func (s *server) confirmDeleteMapping(c *gin.Context) {
+	app, id, ok := s.appItem(c, "mapping")
+	if !ok {
 		return
 	}
 	// Reading through the owner check first: a viewer is refused here,
@@ -122,10 +130,8 @@ func (s *server) confirmDeleteMapping(c *gin.Context) {
 }
 
 func (s *server) deleteMapping(c *gin.Context) {
-	app := c.Param("app")
-	id, ok := pathID(c)
+	app, id, ok := s.appItem(c, "mapping")
 	if !ok {
-		s.fail(c, errs.NotFoundf("no such mapping"))
 		return
 	}
 	version, _ := strconv.ParseInt(c.PostForm("version"), 10, 64)
@@ -154,10 +160,8 @@ func (s *server) createAppToken(c *gin.Context) {
 }
 
 func (s *server) confirmRevokeAppToken(c *gin.Context) {
-	app := c.Param("app")
-	id, ok := pathID(c)
+	app, id, ok := s.appItem(c, "token")
 	if !ok {
-		s.fail(c, errs.NotFoundf("no such token"))
 		return
 	}
 	ts, err := s.svc.AppTokens(ctx(c), caller(c), app)
@@ -177,10 +181,8 @@ func (s *server) confirmRevokeAppToken(c *gin.Context) {
 }
 
 func (s *server) revokeAppToken(c *gin.Context) {
-	app := c.Param("app")
-	id, ok := pathID(c)
+	app, id, ok := s.appItem(c, "token")
 	if !ok {
-		s.fail(c, errs.NotFoundf("no such token"))
 		return
 	}
 	if err := s.svc.RevokeAppToken(ctx(c), caller(c), app, id); err != nil {

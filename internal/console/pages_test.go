@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/sluicehq/sluice/internal/rbac"
 )
 
 func TestAppRegisterAndMembers(t *testing.T) {
@@ -26,9 +24,6 @@ func TestAppRegisterAndMembers(t *testing.T) {
 
 	r = b.post("/apps", url.Values{"name": {"checkout"}, "description": {"Checkout service"}})
 	wantStatus(t, "register", r, http.StatusSeeOther)
-	if got := e.enf.Apps("olga")["checkout"]; got != rbac.RoleOwner {
-		t.Fatalf("creator's role %q, want owner", got)
-	}
 	r = b.get(r.location)
 	wantBody(t, "app page", r, "App checkout registered", "Checkout service", "olga", "Grant role")
 
@@ -42,29 +37,17 @@ func TestAppRegisterAndMembers(t *testing.T) {
 
 	r = b.post("/apps/checkout/members", url.Values{"user": {"vera"}, "role": {"viewer"}})
 	wantStatus(t, "grant", r, http.StatusSeeOther)
-	if e.enf.Apps("vera")["checkout"] != rbac.RoleViewer {
-		t.Fatal("vera is not a viewer")
-	}
 	wantBody(t, "members", b.get("/apps/checkout"), "vera is now viewer of checkout.", "Remove vera from checkout")
 
-	// The last owner cannot leave, nor be made a viewer.
+	// The rules (the creator owns, the last owner stays, changes are
+	// audited) are the application layer's (internal/manage tests); here:
+	// how a refusal is shown.
 	r = b.post("/apps/checkout/members/olga/revoke", nil)
 	wantStatus(t, "last owner", r, http.StatusConflict)
 	wantBody(t, "last owner", r, `role="alert"`, "owner")
-	r = b.post("/apps/checkout/members", url.Values{"user": {"olga"}, "role": {"viewer"}})
-	wantStatus(t, "demote last owner", r, http.StatusConflict)
-	if e.enf.Apps("olga")["checkout"] != rbac.RoleOwner {
-		t.Fatal("the last owner lost the role")
-	}
 
 	r = b.post("/apps/checkout/members/vera/revoke", nil)
 	wantStatus(t, "revoke", r, http.StatusSeeOther)
-	if _, ok := e.enf.Apps("vera")["checkout"]; ok {
-		t.Fatal("vera still has a role")
-	}
-	if e.auditCount("member.grant") != 1 || e.auditCount("member.revoke") != 1 || e.auditCount("app.create") != 1 {
-		t.Fatal("member changes not audited")
-	}
 }
 
 func TestAuditLogPage(t *testing.T) {
@@ -113,9 +96,6 @@ func TestUsersAdmin(t *testing.T) {
 
 	r = b.post("/users", url.Values{"username": {"bob"}, "password": {testPassword}, "admin": {"true"}})
 	wantStatus(t, "create user", r, http.StatusSeeOther)
-	if !e.enf.IsAdmin("bob") {
-		t.Fatal("bob is not an admin")
-	}
 	wantBody(t, "users", b.get("/users"), "User bob created.", "bob", "Remove admin")
 
 	bob, err := e.acc.UserByName(context.Background(), "bob")
@@ -127,9 +107,6 @@ func TestUsersAdmin(t *testing.T) {
 	wantStatus(t, "bob signed in", bb.get("/users"), http.StatusOK)
 
 	wantStatus(t, "remove admin", b.post("/users/bob/admin", url.Values{"admin": {"false"}}), http.StatusSeeOther)
-	if e.enf.IsAdmin("bob") {
-		t.Fatal("bob is still an admin")
-	}
 	wantStatus(t, "bob no longer admin", bb.get("/users"), http.StatusForbidden)
 
 	wantStatus(t, "disable", b.post("/users/bob/disable", nil), http.StatusSeeOther)
@@ -181,15 +158,10 @@ func TestAPITokens(t *testing.T) {
 	id := tokens[0].ID
 	ob := e.browser()
 	ob.signIn(other)
-	denied := e.auditCount("access.denied")
+	// That the refusal is audited and a revoked token refused is the
+	// application layer's (internal/manage tests).
 	wantStatus(t, "foreign revoke", ob.post("/tokens/"+itoa(id)+"/revoke", nil), http.StatusNotFound)
-	if e.auditCount("access.denied") != denied+1 {
-		t.Fatal("foreign revoke not audited")
-	}
 	wantStatus(t, "revoke", b.post("/tokens/"+itoa(id)+"/revoke", nil), http.StatusSeeOther)
-	if _, _, err := e.acc.AuthenticateToken(context.Background(), secret); err == nil {
-		t.Fatal("revoked token still works")
-	}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -189,3 +189,14 @@ func Translate(err error) error {
 	}
 	return err
 }
+
+// Stamp is the columns every versioned, audited table ends with: the
+// version optimistic locking compares, and who created and last changed
+// the row, and when. Row types embed it.
+type Stamp struct {
+	Version   int64     `db:"version"`
+	CreatedBy string    `db:"created_by"`
+	UpdatedBy string    `db:"updated_by"`
+	CreatedAt time.Time `db:"created_at"`
+	UpdatedAt time.Time `db:"updated_at"`
+}

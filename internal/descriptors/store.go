@@ -35,18 +35,14 @@ func notFound(id int64) error { return fmt.Errorf("descriptor mapping %d: %w", i
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 type row struct {
-	ID          int64     `db:"id"`
-	App         string    `db:"app"`
-	Domain      string    `db:"domain"`
-	Entries     string    `db:"entries"`
-	Bucket      string    `db:"bucket"`
-	KeyFrom     string    `db:"key_from"`
-	Description string    `db:"description"`
-	Version     int64     `db:"version"`
-	CreatedBy   string    `db:"created_by"`
-	UpdatedBy   string    `db:"updated_by"`
-	CreatedAt   time.Time `db:"created_at"`
-	UpdatedAt   time.Time `db:"updated_at"`
+	ID          int64  `db:"id"`
+	App         string `db:"app"`
+	Domain      string `db:"domain"`
+	Entries     string `db:"entries"`
+	Bucket      string `db:"bucket"`
+	KeyFrom     string `db:"key_from"`
+	Description string `db:"description"`
+	database.Stamp
 }
 
 const selectMappings = `SELECT m.id, a.name AS app, m.domain, m.entries, m.bucket, m.key_from, m.description,

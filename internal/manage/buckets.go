@@ -118,15 +118,22 @@ func (p *BucketPatch) Apply(b *buckets.Bucket) error {
 	set(&b.Keyed, p.Keyed)
 	set(&b.Shadow, p.Shadow)
 	set(&b.LeaseMillis, p.LeaseMillis)
-	v := errs.Validation{Fields: slices.Clone(p.Problems.Fields)}
-	if p.Rate != nil {
-		r, err := buckets.ParseRate(*p.Rate)
+	return checkPatch(p.Problems, &b.Rate, p.Rate, b.Validate)
+}
+
+// checkPatch ends the Apply of a patch with a rate: it parses rate, when
+// given, into dst, then reports every problem at once, one per field: the
+// transport's (problems), the rate's, then those validate finds.
+func checkPatch(problems errs.Validation, dst *buckets.Rate, rate *string, validate func() error) error {
+	v := errs.Validation{Fields: slices.Clone(problems.Fields)}
+	if rate != nil {
+		r, err := buckets.ParseRate(*rate)
 		if err != nil {
 			v.Add("rate", errs.Fields(err).For("rate"))
 		}
-		b.Rate = r
+		*dst = r
 	}
-	if err := b.Validate(); err != nil {
+	if err := validate(); err != nil {
 		for _, fe := range errs.Fields(err).Fields {
 			if v.For(fe.Field) == "" {
 				v.Fields = append(v.Fields, fe)

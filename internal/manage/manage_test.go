@@ -112,6 +112,14 @@ func TestCreateAppMakesTheCreatorOwner(t *testing.T) {
 	if msg, _ := errs.PublicMessage(err); !strings.Contains(msg, "already exists") {
 		t.Errorf("conflict message %q", msg)
 	}
+	// Someone else taking a name in use gets no role on the app.
+	oscar := f.user("oscar", false)
+	if _, err := f.svc.CreateApp(ctx, oscar, manage.CreateApp{Name: "alpha"}); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("duplicate app by another user: %v, want a conflict", err)
+	}
+	if _, err := f.svc.App(ctx, oscar, "alpha"); !errors.Is(err, errs.ErrNotFound) {
+		t.Errorf("a failed registration granted a role: %v", err)
+	}
 	if _, err := f.svc.CreateApp(ctx, manage.Caller{}, manage.CreateApp{Name: "beta"}); !errors.Is(err, errs.ErrUnauthenticated) {
 		t.Fatalf("anonymous create: %v", err)
 	}
@@ -140,8 +148,19 @@ func TestRolesNeedTheOwnerRoleAndKeepTheLastOwner(t *testing.T) {
 	if _, err := f.svc.GrantRole(ctx, olga, manage.GrantRole{App: "alpha", User: "vic", Role: "boss"}); errs.Fields(err).For("role") == "" {
 		t.Errorf("bad role: %v, want a field error on role", err)
 	}
+	if _, err := f.svc.GrantRole(ctx, olga, manage.GrantRole{App: "alpha", User: "vic"}); errs.Fields(err).For("role") == "" {
+		t.Errorf("no role: %v, want a field error on role", err)
+	}
+	for _, user := range []string{"nobody", "Bad Name"} {
+		if _, err := f.svc.GrantRole(ctx, olga, manage.GrantRole{App: "alpha", User: user, Role: "viewer"}); errs.Fields(err).For("user") == "" {
+			t.Errorf("grant to %q: %v, want a field error on user", user, err)
+		}
+	}
 	if err := f.svc.RevokeRole(ctx, olga, manage.RevokeRole{App: "alpha", User: "olga"}); !errors.Is(err, errs.ErrConflict) {
 		t.Errorf("revoking the last owner: %v, want a conflict", err)
+	}
+	if _, err := f.svc.GrantRole(ctx, olga, manage.GrantRole{App: "alpha", User: "olga", Role: "viewer"}); !errors.Is(err, errs.ErrConflict) {
+		t.Errorf("demoting the last owner: %v, want a conflict", err)
 	}
 	var noRole *manage.NoRoleError
 	if err := f.svc.RevokeRole(ctx, olga, manage.RevokeRole{App: "alpha", User: "oscar"}); !errors.As(err, &noRole) {
@@ -246,6 +265,31 @@ func TestUpdateBucketSkipsNoOpsAndRefusesStaleVersions(t *testing.T) {
 	}
 	if _, err := f.svc.Bucket(ctx, olga, b.Name); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("deleted bucket: %v", err)
+	}
+}
+
+func TestViewersCannotChangeBuckets(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	olga, vic := f.user("olga", false), f.user("vic", false)
+	f.app(olga, "alpha")
+	if _, err := f.svc.GrantRole(ctx, olga, manage.GrantRole{App: "alpha", User: "vic", Role: "viewer"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: bucketFields("alpha-api", "alpha", 10, "1/s")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := len(f.entries("access.denied"))
+	_, err = f.svc.UpdateBucket(ctx, vic, manage.UpdateBucket{Name: b.Name, Version: 1, Fields: manage.BucketPatch{MaxPermits: ptr(int64(1))}})
+	if !errors.Is(err, errs.ErrForbidden) {
+		t.Fatalf("viewer update: %v, want forbidden", err)
+	}
+	if got, err := f.buckets.Get(ctx, b.Name); err != nil || got.MaxPermits != 10 || got.Version != 1 {
+		t.Fatalf("after a refused update: %+v %v", got, err)
+	}
+	if n := len(f.entries("access.denied")); n != denied+1 {
+		t.Fatalf("%d denied accesses audited, want %d", n, denied+1)
 	}
 }
 
@@ -374,8 +418,12 @@ func TestTokensAreTheCallersOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	denied := len(f.entries("access.denied"))
 	if err := f.svc.RevokeToken(ctx, vic, manage.RevokeToken{ID: tok.ID}); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("revoking another user's token: %v, want not found", err)
+	}
+	if n := len(f.entries("access.denied")); n != denied+1 {
+		t.Fatalf("%d denied accesses audited, want %d", n, denied+1)
 	}
 	c, err := f.svc.TokenCaller(ctx, secret, "192.0.2.9", "GET /x")
 	if err != nil || c.Name() != "olga" || c.Actor().Via != "api token ci" {

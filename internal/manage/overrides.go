@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/errs"
@@ -101,22 +100,7 @@ func (p *OverridePatch) Apply(o *buckets.Override) error {
 	set(&o.Description, p.Description)
 	set(&o.MaxPermits, p.MaxPermits)
 	set(&o.Shadow, p.Shadow)
-	v := errs.Validation{Fields: slices.Clone(p.Problems.Fields)}
-	if p.Rate != nil {
-		r, err := buckets.ParseRate(*p.Rate)
-		if err != nil {
-			v.Add("rate", errs.Fields(err).For("rate"))
-		}
-		o.Rate = r
-	}
-	if err := o.Validate(); err != nil {
-		for _, fe := range errs.Fields(err).Fields {
-			if v.For(fe.Field) == "" {
-				v.Fields = append(v.Fields, fe)
-			}
-		}
-	}
-	return v.Err()
+	return checkPatch(p.Problems, &o.Rate, p.Rate, o.Validate)
 }
 
 // CreateOverride gives some keys of a keyed bucket another limit.

@@ -158,6 +158,9 @@ func TestAdminClearsAnAddressLock(t *testing.T) {
 	if _, err := f.svc.SignIn(ctx, nat, manage.SignIn{Username: "olga", Password: "correct horse battery"}); !errors.As(err, &th) {
 		t.Fatalf("address over its failures: %v, want throttled", err)
 	}
+	if err := f.svc.ClearSignInLock(ctx, admin, manage.ClearSignInLock{Addr: "not an address"}); errs.Fields(err).For("address") == "" {
+		t.Fatalf("clearing a malformed address: %v, want a field error on address", err)
+	}
 	if err := f.svc.ClearSignInLock(ctx, admin, manage.ClearSignInLock{Addr: nat.Addr}); err != nil {
 		t.Fatal(err)
 	}
@@ -198,6 +201,9 @@ func TestAdminsListAndRevokeOtherUsersTokens(t *testing.T) {
 	}
 	if _, err := f.svc.TokenCaller(ctx, secret, "192.0.2.9", "GET /x"); !errors.Is(err, errs.ErrUnauthenticated) {
 		t.Fatalf("revoked token still works: %v", err)
+	}
+	if n := len(f.entries("token.revoke")); n != 1 {
+		t.Fatalf("%d token.revoke audit entries, want 1", n)
 	}
 	// A password reset revokes the rest.
 	secret2, _, err := f.svc.CreateToken(ctx, olga, manage.CreateToken{Name: "ci2"})

@@ -2,6 +2,13 @@
 // by the MySQL stores and the Redis contract so the two can never disagree.
 package names
 
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
 // MaxLen is the longest valid name.
 const MaxLen = 63
 
@@ -34,6 +41,22 @@ func Problem(s string) string {
 		return "must be at most 63 characters"
 	case !Valid(s):
 		return "must start with a lowercase letter or digit and contain only lowercase letters, digits, '.', '_' and '-'"
+	}
+	return ""
+}
+
+// LabelProblem says why s cannot be a label, the free text that names a
+// token, or returns "" when it can: 1 to max characters of printable text.
+func LabelProblem(s string, max int) string {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return "is required"
+	case !utf8.ValidString(s):
+		return "must be valid UTF-8 text"
+	case utf8.RuneCountInString(s) > max:
+		return fmt.Sprintf("must be at most %d characters", max)
+	case strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
+		return "must contain only printable characters"
 	}
 	return ""
 }

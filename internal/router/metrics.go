@@ -2,14 +2,14 @@ package router
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/prom"
 )
 
 // UnmatchedRoute labels requests that matched no route: unknown paths,
@@ -41,30 +41,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"route", "method"}),
 	}
 	var err error
-	if m.requests, err = Register(reg, m.requests); err != nil {
+	if m.requests, err = prom.Register(reg, m.requests); err != nil {
 		return nil, err
 	}
-	if m.duration, err = Register(reg, m.duration); err != nil {
+	if m.duration, err = prom.Register(reg, m.duration); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// Register adds c to reg, or returns the collector already registered
-// under the same name, so that several servers in one process share
-// their metrics instead of failing.
-func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("register metrics: %w", err)
 }
 
 // routeSlot carries the matched route template from the router back out to

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -147,6 +148,27 @@ func (s *Set) List(p *[]string, flagName, env, usage string) {
 		*p = SplitList(v)
 		return nil
 	})
+}
+
+// MySQLDSN binds the MySQL DSN every server binary needs, a secret.
+func (s *Set) MySQLDSN(p *string) {
+	s.Secret(p, "mysql-dsn", "SLUICE_MYSQL_DSN", "required: MySQL DSN, as user:password@tcp(host:port)/sluice (prefer the variable: flags show in ps)")
+}
+
+// LogLevel binds the level of the JSON logs every binary writes on stderr.
+func (s *Set) LogLevel(p *slog.Level) {
+	s.bind(Setting{Flag: "log-level", Env: "SLUICE_LOG_LEVEL", Usage: "debug, info, warn or error; JSON logs on stderr"},
+		strings.ToLower(p.String()), func(v string) error {
+			if err := p.UnmarshalText([]byte(v)); err != nil {
+				return errors.New("want a log level: debug, info, warn or error")
+			}
+			return nil
+		})
+}
+
+// StartupTimeout binds how long a server waits for its stores at start-up.
+func (s *Set) StartupTimeout(p *time.Duration) {
+	s.Duration(p, "startup-timeout", "SLUICE_STARTUP_TIMEOUT", "how long to wait for MySQL and Redis at start-up")
 }
 
 // Parse reads the environment, then args, whose flags override it. A

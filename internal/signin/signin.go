@@ -17,10 +17,8 @@ package signin
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -32,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/secrets"
 )
 
 // Limit allows Failures failed attempts per Window, refilling one every
@@ -143,11 +142,6 @@ func subject(scope, key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func tokenID(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
-}
-
 // counters returns the limits an attempt counts against, the address's
 // first (always locked in that order, so attempts never deadlock).
 func (t *Throttle) counters(a Attempt, device string) []counter {
@@ -167,7 +161,7 @@ func (t *Throttle) knownDevice(ctx context.Context, q sqlx.QueryerContext, a Att
 	if a.Device == "" || len(a.Device) > maxTokenLen {
 		return "", nil
 	}
-	id := tokenID(a.Device)
+	id := secrets.Digest(a.Device)
 	var user string
 	err := sqlx.GetContext(ctx, q, &user, `SELECT username FROM signin_devices WHERE id = ? AND expires_at > ?`, id, t.now())
 	if errors.Is(err, sql.ErrNoRows) {
@@ -271,11 +265,11 @@ func (t *Throttle) Succeeded(ctx context.Context, a Attempt) (string, error) {
 			}
 			return nil
 		}
-		if token, err = newToken(); err != nil {
+		if token, err = secrets.New(); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO signin_devices (id, username, created_at, last_used_at, expires_at)
-			VALUES (?, ?, ?, ?, ?)`, tokenID(token), user, now, now, expires); err != nil {
+			VALUES (?, ?, ?, ?, ?)`, secrets.Digest(token), user, now, now, expires); err != nil {
 			return fmt.Errorf("remember sign-in device: %w", database.Translate(err))
 		}
 		return t.trimDevices(ctx, tx, user)
@@ -444,13 +438,4 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// newToken returns a device token: 256 random bits, base64url.
-func newToken() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("read random bytes: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
 }

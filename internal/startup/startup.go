@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -92,4 +93,16 @@ func Main(program string, run func(ctx context.Context, args []string, getenv fu
 	err := run(ctx, os.Args[1:], os.Getenv)
 	stop()
 	os.Exit(settings.ExitCode(program, err, os.Stderr))
+}
+
+// CheckDSN refuses a missing or malformed MySQL DSN at once: retrying it
+// for the start-up timeout, as if MySQL were down, could never help.
+func CheckDSN(dsn string) error {
+	if strings.TrimSpace(dsn) == "" {
+		return settings.Usagef("mysql is not configured: set SLUICE_MYSQL_DSN or -mysql-dsn")
+	}
+	if _, err := database.Config(dsn); err != nil {
+		return settings.Usagef("SLUICE_MYSQL_DSN or -mysql-dsn: %v", err)
+	}
+	return nil
 }

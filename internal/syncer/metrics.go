@@ -1,9 +1,9 @@
 package syncer
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/prom"
 )
 
 // metrics are the worker's Prometheus collectors. They exist even when no
@@ -80,27 +80,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.errors.WithLabelValues(s)
 	}
 	if reg != nil {
-		m.lag = register(reg, m.lag)
-		m.applied = register(reg, m.applied)
-		m.repairs = register(reg, m.repairs)
-		m.errors = register(reg, m.errors)
-		m.reconcileDuration = register(reg, m.reconcileDuration)
-		m.lastSync = register(reg, m.lastSync)
-		m.lastReconcile = register(reg, m.lastReconcile)
+		m.lag, _ = prom.Register(reg, m.lag)
+		m.applied, _ = prom.Register(reg, m.applied)
+		m.repairs, _ = prom.Register(reg, m.repairs)
+		m.errors, _ = prom.Register(reg, m.errors)
+		m.reconcileDuration, _ = prom.Register(reg, m.reconcileDuration)
+		m.lastSync, _ = prom.Register(reg, m.lastSync)
+		m.lastReconcile, _ = prom.Register(reg, m.lastReconcile)
 	}
 	return m
-}
-
-// register adds c to reg, or returns the collector already registered
-// under the same name, so that several workers in one process (tests,
-// -dev) share their metrics instead of failing.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	err := reg.Register(c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	return c
 }

@@ -193,21 +193,19 @@ feed:
 			break feed
 		}
 	}
+	removals := make([]func(context.Context) error, 0, len(extras)+len(keyedExtras))
 	for _, name := range extras {
-		if ctx.Err() != nil {
-			break
-		}
-		select {
-		case jobs <- func(ctx context.Context) error { return w.removeExtra(ctx, t, name) }:
-		case <-ctx.Done():
-		}
+		removals = append(removals, func(ctx context.Context) error { return w.removeExtra(ctx, t, name) })
 	}
 	for _, name := range keyedExtras {
+		removals = append(removals, func(ctx context.Context) error { return w.removeExtraKeyed(ctx, t, name) })
+	}
+	for _, job := range removals {
 		if ctx.Err() != nil {
 			break
 		}
 		select {
-		case jobs <- func(ctx context.Context) error { return w.removeExtraKeyed(ctx, t, name) }:
+		case jobs <- job:
 		case <-ctx.Done():
 		}
 	}

@@ -265,61 +265,13 @@ func (w *Worker) batchOnce(ctx context.Context) (n int, full bool, err error) {
 // block every later one forever, so it is logged and skipped: the
 // reconcile repairs that bucket from MySQL.
 func (w *Worker) applyEvent(ctx context.Context, e buckets.Event) error {
-	var outcome string
-	switch e.Op {
-	case buckets.OpUpsert:
-		out, err := w.applyConfig(ctx, e.Keyed, eventConfig(e), false)
-		if err != nil {
-			if errors.Is(err, redisscript.ErrInvalidConfig) {
-				w.log.Error("sync: skipping an event redis rejects", "event", e.ID, "bucket", e.Name, "err", err)
-				outcome = "rejected"
-				break
-			}
-			return err
-		}
-		outcome = out.String()
-	case buckets.OpDelete:
-		deleted, err := w.deleteConfig(ctx, e.Keyed, e.Name, e.BucketID, e.Version)
-		if err != nil {
-			if errors.Is(err, redisscript.ErrInvalidConfig) {
-				w.log.Error("sync: skipping an event redis rejects", "event", e.ID, "bucket", e.Name, "err", err)
-				outcome = "rejected"
-				break
-			}
-			return err
-		}
-		outcome = "deleted"
-		if !deleted {
-			outcome = "absent"
-		}
-	case buckets.OpOverrideUpsert, buckets.OpOverrideDelete:
-		var out redisscript.OverrideOutcome
-		var err error
-		if e.Op == buckets.OpOverrideUpsert {
-			out, err = redisscript.ApplyOverride(ctx, w.rdb, w.ks, eventOverride(e), false)
-		} else {
-			out, err = redisscript.DeleteOverride(ctx, w.rdb, w.ks, eventOverride(e))
-		}
-		if err != nil {
-			if errors.Is(err, redisscript.ErrInvalidConfig) {
-				w.log.Error("sync: skipping an event redis rejects", "event", e.ID, "bucket", e.Name, "err", err)
-				outcome = "rejected"
-				break
-			}
-			return err
-		}
-		outcome = out.String()
-		if out == redisscript.OverrideNoBucket {
-			// The bucket's own event was refused or skipped; the reconcile
-			// writes both once MySQL and Redis agree on the bucket.
-			w.log.Warn("sync: override of a bucket redis does not hold", "event", e.ID, "bucket", e.Name,
-				"override", e.OverrideID)
-		}
-	default:
-		// Written by a newer Sluice: this one cannot apply it, and
-		// holding it back would stall everything behind it.
-		w.log.Error("sync: skipping an event of unknown operation", "event", e.ID, "bucket", e.Name, "op", string(e.Op))
-		outcome = "unknown"
+	outcome, err := w.applyOp(ctx, e)
+	if errors.Is(err, redisscript.ErrInvalidConfig) {
+		w.log.Error("sync: skipping an event redis rejects", "event", e.ID, "bucket", e.Name, "err", err)
+		outcome, err = "rejected", nil
+	}
+	if err != nil {
+		return err
 	}
 	w.m.applied.WithLabelValues(string(e.Op), outcome).Inc()
 	// created_at comes from the clock of the process that made the change;
@@ -328,6 +280,41 @@ func (w *Worker) applyEvent(ctx context.Context, e buckets.Event) error {
 	w.log.Debug("sync: applied change event", "event", e.ID, "op", string(e.Op), "bucket", e.Name,
 		"id", e.BucketID, "version", e.Version, "outcome", outcome)
 	return nil
+}
+
+// applyOp applies one event to Redis and names the outcome.
+func (w *Worker) applyOp(ctx context.Context, e buckets.Event) (string, error) {
+	switch e.Op {
+	case buckets.OpUpsert:
+		out, err := w.applyConfig(ctx, e.Keyed, eventConfig(e), false)
+		return out.String(), err
+	case buckets.OpDelete:
+		deleted, err := w.deleteConfig(ctx, e.Keyed, e.Name, e.BucketID, e.Version)
+		if !deleted {
+			return "absent", err
+		}
+		return "deleted", err
+	case buckets.OpOverrideUpsert, buckets.OpOverrideDelete:
+		var out redisscript.OverrideOutcome
+		var err error
+		if e.Op == buckets.OpOverrideUpsert {
+			out, err = redisscript.ApplyOverride(ctx, w.rdb, w.ks, eventOverride(e), false)
+		} else {
+			out, err = redisscript.DeleteOverride(ctx, w.rdb, w.ks, eventOverride(e))
+		}
+		if err == nil && out == redisscript.OverrideNoBucket {
+			// The bucket's own event was refused or skipped; the reconcile
+			// writes both once MySQL and Redis agree on the bucket.
+			w.log.Warn("sync: override of a bucket redis does not hold", "event", e.ID, "bucket", e.Name,
+				"override", e.OverrideID)
+		}
+		return out.String(), err
+	default:
+		// Written by a newer Sluice: this one cannot apply it, and
+		// holding it back would stall everything behind it.
+		w.log.Error("sync: skipping an event of unknown operation", "event", e.ID, "bucket", e.Name, "op", string(e.Op))
+		return "unknown", nil
+	}
 }
 
 // eventConfig is the Redis config an upsert event carries.

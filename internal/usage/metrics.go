@@ -1,9 +1,9 @@
 package usage
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/prom"
 )
 
 // rollMetrics are a Roller's Prometheus collectors. They exist even
@@ -30,22 +30,9 @@ func newRollMetrics(reg prometheus.Registerer) *rollMetrics {
 		}),
 	}
 	if reg != nil {
-		m.rolledUpTo = register(reg, m.rolledUpTo)
-		m.commands = register(reg, m.commands)
-		m.failures = register(reg, m.failures)
+		m.rolledUpTo, _ = prom.Register(reg, m.rolledUpTo)
+		m.commands, _ = prom.Register(reg, m.commands)
+		m.failures, _ = prom.Register(reg, m.failures)
 	}
 	return m
-}
-
-// register adds c to reg, or returns the collector already registered
-// under its name, so that several Rollers in one process share them.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	err := reg.Register(c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	return c
 }

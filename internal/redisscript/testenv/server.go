@@ -120,13 +120,22 @@ func (p *Process) Pause() { p.signal(syscall.SIGSTOP) }
 // Resume continues a paused process.
 func (p *Process) Resume() { p.signal(syscall.SIGCONT) }
 
-// Kill ends the process with SIGKILL and waits until it is gone.
-func (p *Process) Kill() {
+// take hands over the running command, once: later calls get nil.
+func (p *Process) take() *exec.Cmd {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	cmd := p.cmd
 	p.cmd = nil
-	p.mu.Unlock()
 	if cmd == nil || cmd.Process == nil {
+		return nil
+	}
+	return cmd
+}
+
+// Kill ends the process with SIGKILL and waits until it is gone.
+func (p *Process) Kill() {
+	cmd := p.take()
+	if cmd == nil {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGCONT)
@@ -136,11 +145,8 @@ func (p *Process) Kill() {
 
 // Stop ends the process with SIGTERM, then SIGKILL after 5 s.
 func (p *Process) Stop() {
-	p.mu.Lock()
-	cmd := p.cmd
-	p.cmd = nil
-	p.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
+	cmd := p.take()
+	if cmd == nil {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGCONT)

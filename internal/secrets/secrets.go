@@ -1,0 +1,76 @@
+// Package secrets makes and digests the bearer secrets of the product:
+// browser sessions, personal and app API tokens, known-device tokens. A
+// secret is 256 random bits, so a fast hash of it is as safe to store as a
+// slow one and costs nothing on every lookup.
+package secrets
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/names"
+)
+
+// Len is the number of random bytes in a secret.
+const Len = 32
+
+// New returns Len random bytes, base64url without padding.
+func New() (string, error) {
+	b := make([]byte, Len)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("read random bytes: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// Digest is the stored form of a secret: its SHA-256 in hex.
+func Digest(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// Token is a bearer token about to be created: its checked name and
+// expiry, and its secret.
+type Token struct {
+	Name string
+	// Plaintext is the whole secret, shown once and never stored.
+	Plaintext string
+	// Display is its start, kept to tell tokens apart: the kind's
+	// prefix and eight characters.
+	Display   string
+	ExpiresAt *time.Time
+}
+
+// NewToken checks a token's name (1 to maxName printable characters, as
+// names.LabelProblem says) and expiry (none, or after now), then makes its
+// secret, which starts with prefix. Bad input gives a *errs.Validation.
+func NewToken(prefix, name string, maxName int, expires *time.Time, now time.Time) (Token, error) {
+	name = strings.TrimSpace(name)
+	var v errs.Validation
+	if p := names.LabelProblem(name, maxName); p != "" {
+		v.Add("name", p)
+	}
+	if expires != nil && !expires.After(now) {
+		v.Add("expires_at", "must be in the future")
+	}
+	if err := v.Err(); err != nil {
+		return Token{}, err
+	}
+	secret, err := New()
+	if err != nil {
+		return Token{}, fmt.Errorf("make token secret: %w", err)
+	}
+	t := Token{Name: name, Plaintext: prefix + secret}
+	t.Display = t.Plaintext[:len(prefix)+8]
+	if expires != nil {
+		e := expires.UTC().Truncate(time.Microsecond)
+		t.ExpiresAt = &e
+	}
+	return t, nil
+}
