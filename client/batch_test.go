@@ -238,3 +238,33 @@ func TestBatcherDetachedCallerStopsWaitingAtItsTimeout(t *testing.T) {
 		t.Fatalf("call after the held one: %v %v", r, err)
 	}
 }
+
+// TestRoundTripContext: round trips share a deadline context while at
+// least 7/8 of the timeout is left of it, and no round trip's deadline is
+// ever later than the timeout from its start.
+func TestRoundTripContext(t *testing.T) {
+	const timeout = time.Hour
+	s := &sender{timeout: timeout}
+	before := time.Now()
+	first := s.roundTripContext()
+	dl, ok := first.Deadline()
+	if !ok || dl.Before(before.Add(timeout)) || dl.After(time.Now().Add(timeout)) {
+		t.Fatalf("deadline %v, %v: want the timeout from now", dl, ok)
+	}
+	if again := s.roundTripContext(); again != first {
+		t.Fatal("a round trip just after another did not share its context")
+	}
+	// The shared context has less than 7/8 of the timeout left: a new one.
+	old := s.deadline.Load()
+	s.deadline.Store(&sharedDeadline{ctx: old.ctx, cancel: old.cancel, start: time.Now().Add(-timeout / 8)})
+	start := time.Now()
+	next := s.roundTripContext()
+	if next == first {
+		t.Fatal("a context with less than 7/8 of the timeout left was reused")
+	}
+	if dl, _ := next.Deadline(); dl.Before(start.Add(timeout)) {
+		t.Fatalf("new deadline %v is less than the timeout from now", dl)
+	}
+	old.cancel()
+	s.deadline.Load().cancel()
+}

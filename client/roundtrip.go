@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,39 @@ type sender struct {
 	rdb     redis.UniversalClient
 	timeout time.Duration
 	pipes   sync.Pool // of *pipeline
+	// deadline is the context round trips send with, shared by those
+	// that start within timeout/deadlineShares of one another.
+	deadline atomic.Pointer[sharedDeadline]
+}
+
+// deadlineShares: a round trip reuses the current deadline context while
+// at least (deadlineShares-1)/deadlineShares of the timeout is left of it.
+// A context per round trip cost five of the nine allocations of a lone
+// call (its timer, its Done channel); shared, it costs one new context
+// every timeout/8 at most, and each round trip still ends within the
+// timeout, never later.
+const deadlineShares = 8
+
+// sharedDeadline is a context whose deadline is the timeout after start.
+// It is never cancelled early: it ends by its own timer, so a round trip
+// still using it is never cut short.
+type sharedDeadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	start  time.Time
+}
+
+// roundTripContext returns a context that ends between 7/8 of the
+// timeout and the timeout from now.
+func (s *sender) roundTripContext() context.Context {
+	d := s.deadline.Load()
+	if d != nil && time.Since(d.start) < s.timeout/deadlineShares {
+		return d.ctx
+	}
+	d = &sharedDeadline{start: time.Now()}
+	d.ctx, d.cancel = context.WithDeadline(context.Background(), d.start.Add(s.timeout))
+	s.deadline.Store(d)
+	return d.ctx
 }
 
 // pipeline is a reusable go-redis pipeline with its command slice.
@@ -79,8 +113,7 @@ func (s *sender) send(calls []*call) {
 	// are bounded by rdb's timeouts. Not derived from the Limiter's
 	// context: Close need not cut a round trip short, and a child of a
 	// shared context would take its lock on every round trip.
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
+	ctx := s.roundTripContext()
 	p.noscript = s.roundTrip(ctx, p, calls, p.noscript[:0], true)
 	if len(p.noscript) > 0 {
 		// NOSCRIPT: these calls did not run. Send them once more with the
