@@ -42,10 +42,19 @@ type Filter struct {
 	// entries about the listed apps (the caller's), never entries without
 	// an app such as sign-ins. An empty non-nil slice shows none.
 	Apps []string
-	// Before is the cursor: the ID of the last entry of the previous page.
+	// NameContains keeps entries whose object name contains it, as typed:
+	// "%" and "_" match themselves.
+	NameContains string
+	// Before is the cursor of an older page: the ID of the last entry of
+	// the page before it. After is the cursor of a newer page: the ID of the
+	// first entry of the page after it. Before wins when both are set.
 	Before int64
+	After  int64
 	// Limit is the page size: database.PageSize reads it.
 	Limit int
+
+	// names are the object names NameContains stands for, when few.
+	names []string
 }
 
 // Page is one page of entries, newest first.
@@ -53,6 +62,10 @@ type Page struct {
 	Entries []Entry `json:"entries"`
 	// Next is the cursor of the next page (Filter.Before), 0 on the last one.
 	Next int64 `json:"next,omitempty"`
+	// Prev is the cursor of the newer page (Filter.After), 0 on the first
+	// one. It is set only when the page was read with Filter.After; the
+	// caller knows newer entries exist when it came with Filter.Before.
+	Prev int64 `json:"-"`
 }
 
 // perAppMax is the most visible apps List reads one by one. Each app's
@@ -66,7 +79,7 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	limit := database.PageSize(f.Limit)
 	// Invalid UTF-8 matches no entry; answering without a query also keeps
 	// it away from the server, which may reject it.
-	for _, v := range append([]string{f.App, f.ObjectType, f.ObjectName, f.Actor, f.Action}, f.Apps...) {
+	for _, v := range append([]string{f.App, f.ObjectType, f.ObjectName, f.Actor, f.Action, f.NameContains}, f.Apps...) {
 		if !utf8.ValidString(v) {
 			return Page{Entries: []Entry{}}, nil
 		}
@@ -84,8 +97,23 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 			return Page{Entries: []Entry{}}, nil
 		}
 	}
+	older := f.After == 0 || f.Before > 0
+	if !older {
+		f.Before = 0
+	} else {
+		f.After = 0
+	}
+	f, none, err := s.resolveNames(ctx, f)
+	if err != nil || none {
+		return Page{Entries: []Entry{}}, err
+	}
+	// newer orders entries away from the cursor: newest first going to
+	// older pages, oldest first going to newer ones.
+	newer := func(a, b Entry) int { return cmp.Compare(b.ID, a.ID) }
+	if !older {
+		newer = func(a, b Entry) int { return cmp.Compare(a.ID, b.ID) }
+	}
 	var entries []Entry
-	var err error
 	if f.Apps != nil && len(f.Apps) <= perAppMax {
 		// One query per app, merged: every query walks an index in id
 		// order and stops after limit+1 rows.
@@ -98,7 +126,7 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 			}
 			entries = append(entries, got...)
 		}
-		slices.SortFunc(entries, func(a, b Entry) int { return cmp.Compare(b.ID, a.ID) })
+		slices.SortFunc(entries, newer)
 		entries = entries[:min(len(entries), limit+1)]
 	} else if entries, err = s.query(ctx, f, limit+1); err != nil {
 		return Page{}, err
@@ -107,11 +135,102 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 		entries = []Entry{}
 	}
 	page := Page{Entries: entries}
-	if len(page.Entries) > limit {
+	more := len(page.Entries) > limit
+	if more {
 		page.Entries = page.Entries[:limit]
-		page.Next = page.Entries[limit-1].ID
+	}
+	if older {
+		if more {
+			page.Next = page.Entries[limit-1].ID
+		}
+		return page, nil
+	}
+	// Read oldest first from the cursor: show newest first. The older page
+	// is the one the cursor came from.
+	slices.Reverse(page.Entries)
+	if len(page.Entries) > 0 {
+		page.Next = page.Entries[len(page.Entries)-1].ID
+		if more {
+			page.Prev = page.Entries[0].ID
+		}
 	}
 	return page, nil
+}
+
+// maxNames is the most object names a NameContains filter is turned into:
+// each name's entries are one range of an index. Beyond that many, entries
+// are read newest first and kept when their name matches.
+const maxNames = 50
+
+// resolveNames turns f.NameContains into the list of matching object names
+// when they are few, read from the index of object names (one entry per
+// name). none tells that no name matches.
+func (s *Store) resolveNames(ctx context.Context, f Filter) (_ Filter, none bool, _ error) {
+	if f.NameContains == "" || f.ObjectName != "" || f.ObjectType == "" {
+		return f, false, nil
+	}
+	var names []string
+	err := s.db.SelectContext(ctx, &names, `SELECT object_name FROM audit_log
+		WHERE object_type = ? AND object_name LIKE ? ESCAPE '!'
+		GROUP BY object_type, object_name LIMIT ?`, f.ObjectType, containsPattern(f.NameContains), maxNames+1)
+	if err != nil {
+		return f, false, fmt.Errorf("list audit log: %w", database.Translate(err))
+	}
+	switch {
+	case len(names) == 0:
+		return f, true, nil
+	case len(names) <= maxNames:
+		f.names, f.NameContains = names, ""
+	}
+	return f, false, nil
+}
+
+// containsPattern is the LIKE pattern of names containing s, where the
+// wildcards of s match themselves.
+func containsPattern(s string) string {
+	return "%" + strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(s) + "%"
+}
+
+// countMax is the most entries Count counts: counting is an index scan, so
+// it stops there to stay cheap at millions of rows.
+const countMax = 10_000
+
+// Count returns how many entries f selects, whatever its cursor, up to
+// countMax; more tells there are more than that.
+func (s *Store) Count(ctx context.Context, f Filter) (n int, more bool, err error) {
+	for _, v := range append([]string{f.App, f.ObjectType, f.ObjectName, f.Actor, f.Action, f.NameContains}, f.Apps...) {
+		if !utf8.ValidString(v) {
+			return 0, false, nil
+		}
+	}
+	if f.Apps != nil {
+		if f.App != "" {
+			if !slices.Contains(f.Apps, f.App) {
+				return 0, false, nil
+			}
+			f.Apps = nil
+		} else if len(f.Apps) == 0 {
+			return 0, false, nil
+		}
+	}
+	f.Before, f.After = 0, 0
+	f, none, err := s.resolveNames(ctx, f)
+	if err != nil || none {
+		return 0, false, err
+	}
+	where, args := whereSQL(f)
+	query := `SELECT COUNT(*) FROM (SELECT 1 FROM audit_log` + where + ` LIMIT ?) AS t`
+	query, args, err = sqlx.In(query, append(args, countMax+1)...)
+	if err != nil {
+		return 0, false, fmt.Errorf("count audit log: %w", err)
+	}
+	if err := s.db.GetContext(ctx, &n, query, args...); err != nil {
+		return 0, false, fmt.Errorf("count audit log: %w", database.Translate(err))
+	}
+	if n > countMax {
+		return countMax, true, nil
+	}
+	return n, false, nil
 }
 
 // query reads at most n entries f selects, newest first.
@@ -127,8 +246,8 @@ func (s *Store) query(ctx context.Context, f Filter, n int) ([]Entry, error) {
 	return out, nil
 }
 
-// listSQL is the query of at most n entries f selects, newest first.
-func listSQL(f Filter, n int) (string, []any, error) {
+// whereSQL is the WHERE clause of the entries f selects, cursor included.
+func whereSQL(f Filter) (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, a ...any) {
@@ -143,6 +262,12 @@ func listSQL(f Filter, n int) (string, []any, error) {
 	}
 	if f.ObjectName != "" {
 		add(`object_name = ?`, f.ObjectName)
+	}
+	if f.names != nil {
+		add(`object_name IN (?)`, f.names)
+	}
+	if f.NameContains != "" {
+		add(`object_name LIKE ? ESCAPE '!'`, containsPattern(f.NameContains))
 	}
 	if f.Actor != "" {
 		// actor_user is the user alone, whatever the channel ("alice"
@@ -164,6 +289,19 @@ func listSQL(f Filter, n int) (string, []any, error) {
 	if f.Before > 0 {
 		add(`id < ?`, f.Before)
 	}
+	if f.After > 0 {
+		add(`id > ?`, f.After)
+	}
+	if len(where) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(where, " AND "), args
+}
+
+// listSQL is the query of at most n entries f selects, newest first, or
+// oldest first from f.After.
+func listSQL(f Filter, n int) (string, []any, error) {
+	where, args := whereSQL(f)
 	query := `SELECT id, at, actor, action, object_type, object_name, app,
 		COALESCE(before_json, '') AS before_json, COALESCE(after_json, '') AS after_json, remote_addr, detail
 		FROM audit_log`
@@ -173,12 +311,13 @@ func listSQL(f Filter, n int) (string, []any, error) {
 		// them all; this index holds them in id order.
 		query += ` FORCE INDEX (audit_log_app_actor)`
 	}
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
+	query += where
+	if f.After > 0 && f.Before == 0 {
+		query += ` ORDER BY id ASC LIMIT ?`
+	} else {
+		query += ` ORDER BY id DESC LIMIT ?`
 	}
-	query += ` ORDER BY id DESC LIMIT ?`
-	args = append(args, n)
-	query, args, err := sqlx.In(query, args...)
+	query, args, err := sqlx.In(query, append(args, n)...)
 	if err != nil {
 		return "", nil, fmt.Errorf("list audit log: %w", err)
 	}

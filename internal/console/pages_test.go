@@ -84,7 +84,10 @@ func TestAuditLogPage(t *testing.T) {
 
 	r = b.get("/audit")
 	wantStatus(t, "audit", r, http.StatusOK)
-	wantBody(t, "audit", r, "bucket.update", "olga", "before / after", "&#34;max_permits&#34;: 42", "alpha-web")
+	// The change is a field-by-field diff, the raw JSON one click away.
+	wantBody(t, "audit", r, "bucket.update", "olga", `<span class="field mono">max_permits</span>`,
+		`<del class="was mono">10</del>`, `<ins class="now mono">42</ins>`, "raw JSON", "&#34;max_permits&#34;: 42", "alpha-web")
+
 	if strings.Contains(r.body, "beta-api") {
 		t.Fatal("olga sees the audit trail of an app she has no role on")
 	}
@@ -92,6 +95,13 @@ func TestAuditLogPage(t *testing.T) {
 	if strings.Contains(r.body, "alpha-web") || !strings.Contains(r.body, "alpha-api") {
 		t.Fatal("bucket filter does not filter")
 	}
+	// Part of a name matches; LIKE wildcards are plain characters.
+	r = b.get("/audit?bucket=a-w")
+	if strings.Contains(r.body, "alpha-api") || !strings.Contains(r.body, "alpha-web") || !strings.Contains(r.body, "1 entry") {
+		t.Fatal("a part of a bucket name does not filter")
+	}
+	r = b.get("/audit?bucket=alpha_")
+	wantBody(t, "wildcard filter", r, "No entries.", "0 entries")
 	r = b.get("/audit?app=beta")
 	if strings.Contains(r.body, "beta-api") {
 		t.Fatal("filtering by a foreign app reveals its entries")

@@ -180,6 +180,13 @@ func (s *Service) ListAudit(ctx context.Context, c Caller, q AuditQuery) (audit.
 	return s.audit.List(ctx, q)
 }
 
+// CountAudit returns how many entries the caller may see q selects, up to
+// a cap (more tells there are more); q's cursor does not matter.
+func (s *Service) CountAudit(ctx context.Context, c Caller, q AuditQuery) (n int, more bool, err error) {
+	q.Apps = s.Visible(c)
+	return s.audit.Count(ctx, q)
+}
+
 // UserTokens returns the API tokens of another user, newest first; admins
 // only. An unknown user is errs.ErrNotFound.
 func (s *Service) UserTokens(ctx context.Context, c Caller, user string) ([]*accounts.Token, error) {
