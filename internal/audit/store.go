@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/errs"
 )
 
 // Store reads the audit log. Rows are written with Write, inside the
@@ -42,8 +43,13 @@ type Filter struct {
 	// entries about the listed apps (the caller's), never entries without
 	// an app such as sign-ins. An empty non-nil slice shows none.
 	Apps []string
+	// ObjectNames keeps entries about any of these objects (at most
+	// MaxNames), with ObjectType.
+	ObjectNames []string
 	// NameContains keeps entries whose object name contains it, as typed:
-	// "%" and "_" match themselves.
+	// "%" and "_" match themselves. Entries are then read newest first and
+	// kept when they match: fast when many do; ObjectNames is the way for
+	// a few objects.
 	NameContains string
 	// Before is the cursor of an older page: the ID of the last entry of
 	// the page before it. After is the cursor of a newer page: the ID of the
@@ -52,9 +58,6 @@ type Filter struct {
 	After  int64
 	// Limit is the page size: database.PageSize reads it.
 	Limit int
-
-	// names are the object names NameContains stands for, when few.
-	names []string
 }
 
 // Page is one page of entries, newest first.
@@ -79,7 +82,7 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	limit := database.PageSize(f.Limit)
 	// Invalid UTF-8 matches no entry; answering without a query also keeps
 	// it away from the server, which may reject it.
-	for _, v := range append([]string{f.App, f.ObjectType, f.ObjectName, f.Actor, f.Action, f.NameContains}, f.Apps...) {
+	for _, v := range append([]string{f.App, f.ObjectType, f.ObjectName, f.Actor, f.Action, f.NameContains}, append(f.Apps, f.ObjectNames...)...) {
 		if !utf8.ValidString(v) {
 			return Page{Entries: []Entry{}}, nil
 		}
@@ -103,9 +106,8 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	} else {
 		f.After = 0
 	}
-	f, none, err := s.resolveNames(ctx, f)
-	if err != nil || none {
-		return Page{Entries: []Entry{}}, err
+	if len(f.ObjectNames) > MaxNames {
+		return Page{}, fmt.Errorf("list audit log: %d object names, at most %d: %w", len(f.ObjectNames), MaxNames, errs.ErrInvalid)
 	}
 	// newer orders entries away from the cursor: newest first going to
 	// older pages, oldest first going to newer ones.
@@ -114,7 +116,8 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 		newer = func(a, b Entry) int { return cmp.Compare(a.ID, b.ID) }
 	}
 	var entries []Entry
-	if f.Apps != nil && len(f.Apps) <= perAppMax {
+	var err error
+	if f.Apps != nil && len(f.Apps) <= perAppMax && len(f.ObjectNames) == 0 {
 		// One query per app, merged: every query walks an index in id
 		// order and stops after limit+1 rows.
 		for _, app := range f.Apps {
@@ -157,39 +160,9 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	return page, nil
 }
 
-// maxNames is the most object names a NameContains filter is turned into:
-// each name's entries are one range of an index. Beyond that many, entries
-// are read newest first and kept when their name matches.
-const maxNames = 50
-
-// resolveNames turns f.NameContains into the list of matching object names
-// when they are few, read from the index of object names (one entry per
-// name). none tells that no name matches.
-func (s *Store) resolveNames(ctx context.Context, f Filter) (_ Filter, none bool, _ error) {
-	if f.NameContains == "" || f.ObjectName != "" || f.ObjectType == "" {
-		return f, false, nil
-	}
-	var names []string
-	err := s.db.SelectContext(ctx, &names, `SELECT object_name FROM audit_log
-		WHERE object_type = ? AND object_name LIKE ? ESCAPE '!'
-		GROUP BY object_type, object_name LIMIT ?`, f.ObjectType, containsPattern(f.NameContains), maxNames+1)
-	if err != nil {
-		return f, false, fmt.Errorf("list audit log: %w", database.Translate(err))
-	}
-	switch {
-	case len(names) == 0:
-		return f, true, nil
-	case len(names) <= maxNames:
-		f.names, f.NameContains = names, ""
-	}
-	return f, false, nil
-}
-
-// containsPattern is the LIKE pattern of names containing s, where the
-// wildcards of s match themselves.
-func containsPattern(s string) string {
-	return "%" + strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(s) + "%"
-}
+// MaxNames is the most names Filter.ObjectNames may hold: each is one
+// range of the object index, read in id order.
+const MaxNames = 50
 
 // countMax is the most entries Count counts: counting is an index scan, so
 // it stops there to stay cheap at millions of rows.
@@ -198,7 +171,7 @@ const countMax = 10_000
 // Count returns how many entries f selects, whatever its cursor, up to
 // countMax; more tells there are more than that.
 func (s *Store) Count(ctx context.Context, f Filter) (n int, more bool, err error) {
-	for _, v := range append([]string{f.App, f.ObjectType, f.ObjectName, f.Actor, f.Action, f.NameContains}, f.Apps...) {
+	for _, v := range append([]string{f.App, f.ObjectType, f.ObjectName, f.Actor, f.Action, f.NameContains}, append(f.Apps, f.ObjectNames...)...) {
 		if !utf8.ValidString(v) {
 			return 0, false, nil
 		}
@@ -213,11 +186,10 @@ func (s *Store) Count(ctx context.Context, f Filter) (n int, more bool, err erro
 			return 0, false, nil
 		}
 	}
-	f.Before, f.After = 0, 0
-	f, none, err := s.resolveNames(ctx, f)
-	if err != nil || none {
-		return 0, false, err
+	if len(f.ObjectNames) > MaxNames {
+		return 0, false, fmt.Errorf("count audit log: %d object names, at most %d: %w", len(f.ObjectNames), MaxNames, errs.ErrInvalid)
 	}
+	f.Before, f.After = 0, 0
 	where, args := whereSQL(f)
 	query := `SELECT COUNT(*) FROM (SELECT 1 FROM audit_log` + where + ` LIMIT ?) AS t`
 	query, args, err = sqlx.In(query, append(args, countMax+1)...)
@@ -263,11 +235,11 @@ func whereSQL(f Filter) (string, []any) {
 	if f.ObjectName != "" {
 		add(`object_name = ?`, f.ObjectName)
 	}
-	if f.names != nil {
-		add(`object_name IN (?)`, f.names)
+	if len(f.ObjectNames) > 0 {
+		add(`object_name IN (?)`, f.ObjectNames)
 	}
 	if f.NameContains != "" {
-		add(`object_name LIKE ? ESCAPE '!'`, containsPattern(f.NameContains))
+		add(`object_name LIKE ? ESCAPE '!'`, database.LikeContains(f.NameContains))
 	}
 	if f.Actor != "" {
 		// actor_user is the user alone, whatever the channel ("alice"
@@ -301,6 +273,9 @@ func whereSQL(f Filter) (string, []any) {
 // listSQL is the query of at most n entries f selects, newest first, or
 // oldest first from f.After.
 func listSQL(f Filter, n int) (string, []any, error) {
+	if len(f.ObjectNames) > 0 {
+		return namesSQL(f, n)
+	}
 	where, args := whereSQL(f)
 	query := `SELECT id, at, actor, action, object_type, object_name, app,
 		COALESCE(before_json, '') AS before_json, COALESCE(after_json, '') AS after_json, remote_addr, detail
@@ -317,6 +292,32 @@ func listSQL(f Filter, n int) (string, []any, error) {
 	} else {
 		query += ` ORDER BY id DESC LIMIT ?`
 	}
+	query, args, err := sqlx.In(query, append(args, n)...)
+	if err != nil {
+		return "", nil, fmt.Errorf("list audit log: %w", err)
+	}
+	return query, args, nil
+}
+
+// namesSQL is listSQL for entries about f.ObjectNames: one index range per
+// name, each read in id order and stopped after n rows, merged.
+func namesSQL(f Filter, n int) (string, []any, error) {
+	order := `id DESC`
+	if f.After > 0 && f.Before == 0 {
+		order = `id ASC`
+	}
+	var parts []string
+	var args []any
+	for _, name := range f.ObjectNames {
+		g := f
+		g.ObjectNames, g.ObjectName = nil, name
+		where, a := whereSQL(g)
+		parts = append(parts, `(SELECT id, at, actor, action, object_type, object_name, app,
+		COALESCE(before_json, '') AS before_json, COALESCE(after_json, '') AS after_json, remote_addr, detail
+		FROM audit_log`+where+` ORDER BY `+order+` LIMIT ?)`)
+		args = append(append(args, a...), n)
+	}
+	query := strings.Join(parts, " UNION ALL ") + ` ORDER BY ` + order + ` LIMIT ?`
 	query, args, err := sqlx.In(query, append(args, n)...)
 	if err != nil {
 		return "", nil, fmt.Errorf("list audit log: %w", err)

@@ -2,12 +2,14 @@ package audit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -198,6 +200,33 @@ func TestNameContainsPagingAndCount(t *testing.T) {
 			t.Errorf("contains %q: %v, want %v", tt.contains, got, tt.want)
 		}
 	}
+	// A few names: one index range each, merged.
+	for _, tt := range []struct {
+		names []string
+		apps  []string
+		after int64
+		want  []string
+	}{
+		{[]string{"shop-003", "a%b_c", "shop-001", "nope"}, nil, 0, []string{"a%b_c", "shop-003", "shop-001"}},
+		{[]string{"shop-003", "a%b_c", "shop-001"}, []string{"shop"}, 0, []string{"shop-003", "shop-001"}},
+		{[]string{"shop-003", "a%b_c", "shop-001"}, nil, 2, []string{"a%b_c", "shop-003"}},
+	} {
+		page, err := s.List(ctx, audit.Filter{ObjectType: "bucket", ObjectNames: tt.names, Apps: tt.apps, After: tt.after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []string{}
+		for _, e := range page.Entries {
+			got = append(got, e.ObjectName)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("names %v in %v after %d: %v, want %v", tt.names, tt.apps, tt.after, got, tt.want)
+		}
+	}
+	if _, err := s.List(ctx, audit.Filter{ObjectType: "bucket", ObjectNames: make([]string, audit.MaxNames+1)}); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("too many names: %v", err)
+	}
+
 	// Many names match "shop-": read newest first, filtered row by row.
 	first, err := s.List(ctx, audit.Filter{ObjectType: "bucket", NameContains: "shop-", Limit: 50})
 	if err != nil {
@@ -237,6 +266,7 @@ func TestNameContainsPagingAndCount(t *testing.T) {
 		{audit.Filter{ObjectType: "bucket", NameContains: "shop-"}, 120},
 		{audit.Filter{ObjectType: "bucket", NameContains: "b_c"}, 1},
 		{audit.Filter{ObjectType: "bucket", NameContains: "zzz"}, 0},
+		{audit.Filter{ObjectType: "bucket", ObjectNames: []string{"shop-003", "a%b_c"}}, 2},
 		{audit.Filter{Apps: []string{"odd"}}, 2},
 		{audit.Filter{Apps: []string{}}, 0},
 		{audit.Filter{Apps: []string{"odd"}, App: "shop"}, 0},
