@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/rbac"
 )
 
@@ -102,6 +103,15 @@ func TestAuditLogPage(t *testing.T) {
 	}
 	r = b.get("/audit?bucket=alpha_")
 	wantBody(t, "wildcard filter", r, "No entries.", "0 entries")
+	// A deleted bucket is found by its whole name.
+	web, err := e.bkts.Get(context.Background(), "alpha-web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.bkts.Delete(context.Background(), e.system, "alpha-web", buckets.Expect{ID: web.ID, OwnerApp: "alpha", Version: web.Version}); err != nil {
+		t.Fatal(err)
+	}
+	wantBody(t, "deleted bucket", b.get("/audit?bucket=alpha-web"), "bucket.delete", "bucket.create", "2 entries")
 	r = b.get("/audit?app=beta")
 	if strings.Contains(r.body, "beta-api") {
 		t.Fatal("filtering by a foreign app reveals its entries")
