@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/errs"
 )
 
 // Store reads the audit log. Rows are written with Write, inside the
@@ -42,8 +43,19 @@ type Filter struct {
 	// entries about the listed apps (the caller's), never entries without
 	// an app such as sign-ins. An empty non-nil slice shows none.
 	Apps []string
-	// Before is the cursor: the ID of the last entry of the previous page.
+	// ObjectNames keeps entries about any of these objects (at most
+	// MaxNames), with ObjectType.
+	ObjectNames []string
+	// NameContains keeps entries whose object name contains it, as typed:
+	// "%" and "_" match themselves. Entries are then read newest first and
+	// kept when they match: fast when many do; ObjectNames is the way for
+	// a few objects.
+	NameContains string
+	// Before is the cursor of an older page: the ID of the last entry of
+	// the page before it. After is the cursor of a newer page: the ID of the
+	// first entry of the page after it. Before wins when both are set.
 	Before int64
+	After  int64
 	// Limit is the page size: database.PageSize reads it.
 	Limit int
 }
@@ -53,6 +65,10 @@ type Page struct {
 	Entries []Entry `json:"entries"`
 	// Next is the cursor of the next page (Filter.Before), 0 on the last one.
 	Next int64 `json:"next,omitempty"`
+	// Prev is the cursor of the newer page (Filter.After), 0 on the first
+	// one. It is set only when the page was read with Filter.After; the
+	// caller knows newer entries exist when it came with Filter.Before.
+	Prev int64 `json:"-"`
 }
 
 // perAppMax is the most visible apps List reads one by one. Each app's
@@ -66,7 +82,7 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	limit := database.PageSize(f.Limit)
 	// Invalid UTF-8 matches no entry; answering without a query also keeps
 	// it away from the server, which may reject it.
-	for _, v := range append([]string{f.App, f.ObjectType, f.ObjectName, f.Actor, f.Action}, f.Apps...) {
+	for _, v := range append([]string{f.App, f.ObjectType, f.ObjectName, f.Actor, f.Action, f.NameContains}, append(f.Apps, f.ObjectNames...)...) {
 		if !utf8.ValidString(v) {
 			return Page{Entries: []Entry{}}, nil
 		}
@@ -84,9 +100,24 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 			return Page{Entries: []Entry{}}, nil
 		}
 	}
+	older := f.After == 0 || f.Before > 0
+	if !older {
+		f.Before = 0
+	} else {
+		f.After = 0
+	}
+	if len(f.ObjectNames) > MaxNames {
+		return Page{}, fmt.Errorf("list audit log: %d object names, at most %d: %w", len(f.ObjectNames), MaxNames, errs.ErrInvalid)
+	}
+	// newer orders entries away from the cursor: newest first going to
+	// older pages, oldest first going to newer ones.
+	newer := func(a, b Entry) int { return cmp.Compare(b.ID, a.ID) }
+	if !older {
+		newer = func(a, b Entry) int { return cmp.Compare(a.ID, b.ID) }
+	}
 	var entries []Entry
 	var err error
-	if f.Apps != nil && len(f.Apps) <= perAppMax {
+	if f.Apps != nil && len(f.Apps) <= perAppMax && len(f.ObjectNames) == 0 {
 		// One query per app, merged: every query walks an index in id
 		// order and stops after limit+1 rows.
 		for _, app := range f.Apps {
@@ -98,7 +129,7 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 			}
 			entries = append(entries, got...)
 		}
-		slices.SortFunc(entries, func(a, b Entry) int { return cmp.Compare(b.ID, a.ID) })
+		slices.SortFunc(entries, newer)
 		entries = entries[:min(len(entries), limit+1)]
 	} else if entries, err = s.query(ctx, f, limit+1); err != nil {
 		return Page{}, err
@@ -107,11 +138,71 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 		entries = []Entry{}
 	}
 	page := Page{Entries: entries}
-	if len(page.Entries) > limit {
+	more := len(page.Entries) > limit
+	if more {
 		page.Entries = page.Entries[:limit]
-		page.Next = page.Entries[limit-1].ID
+	}
+	if older {
+		if more {
+			page.Next = page.Entries[limit-1].ID
+		}
+		return page, nil
+	}
+	// Read oldest first from the cursor: show newest first. The older page
+	// is the one the cursor came from.
+	slices.Reverse(page.Entries)
+	if len(page.Entries) > 0 {
+		page.Next = page.Entries[len(page.Entries)-1].ID
+		if more {
+			page.Prev = page.Entries[0].ID
+		}
 	}
 	return page, nil
+}
+
+// MaxNames is the most names Filter.ObjectNames may hold: each is one
+// range of the object index, read in id order.
+const MaxNames = 50
+
+// countMax is the most entries Count counts: counting is an index scan, so
+// it stops there to stay cheap at millions of rows.
+const countMax = 10_000
+
+// Count returns how many entries f selects, whatever its cursor, up to
+// countMax; more tells there are more than that.
+func (s *Store) Count(ctx context.Context, f Filter) (n int, more bool, err error) {
+	for _, v := range append([]string{f.App, f.ObjectType, f.ObjectName, f.Actor, f.Action, f.NameContains}, append(f.Apps, f.ObjectNames...)...) {
+		if !utf8.ValidString(v) {
+			return 0, false, nil
+		}
+	}
+	if f.Apps != nil {
+		if f.App != "" {
+			if !slices.Contains(f.Apps, f.App) {
+				return 0, false, nil
+			}
+			f.Apps = nil
+		} else if len(f.Apps) == 0 {
+			return 0, false, nil
+		}
+	}
+	if len(f.ObjectNames) > MaxNames {
+		return 0, false, fmt.Errorf("count audit log: %d object names, at most %d: %w", len(f.ObjectNames), MaxNames, errs.ErrInvalid)
+	}
+	f.Before, f.After = 0, 0
+	where, args := whereSQL(f)
+	query := `SELECT COUNT(*) FROM (SELECT 1 FROM audit_log` + where + ` LIMIT ?) AS t`
+	query, args, err = sqlx.In(query, append(args, countMax+1)...)
+	if err != nil {
+		return 0, false, fmt.Errorf("count audit log: %w", err)
+	}
+	if err := s.db.GetContext(ctx, &n, query, args...); err != nil {
+		return 0, false, fmt.Errorf("count audit log: %w", database.Translate(err))
+	}
+	if n > countMax {
+		return countMax, true, nil
+	}
+	return n, false, nil
 }
 
 // query reads at most n entries f selects, newest first.
@@ -127,8 +218,8 @@ func (s *Store) query(ctx context.Context, f Filter, n int) ([]Entry, error) {
 	return out, nil
 }
 
-// listSQL is the query of at most n entries f selects, newest first.
-func listSQL(f Filter, n int) (string, []any, error) {
+// whereSQL is the WHERE clause of the entries f selects, cursor included.
+func whereSQL(f Filter) (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, a ...any) {
@@ -143,6 +234,12 @@ func listSQL(f Filter, n int) (string, []any, error) {
 	}
 	if f.ObjectName != "" {
 		add(`object_name = ?`, f.ObjectName)
+	}
+	if len(f.ObjectNames) > 0 {
+		add(`object_name IN (?)`, f.ObjectNames)
+	}
+	if f.NameContains != "" {
+		add(`object_name LIKE ? ESCAPE '!'`, database.LikeContains(f.NameContains))
 	}
 	if f.Actor != "" {
 		// actor_user is the user alone, whatever the channel ("alice"
@@ -164,6 +261,22 @@ func listSQL(f Filter, n int) (string, []any, error) {
 	if f.Before > 0 {
 		add(`id < ?`, f.Before)
 	}
+	if f.After > 0 {
+		add(`id > ?`, f.After)
+	}
+	if len(where) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(where, " AND "), args
+}
+
+// listSQL is the query of at most n entries f selects, newest first, or
+// oldest first from f.After.
+func listSQL(f Filter, n int) (string, []any, error) {
+	if len(f.ObjectNames) > 0 {
+		return namesSQL(f, n)
+	}
+	where, args := whereSQL(f)
 	query := `SELECT id, at, actor, action, object_type, object_name, app,
 		COALESCE(before_json, '') AS before_json, COALESCE(after_json, '') AS after_json, remote_addr, detail
 		FROM audit_log`
@@ -173,12 +286,39 @@ func listSQL(f Filter, n int) (string, []any, error) {
 		// them all; this index holds them in id order.
 		query += ` FORCE INDEX (audit_log_app_actor)`
 	}
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
+	query += where
+	if f.After > 0 && f.Before == 0 {
+		query += ` ORDER BY id ASC LIMIT ?`
+	} else {
+		query += ` ORDER BY id DESC LIMIT ?`
 	}
-	query += ` ORDER BY id DESC LIMIT ?`
-	args = append(args, n)
-	query, args, err := sqlx.In(query, args...)
+	query, args, err := sqlx.In(query, append(args, n)...)
+	if err != nil {
+		return "", nil, fmt.Errorf("list audit log: %w", err)
+	}
+	return query, args, nil
+}
+
+// namesSQL is listSQL for entries about f.ObjectNames: one index range per
+// name, each read in id order and stopped after n rows, merged.
+func namesSQL(f Filter, n int) (string, []any, error) {
+	order := `id DESC`
+	if f.After > 0 && f.Before == 0 {
+		order = `id ASC`
+	}
+	var parts []string
+	var args []any
+	for _, name := range f.ObjectNames {
+		g := f
+		g.ObjectNames, g.ObjectName = nil, name
+		where, a := whereSQL(g)
+		parts = append(parts, `(SELECT id, at, actor, action, object_type, object_name, app,
+		COALESCE(before_json, '') AS before_json, COALESCE(after_json, '') AS after_json, remote_addr, detail
+		FROM audit_log`+where+` ORDER BY `+order+` LIMIT ?)`)
+		args = append(append(args, a...), n)
+	}
+	query := strings.Join(parts, " UNION ALL ") + ` ORDER BY ` + order + ` LIMIT ?`
+	query, args, err := sqlx.In(query, append(args, n)...)
 	if err != nil {
 		return "", nil, fmt.Errorf("list audit log: %w", err)
 	}

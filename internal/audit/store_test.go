@@ -2,12 +2,14 @@ package audit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -116,5 +118,166 @@ func TestList(t *testing.T) {
 	}
 	if got := fmt.Sprint(list(audit.Filter{Before: all.Entries[4].ID})); got != "[app.create shop]" {
 		t.Fatalf("before the second oldest: %s", got)
+	}
+}
+
+// TestChanges lists only the fields that differ, nested ones by path, and
+// tells added and removed fields apart.
+func TestChanges(t *testing.T) {
+	e := audit.Entry{
+		Before: `{"name":"b","max_permits":10,"rate":{"permits":5,"period":"1s"},"apps":["a"],"gone":1}`,
+		After:  `{"name":"b","max_permits":20,"rate":{"permits":5,"period":"1m"},"apps":["a","c"],"new":null}`,
+	}
+	got := e.Changes()
+	want := []audit.Change{
+		{Field: "apps", Before: `["a"]`, After: `["a","c"]`},
+		{Field: "gone", Before: `1`, Removed: true},
+		{Field: "max_permits", Before: `10`, After: `20`},
+		{Field: "new", After: `null`, Added: true},
+		{Field: "rate.period", Before: `"1s"`, After: `"1m"`},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Changes() = %+v\nwant %+v", got, want)
+	}
+	if c := (audit.Entry{After: `{"a":1}`}).Changes(); len(c) != 1 || !c[0].Added {
+		t.Errorf("a created object: %+v", c)
+	}
+	if c := (audit.Entry{Before: `not json`, After: `{"a":1}`}).Changes(); len(c) != 2 {
+		t.Errorf("a snapshot that is not JSON: %+v", c)
+	}
+	if c := (audit.Entry{}).Changes(); c != nil {
+		t.Errorf("no snapshots: %+v", c)
+	}
+}
+
+// TestNameContainsPagingAndCount: the bucket name filter matches part of a
+// name, its wildcards as plain characters, in few names or many; pages go
+// back as well as forward; counts stop at their cap.
+func TestNameContainsPagingAndCount(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.MySQL(t)
+	who := audit.Actor{User: "alice"}
+	write := func(name, app string) {
+		t.Helper()
+		if err := audit.Write(ctx, db, who, audit.Entry{Action: "bucket.update", ObjectType: "bucket", ObjectName: name, App: app}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 120 {
+		write(fmt.Sprintf("shop-%03d", i), "shop") // 120 names: more than a name list holds
+	}
+	write("a%b_c", "odd")
+	write("axbyc", "odd")
+	write("checkout", "shop")
+	s := audit.NewStore(db)
+	names := func(f audit.Filter) []string {
+		t.Helper()
+		page, err := s.List(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		for _, e := range page.Entries {
+			out = append(out, e.ObjectName)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		contains string
+		apps     []string
+		want     []string
+	}{
+		{"%b_", nil, []string{"a%b_c"}},
+		{"b_c", nil, []string{"a%b_c"}},
+		{"_", nil, []string{"a%b_c"}},
+		{"!", nil, []string{}},
+		{"eckou", nil, []string{"checkout"}},
+		{"eckou", []string{"odd"}, []string{}},
+		{"shop-11", nil, []string{"shop-119", "shop-118", "shop-117", "shop-116", "shop-115", "shop-114", "shop-113", "shop-112", "shop-111", "shop-110"}},
+		{"op-00", []string{"shop"}, []string{"shop-009", "shop-008", "shop-007", "shop-006", "shop-005", "shop-004", "shop-003", "shop-002", "shop-001", "shop-000"}},
+	} {
+		if got := names(audit.Filter{ObjectType: "bucket", NameContains: tt.contains, Apps: tt.apps}); !slices.Equal(got, tt.want) {
+			t.Errorf("contains %q: %v, want %v", tt.contains, got, tt.want)
+		}
+	}
+	// A few names: one index range each, merged.
+	for _, tt := range []struct {
+		names []string
+		apps  []string
+		after int64
+		want  []string
+	}{
+		{[]string{"shop-003", "a%b_c", "shop-001", "nope"}, nil, 0, []string{"a%b_c", "shop-003", "shop-001"}},
+		{[]string{"shop-003", "a%b_c", "shop-001"}, []string{"shop"}, 0, []string{"shop-003", "shop-001"}},
+		{[]string{"shop-003", "a%b_c", "shop-001"}, nil, 2, []string{"a%b_c", "shop-003"}},
+	} {
+		page, err := s.List(ctx, audit.Filter{ObjectType: "bucket", ObjectNames: tt.names, Apps: tt.apps, After: tt.after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []string{}
+		for _, e := range page.Entries {
+			got = append(got, e.ObjectName)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("names %v in %v after %d: %v, want %v", tt.names, tt.apps, tt.after, got, tt.want)
+		}
+	}
+	if _, err := s.List(ctx, audit.Filter{ObjectType: "bucket", ObjectNames: make([]string, audit.MaxNames+1)}); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("too many names: %v", err)
+	}
+
+	// Many names match "shop-": read newest first, filtered row by row.
+	first, err := s.List(ctx, audit.Filter{ObjectType: "bucket", NameContains: "shop-", Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Entries) != 50 || first.Entries[0].ObjectName != "shop-119" || first.Next == 0 || first.Prev != 0 {
+		t.Fatalf("first page of shop-: %d entries from %q, next %d prev %d", len(first.Entries), first.Entries[0].ObjectName, first.Next, first.Prev)
+	}
+	second, err := s.List(ctx, audit.Filter{ObjectType: "bucket", NameContains: "shop-", Limit: 50, Before: first.Next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Entries[0].ObjectName != "shop-069" || second.Next == 0 {
+		t.Fatalf("second page starts at %q, next %d", second.Entries[0].ObjectName, second.Next)
+	}
+	// Back from the second page: the first page again, then nothing newer.
+	back, err := s.List(ctx, audit.Filter{ObjectType: "bucket", NameContains: "shop-", Limit: 50, After: second.Entries[0].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Entries) != 50 || back.Entries[0].ID != first.Entries[0].ID || back.Entries[49].ID != first.Entries[49].ID || back.Prev != 0 || back.Next != first.Next {
+		t.Fatalf("back to the first page: %d entries, prev %d, next %d (want %d)", len(back.Entries), back.Prev, back.Next, first.Next)
+	}
+	mid, err := s.List(ctx, audit.Filter{Limit: 10, After: second.Entries[0].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mid.Prev != mid.Entries[0].ID || mid.Entries[9].ID != second.Entries[0].ID+1 || mid.Next != mid.Entries[9].ID {
+		t.Fatalf("a newer page in the middle: prev %d next %d, entries %d..%d", mid.Prev, mid.Next, mid.Entries[0].ID, mid.Entries[9].ID)
+	}
+
+	for _, tt := range []struct {
+		f    audit.Filter
+		want int
+	}{
+		{audit.Filter{}, 123},
+		{audit.Filter{ObjectType: "bucket", NameContains: "shop-"}, 120},
+		{audit.Filter{ObjectType: "bucket", NameContains: "b_c"}, 1},
+		{audit.Filter{ObjectType: "bucket", NameContains: "zzz"}, 0},
+		{audit.Filter{ObjectType: "bucket", ObjectNames: []string{"shop-003", "a%b_c"}}, 2},
+		{audit.Filter{Apps: []string{"odd"}}, 2},
+		{audit.Filter{Apps: []string{}}, 0},
+		{audit.Filter{Apps: []string{"odd"}, App: "shop"}, 0},
+		{audit.Filter{App: "shop", Before: 5}, 121},
+	} {
+		n, more, err := s.Count(ctx, tt.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != tt.want || more {
+			t.Errorf("Count(%+v) = %d, %v; want %d", tt.f, n, more, tt.want)
+		}
 	}
 }

@@ -586,9 +586,6 @@ func (s *Store) Delete(ctx context.Context, actor audit.Actor, name string, want
 	})
 }
 
-// likeContains turns s into a LIKE pattern (escape character '!') that
-// matches values containing s literally.
-func likeContains(s string) string {
-	r := strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
-	return "%" + r.Replace(strings.ToLower(s)) + "%"
-}
+// likeContains is the LIKE pattern of names containing s, in any case:
+// names are lower case.
+func likeContains(s string) string { return database.LikeContains(strings.ToLower(s)) }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/buckets"
 )
 
 func TestAppRegisterAndMembers(t *testing.T) {
@@ -67,7 +69,10 @@ func TestAuditLogPage(t *testing.T) {
 
 	r = b.get("/audit")
 	wantStatus(t, "audit", r, http.StatusOK)
-	wantBody(t, "audit", r, "bucket.update", "olga", "before / after", "&#34;max_permits&#34;: 42", "alpha-web")
+	// The change is a field-by-field diff, the raw JSON one click away.
+	wantBody(t, "audit", r, "bucket.update", "olga", `<span class="field mono">max_permits</span>`,
+		`<del class="was mono">10</del>`, `<ins class="now mono">42</ins>`, "raw JSON", "&#34;max_permits&#34;: 42", "alpha-web")
+
 	if strings.Contains(r.body, "beta-api") {
 		t.Fatal("olga sees the audit trail of an app she has no role on")
 	}
@@ -75,6 +80,22 @@ func TestAuditLogPage(t *testing.T) {
 	if strings.Contains(r.body, "alpha-web") || !strings.Contains(r.body, "alpha-api") {
 		t.Fatal("bucket filter does not filter")
 	}
+	// Part of a name matches; LIKE wildcards are plain characters.
+	r = b.get("/audit?bucket=a-w")
+	if strings.Contains(r.body, "alpha-api") || !strings.Contains(r.body, "alpha-web") || !strings.Contains(r.body, "1 entry") {
+		t.Fatal("a part of a bucket name does not filter")
+	}
+	r = b.get("/audit?bucket=alpha_")
+	wantBody(t, "wildcard filter", r, "No entries.", "0 entries")
+	// A deleted bucket is found by its whole name.
+	web, err := e.bkts.Get(context.Background(), "alpha-web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.bkts.Delete(context.Background(), e.system, "alpha-web", buckets.Expect{ID: web.ID, OwnerApp: "alpha", Version: web.Version}); err != nil {
+		t.Fatal(err)
+	}
+	wantBody(t, "deleted bucket", b.get("/audit?bucket=alpha-web"), "bucket.delete", "bucket.create", "2 entries")
 	r = b.get("/audit?app=beta")
 	if strings.Contains(r.body, "beta-api") {
 		t.Fatal("filtering by a foreign app reveals its entries")

@@ -2,7 +2,6 @@ package manage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -217,11 +216,11 @@ func (s *Service) TopDenied(ctx context.Context, c Caller, limit int) (UsageOver
 	byName := map[string]*buckets.Bucket{}
 	var ov UsageOverview
 	if s.IsAdmin(c) {
-		p, err := s.buckets.List(ctx, buckets.Filter{Limit: 1})
+		n, err := s.buckets.Count(ctx)
 		if err != nil {
 			return UsageOverview{}, err
 		}
-		ov.Buckets = p.Total
+		ov.Buckets = n
 	} else {
 		visible, err := s.visibleBuckets(ctx, c)
 		if err != nil {
@@ -241,15 +240,23 @@ func (s *Service) TopDenied(ctx context.Context, c Caller, limit int) (UsageOver
 	if err != nil {
 		return ov, err
 	}
+	if names == nil {
+		// An admin's top buckets, read at once; one deleted since the
+		// roll-up is left out.
+		want := make([]string, len(top))
+		for i, t := range top {
+			want[i] = t.Bucket
+		}
+		bs, err := s.buckets.ByNames(ctx, want)
+		if err != nil {
+			return ov, err
+		}
+		for _, b := range bs {
+			byName[b.Name] = b
+		}
+	}
 	for _, t := range top {
 		b := byName[t.Bucket]
-		if b == nil && names == nil {
-			if b, err = s.buckets.Get(ctx, t.Bucket); errors.Is(err, errs.ErrNotFound) {
-				continue // deleted since the roll-up
-			} else if err != nil {
-				return ov, err
-			}
-		}
 		if b != nil {
 			ov.Rows = append(ov.Rows, DeniedRow{Bucket: b, Allowed: t.TotalAllowed, Denied: t.TotalDenied, Recent: t})
 		}

@@ -13,6 +13,8 @@ type (
 	AuditFilter = audit.Filter
 	// AuditEntry is one audit log entry.
 	AuditEntry = audit.Entry
+	// AuditChange is one field an audit entry changed.
+	AuditChange = audit.Change
 	// Role is a role on an app.
 	Role = rbac.Role
 )
