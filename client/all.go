@@ -9,10 +9,15 @@ import (
 	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
-// Request is one bucket and token count of AcquireAll.
+// Request is one bucket (and key) and token count of AcquireAll.
 type Request struct {
 	// Bucket is the bucket name.
 	Bucket string
+	// Key is the caller's key (1 to 256 bytes) when Bucket is a keyed
+	// bucket: the request takes from that key's tokens, under the bucket's
+	// limit or the most specific override's, as AcquireKey does. "" for a
+	// plain bucket.
+	Key string
 	// N is the tokens to take, 1 to 1e9.
 	N int64
 }
@@ -39,12 +44,16 @@ type Results struct {
 }
 
 // AcquireAll takes the tokens of every request in one atomic call: either
-// all are granted, or none is charged. A bucket may appear more than once;
-// its requests add up. It returns the error of the first request that can
-// never succeed (ErrUnknownBucket, ErrAppNotAllowed, ErrExceedsCapacity,
-// ErrInvalidN, wrapped with the request's index and bucket), ErrInvalidN
-// for no requests or more than MaxRequests, and ErrCrossSlot when, on Redis
-// Cluster, the buckets are not all in one hash slot (see docs/decisions.md).
+// all are granted, or none is charged. Requests may mix plain buckets and
+// keys of keyed buckets ("5/s per user and 1000/s in all"). A bucket, or a
+// key of a keyed bucket, may appear more than once; its requests add up.
+// It returns the error of the first request that can never succeed
+// (ErrUnknownBucket, also for a keyed request on a plain bucket or a plain
+// one on a keyed bucket; ErrAppNotAllowed, ErrExceedsCapacity,
+// ErrInvalidN, ErrInvalidKey; wrapped with the request's index and
+// bucket), ErrInvalidN for no requests or more than MaxRequests, and
+// ErrCrossSlot when, on Redis Cluster, the requests' keys are not all in
+// one hash slot (see docs/decisions.md).
 // While Redis is unavailable FailOpen grants the set, and FailClosed and
 // FailLocal refuse it with ErrUnavailable: local buckets are per instance
 // and cannot take from several buckets atomically.
@@ -57,7 +66,7 @@ func (l *Limiter) AcquireAll(ctx context.Context, reqs []Request) (Results, erro
 	if l.opt.observe != nil {
 		lat := time.Since(start)
 		for i, r := range reqs {
-			d := Decision{Bucket: r.Bucket, N: r.N, Err: err, Latency: lat}
+			d := Decision{Bucket: r.Bucket, Key: r.Key, N: r.N, Err: err, Latency: lat}
 			if i < len(res.Each) {
 				d.Result = res.Each[i]
 			}
@@ -78,13 +87,15 @@ func (l *Limiter) acquireAll(ctx context.Context, reqs []Request) (Results, erro
 			return Results{}, requestErr(i, r, ErrInvalidN)
 		case !redisscript.ValidName(r.Bucket):
 			return Results{}, requestErr(i, r, ErrUnknownBucket)
+		case len(r.Key) > redisscript.MaxKeyLength:
+			return Results{}, requestErr(i, r, ErrInvalidKey)
 		}
-		entries[i] = redisscript.Entry{Bucket: r.Bucket, N: r.N}
+		entries[i] = redisscript.Entry{Bucket: r.Bucket, Key: r.Key, N: r.N}
 	}
-	keys, argv := redisscript.AcquireAllArgs(l.ks, l.app, entries, make([]string, 0, len(reqs)),
+	keys, argv := redisscript.AcquireAllArgs(l.ks, l.app, entries, make([]string, 0, 2*len(reqs)),
 		make([]any, 0, 2+3*len(reqs)))
-	if !sameSlot(l.rdb, keys) {
-		return Results{}, ErrCrossSlot
+	if err := l.oneSlot(reqs, keys); err != nil {
+		return Results{}, err
 	}
 	reply, err := l.runScript(ctx, redisscript.AcquireAllSHA(), redisscript.AcquireAllSource(), keys, argv)
 	var rep errReply
@@ -156,10 +167,45 @@ func codeErr(c redisscript.Code) error {
 		return ErrAppNotAllowed
 	case redisscript.ExceedsCapacity:
 		return ErrExceedsCapacity
+	case redisscript.InvalidKey:
+		return ErrInvalidKey
 	}
 	return ErrInvalidN
 }
 
 func requestErr(i int, r Request, err error) error {
 	return fmt.Errorf("sluice: request %d (bucket %q): %w", i, r.Bucket, err)
+}
+
+// oneSlot returns ErrCrossSlot, naming two requests in different slots,
+// when rdb is a Redis Cluster client and keys (AcquireAllArgs's, in request
+// order) are not all in one hash slot. A plain bucket's slot is that of
+// its name; a keyed request's is that of "<bucket>:<group>", its key's
+// group, so it shares a slot with other requests only by chance.
+func (l *Limiter) oneSlot(reqs []Request, keys []string) error {
+	if sameSlot(l.rdb, keys) {
+		return nil
+	}
+	first := keySlot(keys[0])
+	k := 0
+	for i, r := range reqs {
+		if keySlot(keys[k]) != first {
+			return fmt.Errorf("sluice: request %d (bucket %q%s) and request 0 (bucket %q%s) are in "+
+				"different redis cluster hash slots, so one script cannot take from both; nothing was taken "+
+				"(put such sets on a non-cluster Redis, see docs/decisions.md): %w",
+				i, r.Bucket, keyNote(r), reqs[0].Bucket, keyNote(reqs[0]), ErrCrossSlot)
+		}
+		k++
+		if r.Key != "" {
+			k++
+		}
+	}
+	return ErrCrossSlot
+}
+
+func keyNote(r Request) string {
+	if r.Key == "" {
+		return ""
+	}
+	return ", a key"
 }

@@ -7,7 +7,7 @@
 // they were granted; Allow is Acquire of one token as a bool; Wait blocks
 // until granted (queueing); Middleware and package ginlimit put a bucket in
 // front of HTTP routes. AcquireAll takes from several buckets atomically
-// (every one or none); Refund and Charge give tokens back or take them
+// (every one or none), plain buckets and keys of keyed buckets alike; Refund and Charge give tokens back or take them
 // after the fact (a bucket may go into debt, at most its capacity);
 // Reserve takes tokens ahead, to act on after a delay or cancel.
 //
