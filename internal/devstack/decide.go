@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/apptokens"
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/decision"
@@ -32,7 +33,7 @@ type Decide struct {
 
 // startDecide seeds an app token and a descriptor mapping for the demo app
 // and starts the decision service on loopback ports.
-func (st *Stack) startDecide(ctx context.Context, log *slog.Logger) error {
+func (st *Stack) startDecide(ctx context.Context, log *slog.Logger, clientOpts []client.Option) error {
 	actor := audit.Actor{User: AdminUser, Via: "dev"}
 	token, _, err := apptokens.NewStore(st.DB).Create(ctx, actor, DemoApp, "dev gateway", nil)
 	if err != nil {
@@ -47,7 +48,7 @@ func (st *Stack) startDecide(ctx context.Context, log *slog.Logger) error {
 	}
 	srv, err := decision.Start(ctx, decision.ServerConfig{
 		DB: st.DB, Redis: st.Redis, KeyPrefix: st.Keyspace.Prefix,
-		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", CountUsage: true,
+		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", CountUsage: true, Client: clientOpts,
 		Logger: log.With("component", "decide"),
 	})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/accounts"
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/audit"
@@ -46,7 +47,10 @@ type Options struct {
 	AdminPassword string
 	// ReconcileInterval of the embedded sync loop; 0 means 30 s.
 	ReconcileInterval time.Duration
-	Logger            *slog.Logger
+	// DecideClient holds client options of the decision service's
+	// Limiters, such as a longer timeout for tests on a loaded machine.
+	DecideClient []client.Option
+	Logger       *slog.Logger
 }
 
 // Stack is a running development stack. Close it to stop everything.
@@ -135,7 +139,7 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 		Logger: log.With("component", "usage")})
 	st.rollDone = make(chan struct{})
 	go func() { defer close(st.rollDone); _ = st.Roller.Run(runCtx) }()
-	if err := st.startDecide(ctx, log); err != nil {
+	if err := st.startDecide(ctx, log, opts.DecideClient); err != nil {
 		return nil, err
 	}
 	return st, nil

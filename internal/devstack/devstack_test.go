@@ -66,7 +66,10 @@ func TestStackServesTheDemoBucket(t *testing.T) {
 // 429 once the demo bucket is empty.
 func TestStackDecides(t *testing.T) {
 	ctx := context.Background()
-	st, err := devstack.Start(ctx, devstack.Options{AdminPassword: "correct horse battery"})
+	// A long timeout: on a loaded machine a stalled call would otherwise
+	// be answered by the failure policy, which denies.
+	st, err := devstack.Start(ctx, devstack.Options{AdminPassword: "correct horse battery",
+		DecideClient: []client.Option{client.WithTimeout(10 * time.Second)}})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
