@@ -78,7 +78,10 @@ type row struct {
 	database.Stamp
 }
 
-const selectBuckets = bucketColumns + ` FROM buckets b JOIN apps o ON o.id = b.owner_app_id`
+// STRAIGHT_JOIN reads buckets first: a page in name order then walks the
+// name index and stops at the page's end, where MariaDB would otherwise
+// start from the few apps and sort every bucket.
+const selectBuckets = bucketColumns + ` FROM buckets b STRAIGHT_JOIN apps o ON o.id = b.owner_app_id`
 
 // bucketColumns selects a row of buckets b with its owner app o.
 const bucketColumns = `SELECT b.id, b.name, o.name AS owner_app, b.description, b.max_permits,

@@ -39,7 +39,7 @@ type bucketsPage struct {
 	// Ranked says how a ranked list is ordered, in words ("" by name).
 	Ranked   string
 	From, To int
-	Total    int
+	Total    int64
 	// TotalMore: a ranked list counts no further than Total.
 	TotalMore bool
 	CanCreate bool
@@ -275,7 +275,7 @@ func (s *server) listBuckets(c *gin.Context) {
 	}
 	p := &bucketsPage{layout: layout{Title: "Buckets", Nav: "buckets"},
 		Search: q.Search, App: q.App, Apps: names, Order: string(q.Order), Denied: q.Denied, NearLimit: q.NearLimit,
-		After: q.After, Next: list.Next, Prev: list.Prev, Total: list.Total, TotalMore: list.TotalMore, CanCreate: len(owned) > 0}
+		After: q.After, Next: list.Next, Prev: list.Prev, Total: int64(list.Total), TotalMore: list.TotalMore, CanCreate: len(owned) > 0}
 	switch list.Rank {
 	case buckets.RankDenied:
 		p.Ranked = "Most denials in the last hour first."
