@@ -48,6 +48,13 @@ type keyedBucket struct {
 	gone atomic.Bool
 }
 
+// keyedArgs holds a keyed call's state key and key. The command takes
+// them by pointer: a string put in an any costs an allocation per call, a
+// pointer none. Recycled once the call is answered.
+type keyedArgs struct{ state, key string }
+
+var keyedArgsPool = sync.Pool{New: func() any { return new(keyedArgs) }}
+
 type keyedGroup struct {
 	config    string
 	configArg any
@@ -144,13 +151,19 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 	if l.open.Load() {
 		return l.keyFallback(kb, name, key, state, n)
 	}
+	ka := keyedArgsPool.Get().(*keyedArgs)
+	ka.state, ka.key = stateKey, key
 	c := getCall()
-	c.args[0], c.args[1], c.args[2], c.args[3], c.args[4] = "evalsha", keyedSHAArg, "2", grp.configArg, stateKey
-	c.args[5], c.args[6], c.args[7] = l.appArg, n, key
+	c.args[0], c.args[1], c.args[2], c.args[3], c.args[4] = "evalsha", keyedSHAArg, "2", grp.configArg, &ka.state
+	c.args[5], c.args[6], c.args[7] = l.appArg, n, &ka.key
 	c.nargs, c.src = 8, keyedSrcArg
 	reply, err := l.batch.do(ctx, c, l.opt.timeout)
 	switch {
 	case err == nil:
+		// Answered: the round trip is over, nothing refers to ka any more.
+		// (A call that timed out may still be sent: its ka is left alone.)
+		*ka = keyedArgs{}
+		keyedArgsPool.Put(ka)
 	case errors.Is(err, errAbandoned):
 		return Result{}, ctx.Err()
 	case errors.Is(err, ErrClosed):
