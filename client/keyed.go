@@ -232,8 +232,8 @@ func (kb *keyedBucket) learn(a redisscript.Answer) {
 }
 
 // keyFallback answers a keyed acquire by the failure policy. FailLocal
-// runs a local bucket per recent key, with the limit Redis last reported
-// for that key; a key it has not seen gets the bucket's own limit. Like
+// runs a local bucket per recent key: with the override's limit Redis last
+// reported for that key, else with the bucket's own limit. Like
 // every local bucket it starts empty and fills only while the policy
 // answers, so each key keeps the FailLocal allowance. A bucket whose limit
 // this process never saw is refused.
