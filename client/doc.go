@@ -25,7 +25,8 @@
 // HeaderKey. Each key gets the bucket's limit or its most specific
 // override's (exact key, else longest prefix), decided in Redis at every
 // call. Results, errors and failure policies are those of plain buckets;
-// FailLocal keeps the 10,000 most recently used keys.
+// FailLocal keeps a bounded table of recent keys (10,000), recording the
+// limit of keys Redis answered with an override's.
 //
 // # How a call works
 //

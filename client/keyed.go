@@ -48,6 +48,13 @@ type keyedBucket struct {
 	gone atomic.Bool
 }
 
+// keyedArgs holds a keyed call's state key and key. The command takes
+// them by pointer: a string put in an any costs an allocation per call, a
+// pointer none. Recycled once the call is answered.
+type keyedArgs struct{ state, key string }
+
+var keyedArgsPool = sync.Pool{New: func() any { return new(keyedArgs) }}
+
 type keyedGroup struct {
 	config    string
 	configArg any
@@ -144,13 +151,19 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 	if l.open.Load() {
 		return l.keyFallback(kb, name, key, state, n)
 	}
+	ka := keyedArgsPool.Get().(*keyedArgs)
+	ka.state, ka.key = stateKey, key
 	c := getCall()
-	c.args[0], c.args[1], c.args[2], c.args[3], c.args[4] = "evalsha", keyedSHAArg, "2", grp.configArg, stateKey
-	c.args[5], c.args[6], c.args[7] = l.appArg, n, key
+	c.args[0], c.args[1], c.args[2], c.args[3], c.args[4] = "evalsha", keyedSHAArg, "2", grp.configArg, &ka.state
+	c.args[5], c.args[6], c.args[7] = l.appArg, n, &ka.key
 	c.nargs, c.src = 8, keyedSrcArg
 	reply, err := l.batch.do(ctx, c, l.opt.timeout)
 	switch {
 	case err == nil:
+		// Answered: the round trip is over, nothing refers to ka any more.
+		// (A call that timed out may still be sent: its ka is left alone.)
+		*ka = keyedArgs{}
+		keyedArgsPool.Put(ka)
 	case errors.Is(err, errAbandoned):
 		return Result{}, ctx.Err()
 	case errors.Is(err, ErrClosed):
@@ -219,8 +232,8 @@ func (kb *keyedBucket) learn(a redisscript.Answer) {
 }
 
 // keyFallback answers a keyed acquire by the failure policy. FailLocal
-// runs a local bucket per recent key, with the limit Redis last reported
-// for that key; a key it has not seen gets the bucket's own limit. Like
+// runs a local bucket per recent key: with the override's limit Redis last
+// reported for that key, else with the bucket's own limit. Like
 // every local bucket it starts empty and fills only while the policy
 // answers, so each key keeps the FailLocal allowance. A bucket whose limit
 // this process never saw is refused.
@@ -251,10 +264,19 @@ func (k *keyedBuckets) shard(state string) *recentKeys {
 
 // recentKeys is one shard of the bounded table of recent keys: a map and a
 // list in least-recently-used order.
+//
+// Only keys whose limit Redis reported from an override ("own" entries)
+// must be recorded while Redis answers: a key on the bucket's own limit
+// needs no entry until the policy answers it (get creates it then, from
+// the bucket's limit). So an answer with the bucket's limit costs nothing
+// while the shard holds no own entry, and otherwise one lookup to turn
+// the key's own entry, if any, back to the bucket's limit. Entries that
+// are not own follow the bucket's limit as Redis last reported it.
 type recentKeys struct {
 	mu    sync.Mutex
 	m     map[recentKey]*list.Element
-	order list.List // of *recentEntry, most recent first
+	order list.List    // of *recentEntry, most recent first
+	own   atomic.Int32 // entries with own set
 }
 
 type recentKey struct{ bucket, key string }
@@ -262,66 +284,88 @@ type recentKey struct{ bucket, key string }
 // recentEntry holds its bucket, so that a new key costs one allocation
 // (and the list's element).
 type recentEntry struct {
-	k recentKey
-	b bucket
+	k   recentKey
+	own bool // its limit is an override's (guarded by mu)
+	b   bucket
 }
 
 // learn records what Redis answered for key. def, when not nil, is the
-// bucket's own limit, which the answer applied: the key shares it rather
-// than holding a copy of its own.
+// bucket's own limit, which the answer applied.
 func (r *recentKeys) learn(l *Limiter, name, key string, a redisscript.Answer, def *learned) {
+	k := recentKey{name, key}
+	if def != nil && def.capacity == a.Capacity && def.permitsMicro == a.PermitsMicro && def.period == a.PeriodSeconds {
+		if r.own.Load() == 0 {
+			return
+		}
+		r.mu.Lock()
+		if el := r.m[k]; el != nil {
+			if e := el.Value.(*recentEntry); e.own {
+				e.own = false
+				r.own.Add(-1)
+				e.b.cfg.Store(def)
+			}
+		}
+		r.mu.Unlock()
+		return
+	}
 	r.mu.Lock()
-	b := r.lookup(recentKey{name, key})
-	if b == nil {
-		b = r.insert(recentKey{name, key})
+	e := r.lookup(k)
+	if e == nil {
+		e = r.insert(k)
+	}
+	if !e.own {
+		e.own = true
+		r.own.Add(1)
 	}
 	r.mu.Unlock()
-	if def != nil && def.capacity == a.Capacity && def.permitsMicro == a.PermitsMicro && def.period == a.PeriodSeconds &&
-		b.cfg.Load() != def {
-		b.cfg.Store(def)
-	}
-	b.learn(l, name, a)
+	e.b.learn(l, name, a)
 }
 
-// get returns the local state of key, creating it from def (the bucket's
-// own limit) when the key is not in the table; nil when def is nil too.
+// get returns the local state of key: an own entry as it is, else one
+// with def (the bucket's own limit), created when the key is not in the
+// table; nil when def is nil.
 func (r *recentKeys) get(l *Limiter, name, key string, def *learned) *bucket {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := recentKey{name, key}
-	if b := r.lookup(k); b != nil && b.cfg.Load() != nil {
-		return b
+	e := r.lookup(k)
+	if e != nil && e.own && e.b.cfg.Load() != nil {
+		return &e.b
 	}
 	if def == nil {
 		return nil
 	}
-	b := r.lookup(k)
-	if b == nil {
-		b = r.insert(k)
+	if e == nil {
+		e = r.insert(k)
 	}
-	b.cfg.Store(def)
-	b.seen.Store(int64(time.Since(l.start)))
-	return b
+	if e.b.cfg.Load() != def {
+		e.b.cfg.Store(def)
+	}
+	return &e.b
 }
 
-func (r *recentKeys) lookup(k recentKey) *bucket {
-	if e := r.m[k]; e != nil {
-		r.order.MoveToFront(e)
-		return &e.Value.(*recentEntry).b
+func (r *recentKeys) lookup(k recentKey) *recentEntry {
+	if el := r.m[k]; el != nil {
+		r.order.MoveToFront(el)
+		return el.Value.(*recentEntry)
 	}
 	return nil
 }
 
-func (r *recentKeys) insert(k recentKey) *bucket {
+func (r *recentKeys) insert(k recentKey) *recentEntry {
 	if r.m == nil {
 		r.m = map[recentKey]*list.Element{}
 	}
 	if r.order.Len() >= maxRecentKeys/recentShards {
 		last := r.order.Back()
 		r.order.Remove(last)
-		delete(r.m, last.Value.(*recentEntry).k)
+		old := last.Value.(*recentEntry)
+		if old.own {
+			r.own.Add(-1)
+		}
+		delete(r.m, old.k)
 	}
 	e := &recentEntry{k: k}
 	r.m[k] = r.order.PushFront(e)
-	return &e.b
+	return e
 }

@@ -121,13 +121,23 @@ func TestAcquireKeyFailLocal(t *testing.T) {
 	e, srv := privateRedis(t)
 	e.defineKeyed(t, "api", 4, 1_000_000, 3600, "svc") // 4 per key, 1 per hour
 	e.override(t, "api", 1, redisscript.MatchExact, "big", 100)
+	e.override(t, "api", 2, redisscript.MatchExact, "was-big", 100)
 	l := e.limiter(t, "svc", client.WithLogger(slog.New(slog.DiscardHandler)), client.WithTimeout(2*time.Second))
 	ctx := context.Background()
 	e.defineKeyed(t, "revoked", 4, 1_000_000, 3600, "svc")
-	for _, key := range []string{"seen", "seen", "seen", "big", "default"} {
+	for _, key := range []string{"seen", "seen", "seen", "big", "default", "was-big"} {
 		if _, err := l.AcquireKey(ctx, "api", key, 1); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// An override removed: its key's next answer is the bucket's limit,
+	// which FailLocal must then apply to it too.
+	o := redisscript.Override{Bucket: "api", BucketID: 1, ID: 2, Version: 2, Match: redisscript.MatchExact, Key: "was-big"}
+	if _, err := redisscript.DeleteOverride(ctx, e.rdb, e.ks(), o); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.AcquireKey(ctx, "api", "was-big", 1); err != nil || r.Limit != 4 {
+		t.Fatalf("after the override's removal: %+v %v", r, err)
 	}
 	// A bucket this app lost: FailLocal must refuse even the keys it saw.
 	if _, err := l.AcquireKey(ctx, "revoked", "k", 1); err != nil {
@@ -162,7 +172,7 @@ func TestAcquireKeyFailLocal(t *testing.T) {
 		}
 		return grants, limit
 	}
-	for key, want := range map[string]int64{"seen": 4, "big": 100, "fresh": 4} {
+	for key, want := range map[string]int64{"seen": 4, "big": 100, "fresh": 4, "was-big": 4} {
 		grants, limit := count(key)
 		if grants > 1 {
 			t.Errorf("%s: %d local grants; want at most 1", key, grants)
