@@ -67,12 +67,6 @@ var plainSource string
 
 var plainScript = redis.NewScript(plainSource)
 
-// slimSource is a prototype of a versioned, slimmer acquire, measured by
-// scriptCost only (see slim.lua).
-//
-//go:embed slim.lua
-var slimSource string
-
 // plain is one EVALSHA of a minimal Redis-clock token bucket per call: the
 // least a script-based limiter can do per call.
 type plain struct {

@@ -14,8 +14,7 @@ import (
 )
 
 // scriptCost measures what one call costs Redis for Sluice's acquire
-// script, a prototype of a slimmer versioned acquire (slim.lua) and the
-// plain script: the time inside the script
+// script and the plain script: the time inside the script
 // (usec_per_call of INFO commandstats) and redis-server's whole CPU time
 // per call (INFO cpu: parsing, the script, replies and system calls),
 // with calls sent 100 to a pipeline and one per round trip. Each figure
@@ -41,15 +40,10 @@ func scriptCost(ctx context.Context, out io.Writer, opts *redis.Options, w workl
 	if err != nil {
 		return err
 	}
-	slimSHA, err := rdb.ScriptLoad(ctx, slimSource).Result()
-	if err != nil {
-		return err
-	}
 	// Bucket 0 has id 1 and version 1 (defineBuckets); its rate is w.rate
 	// per second, so permits_micro is w.rate x 10^6 over a period of 1 s.
 	scripts := []script{
 		{"sluice acquire", acqSHA, []string{ks.Bucket(w.bucketName(0))}, []any{benchApp, "1"}},
-		{"slim (prototype)", slimSHA, []string{ks.Bucket(w.bucketName(0))}, []any{"1", "1", "1", w.capacity, w.rate * 1_000_000, 1, "0"}},
 		{"plain", plainSHA, []string{w.prefix + "pl:{" + w.bucketName(0) + "}"}, []any{w.capacity, w.rate, 1}},
 	}
 	cpu, closeCPU := redisCPUFunc(ctx, opts)
