@@ -1,7 +1,10 @@
--- Sluice delete: remove a bucket hash unless it holds a newer incarnation,
--- and remember the deleted id in a tombstone so stale events cannot bring
--- it back. KEYS[1] bucket hash, KEYS[2] tombstone; ARGV: id, version, ttl.
--- Returns 1 when the hash was deleted, else 0.
+-- Sluice delete: remove a bucket hash (or one key group of a keyed bucket:
+-- its config and overrides) unless it holds a newer incarnation, and
+-- remember the deleted id in a tombstone so stale events cannot bring it
+-- back. KEYS[1] bucket or group hash, KEYS[2] its tombstone; ARGV: id,
+-- version, ttl. Returns 1 when the hash was deleted, else 0. A keyed
+-- bucket's key states are left to expire: they carry the id, so a
+-- recreated bucket ignores them.
 
 -- ---- argument validation ----
 -- Plain decimal integers lo..hi (docs/protocol.md, "Argument formats"):

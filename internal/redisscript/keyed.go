@@ -56,14 +56,11 @@ var (
 	keyedAcquireSrc string
 	//go:embed keyed_apply.lua
 	keyedApplySrc string
-	//go:embed keyed_delete.lua
-	keyedDeleteSrc string
 	//go:embed override.lua
 	overrideSrc string
 
 	keyedAcquireScript = redis.NewScript(keyedAcquireSrc)
 	keyedApplyScript   = redis.NewScript(keyedApplySrc)
-	keyedDeleteScript  = redis.NewScript(keyedDeleteSrc)
 	overrideScript     = redis.NewScript(overrideSrc)
 )
 
@@ -301,7 +298,8 @@ func strongest(res []int64) ApplyOutcome {
 // an id larger than id, and records id in each group's tombstone for
 // TombstoneTTLSeconds. Key states expire by themselves; they carry the id,
 // so a recreated bucket ignores them. It reports whether any group was
-// deleted.
+// deleted. A group is deleted by the same script as a plain bucket's hash:
+// both are a hash guarded by its id and a tombstone.
 func DeleteKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string, id, version int64) (bool, error) {
 	if !ValidName(name) {
 		return false, fmt.Errorf("delete keyed bucket %q: %w: name", name, ErrInvalidConfig)
@@ -311,7 +309,7 @@ func DeleteKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name strin
 	for g := range calls {
 		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyTombstone(name, g)}, args: args}
 	}
-	res, err := runGroups(ctx, rdb, keyedDeleteScript, keyedDeleteSrc, calls)
+	res, err := runGroups(ctx, rdb, deleteScript, deleteSrc, calls)
 	if err != nil {
 		return false, fmt.Errorf("delete keyed bucket %q: %w", name, err)
 	}
