@@ -200,27 +200,7 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 		kb.def.Store(nil)
 		kb.gone.Store(true) // FailLocal must refuse it, even for keys it knows
 	}
-	switch a.Code {
-	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny:
-		return Result{
-			Allowed:    a.Code != redisscript.Denied,
-			WouldDeny:  a.Code == redisscript.WouldDeny,
-			Remaining:  a.Remaining,
-			RetryAfter: time.Duration(a.RetryAfterMicros) * time.Microsecond,
-			Limit:      a.Capacity,
-			ResetAfter: time.Duration(a.ResetAfterMicros) * time.Microsecond,
-		}, nil
-	case redisscript.UnknownBucket:
-		return Result{}, ErrUnknownBucket
-	case redisscript.AppNotAllowed:
-		return Result{Limit: a.Capacity}, ErrAppNotAllowed
-	case redisscript.ExceedsCapacity:
-		return Result{Limit: a.Capacity}, ErrExceedsCapacity
-	case redisscript.InvalidKey:
-		return Result{}, ErrInvalidKey
-	default:
-		return Result{}, ErrInvalidN
-	}
+	return resultOf(a.Answer)
 }
 
 // learn records the bucket's own limit from an answer that applied it.

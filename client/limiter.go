@@ -394,6 +394,12 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		b.forget() // not ours: FailLocal must refuse it
 		l.misconfigured(&b.logged, name, ErrAppNotAllowed)
 	}
+	return resultOf(a)
+}
+
+// resultOf turns the script's answer into what Acquire returns: a Result
+// for a decision, the error for a refusal.
+func resultOf(a redisscript.Answer) (Result, error) {
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny:
 		return Result{
@@ -410,6 +416,8 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		return Result{Limit: a.Capacity}, ErrAppNotAllowed
 	case redisscript.ExceedsCapacity:
 		return Result{Limit: a.Capacity}, ErrExceedsCapacity
+	case redisscript.InvalidKey:
+		return Result{}, ErrInvalidKey
 	default:
 		return Result{}, ErrInvalidN
 	}
