@@ -63,16 +63,25 @@ func Middleware(l Acquirer, bucketFor func(*http.Request) string) func(http.Hand
 				return
 			}
 			res, err := l.Acquire(r.Context(), name, 1)
-			if err != nil && r.Context().Err() != nil {
-				return
-			}
-			SetHeaders(w.Header(), res)
-			status := Status(res, err)
-			if status == 0 {
-				next.ServeHTTP(w, r)
-				return
-			}
-			http.Error(w, http.StatusText(status), status)
+			answer(w, r, next, res, err)
 		})
 	}
+}
+
+// answer passes a limited request to next or answers it, from the outcome
+// of its acquire (see Status), and returns the status it answered with: 0
+// when it passed the request on or dropped it because its client went
+// away.
+func answer(w http.ResponseWriter, r *http.Request, next http.Handler, res Result, err error) int {
+	if err != nil && r.Context().Err() != nil {
+		return 0
+	}
+	SetHeaders(w.Header(), res)
+	status := Status(res, err)
+	if status == 0 {
+		next.ServeHTTP(w, r)
+		return 0
+	}
+	http.Error(w, http.StatusText(status), status)
+	return status
 }

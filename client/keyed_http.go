@@ -23,19 +23,9 @@ func KeyMiddleware(l *Limiter, bucket string, keyFor func(*http.Request) string)
 				return
 			}
 			res, err := l.AcquireKey(r.Context(), bucket, key, 1)
-			if err != nil && r.Context().Err() != nil {
-				return
-			}
-			SetHeaders(w.Header(), res)
-			status := Status(res, err)
-			if status == 0 {
-				next.ServeHTTP(w, r)
-				return
-			}
-			if status == http.StatusInternalServerError {
+			if answer(w, r, next, res, err) == http.StatusInternalServerError {
 				l.opt.log.Error("sluice: request not limited as configured", "bucket", bucket, "app", l.app, "err", err)
 			}
-			http.Error(w, http.StatusText(status), status)
 		})
 	}
 }
