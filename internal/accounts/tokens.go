@@ -21,9 +21,6 @@ import (
 // recognise (and to scan for in code).
 const TokenPrefix = "slc_"
 
-// MaxTokenName is the longest token name, in characters.
-const MaxTokenName = 100
-
 // Token is a personal API token. The secret itself is shown once, at
 // creation; Prefix is its first characters, to tell tokens apart.
 type Token struct {
@@ -39,7 +36,7 @@ type Token struct {
 
 // Active reports whether t can be used at now: neither revoked nor expired.
 func (t *Token) Active(now time.Time) bool {
-	return t.RevokedAt == nil && (t.ExpiresAt == nil || now.Before(*t.ExpiresAt))
+	return secrets.Active(t.RevokedAt, t.ExpiresAt, now)
 }
 
 const tokenColumns = `id, user_id, name, prefix, created_at, expires_at, last_used_at, revoked_at`
@@ -51,7 +48,7 @@ const tokenColumns = `id, user_id, name, prefix, created_at, expires_at, last_us
 // secret.
 func (s *Store) CreateToken(ctx context.Context, actor audit.Actor, userID int64, name string, expires *time.Time) (string, *Token, error) {
 	now := s.now()
-	nt, err := secrets.NewToken(TokenPrefix, name, MaxTokenName, expires, now)
+	nt, err := secrets.NewToken(TokenPrefix, name, expires, now)
 	if err != nil {
 		return "", nil, err
 	}

@@ -30,9 +30,6 @@ const Prefix = "sla_"
 // ScopeAcquire is the only scope: take tokens, as the token's app.
 const ScopeAcquire = "acquire"
 
-// MaxName is the longest token name, in characters.
-const MaxName = 100
-
 // maxSecret bounds what Digest is asked to hash from a request.
 const maxSecret = 200
 
@@ -51,7 +48,7 @@ type Token struct {
 
 // Active reports whether t can be used at now: neither revoked nor expired.
 func (t *Token) Active(now time.Time) bool {
-	return t.RevokedAt == nil && (t.ExpiresAt == nil || now.Before(*t.ExpiresAt))
+	return secrets.Active(t.RevokedAt, t.ExpiresAt, now)
 }
 
 // Credential is what a decision service keeps of an active token.
@@ -91,7 +88,7 @@ const selectTokens = `SELECT t.id, a.name AS app, t.name, t.scope, t.prefix, t.c
 // same name errs.ErrConflict. The creation is audited, without the secret.
 func (s *Store) Create(ctx context.Context, actor audit.Actor, app, name string, expires *time.Time) (string, *Token, error) {
 	now := s.now()
-	nt, err := secrets.NewToken(Prefix, name, MaxName, expires, now)
+	nt, err := secrets.NewToken(Prefix, name, expires, now)
 	if err != nil {
 		return "", nil, err
 	}

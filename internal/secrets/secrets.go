@@ -47,13 +47,18 @@ type Token struct {
 	ExpiresAt *time.Time
 }
 
-// NewToken checks a token's name (1 to maxName printable characters, as
-// names.LabelProblem says) and expiry (none, or after now), then makes its
-// secret, which starts with prefix. Bad input gives a *errs.Validation.
-func NewToken(prefix, name string, maxName int, expires *time.Time, now time.Time) (Token, error) {
+// MaxTokenName is the longest name of a bearer token, personal or an
+// app's, in characters: the width of both tables' name columns.
+const MaxTokenName = 100
+
+// NewToken checks a token's name (1 to MaxTokenName printable characters,
+// as names.LabelProblem says) and expiry (none, or after now), then makes
+// its secret, which starts with prefix. Bad input gives a
+// *errs.Validation.
+func NewToken(prefix, name string, expires *time.Time, now time.Time) (Token, error) {
 	name = strings.TrimSpace(name)
 	var v errs.Validation
-	if p := names.LabelProblem(name, maxName); p != "" {
+	if p := names.LabelProblem(name, MaxTokenName); p != "" {
 		v.Add("name", p)
 	}
 	if expires != nil && !expires.After(now) {
@@ -73,4 +78,10 @@ func NewToken(prefix, name string, maxName int, expires *time.Time, now time.Tim
 		t.ExpiresAt = &e
 	}
 	return t, nil
+}
+
+// Active reports whether a token revoked at revoked (nil: never) that
+// expires at expires (nil: never) can be used at now.
+func Active(revoked, expires *time.Time, now time.Time) bool {
+	return revoked == nil && (expires == nil || now.Before(*expires))
 }

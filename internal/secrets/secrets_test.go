@@ -27,7 +27,7 @@ func TestNewIsRandomAndURLSafe(t *testing.T) {
 func TestNewToken(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 6789, time.UTC)
 	later := now.Add(time.Hour)
-	tok, err := secrets.NewToken("slx_", "  ci  ", 10, &later, now)
+	tok, err := secrets.NewToken("slx_", "  ci  ", &later, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,8 +35,31 @@ func TestNewToken(t *testing.T) {
 		!strings.HasPrefix(tok.Plaintext, tok.Display) || tok.ExpiresAt == nil || !tok.ExpiresAt.Equal(later.Truncate(time.Microsecond)) {
 		t.Fatalf("token %+v", tok)
 	}
-	_, err = secrets.NewToken("slx_", strings.Repeat("x", 11), 10, &now, now)
+	_, err = secrets.NewToken("slx_", strings.Repeat("x", secrets.MaxTokenName+1), &now, now)
 	if v := errs.Fields(err); v.For("name") == "" || v.For("expires_at") == "" {
 		t.Fatalf("bad name and past expiry: %v", err)
+	}
+	if _, err := secrets.NewToken("slx_", strings.Repeat("x", secrets.MaxTokenName), nil, now); err != nil {
+		t.Fatalf("a name of MaxTokenName characters: %v", err)
+	}
+}
+
+func TestActive(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	before, after := now.Add(-time.Second), now.Add(time.Second)
+	for _, c := range []struct {
+		revoked, expires *time.Time
+		want             bool
+	}{
+		{nil, nil, true},
+		{nil, &after, true},
+		{nil, &now, false},
+		{nil, &before, false},
+		{&before, nil, false},
+		{&before, &after, false},
+	} {
+		if got := secrets.Active(c.revoked, c.expires, now); got != c.want {
+			t.Errorf("Active(%v, %v) = %v, want %v", c.revoked, c.expires, got, c.want)
+		}
 	}
 }
