@@ -32,7 +32,7 @@ func scriptCost(ctx context.Context, out io.Writer, opts *redis.Options, w workl
 		keys      []string
 		args      []any
 	}
-	acqSHA, err := rdb.ScriptLoad(ctx, redisscript.AcquireSource()).Result()
+	acqSHA, err := rdb.ScriptLoad(ctx, redisscript.AcquireScript.Source()).Result()
 	if err != nil {
 		return err
 	}

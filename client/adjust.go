@@ -60,7 +60,7 @@ func (l *Limiter) adjust(ctx context.Context, bucket string, op redisscript.Op, 
 	if !redisscript.ValidName(bucket) {
 		return redisscript.AdjustAnswer{}, ErrUnknownBucket
 	}
-	reply, err := l.runScript(ctx, redisscript.AdjustSHA(), redisscript.AdjustSource(),
+	reply, err := l.runScript(ctx, redisscript.AdjustScript.SHA(), redisscript.AdjustScript.Source(),
 		[]string{l.ks.Bucket(bucket)}, redisscript.AdjustArgs(l.app, op, n))
 	var rep errReply
 	if errors.As(err, &rep) {

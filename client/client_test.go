@@ -221,7 +221,7 @@ func TestNoscriptResend(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	if ok, err := e.rdb.ScriptExists(ctx, redisscript.AcquireSHA()).Result(); err != nil || !ok[0] {
+	if ok, err := e.rdb.ScriptExists(ctx, redisscript.AcquireScript.SHA()).Result(); err != nil || !ok[0] {
 		t.Errorf("script not cached after reload: %v %v", ok, err)
 	}
 	if logs.Len() > 0 {
@@ -237,7 +237,7 @@ func TestNoRetryOfSentAcquire(t *testing.T) {
 	t.Parallel()
 	e, srv := privateRedis(t)
 	e.define(t, "once", 10, 1, 86400, "svc")
-	if err := e.rdb.ScriptLoad(context.Background(), redisscript.AcquireSource()).Err(); err != nil {
+	if err := e.rdb.ScriptLoad(context.Background(), redisscript.AcquireScript.Source()).Err(); err != nil {
 		t.Fatal(err) // so that the first EVALSHA runs instead of answering NOSCRIPT
 	}
 	proxy := newCuttingProxy(t, srv.Addr)
@@ -382,7 +382,7 @@ func TestQueuedCallsDroppedAfterTimeout(t *testing.T) {
 	e, srv := privateRedis(t)
 	e.define(t, "stall", 1000, 1, 86400, "svc")
 	ctx := context.Background()
-	if err := e.rdb.ScriptLoad(ctx, redisscript.AcquireSource()).Err(); err != nil {
+	if err := e.rdb.ScriptLoad(ctx, redisscript.AcquireScript.Source()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	proxy := newHoldingProxy(t, srv.Addr)

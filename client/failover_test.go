@@ -279,7 +279,7 @@ func TestRestartedRedis(t *testing.T) {
 	if most := strict(time.Second); back.IsZero() || back.Sub(defined) > most {
 		t.Errorf("back on redis %v after restart, want <= %v", back.Sub(defined), most)
 	}
-	if ok, err := e.rdb.ScriptExists(context.Background(), redisscript.AcquireSHA()).Result(); err != nil || !ok[0] {
+	if ok, err := e.rdb.ScriptExists(context.Background(), redisscript.AcquireScript.SHA()).Result(); err != nil || !ok[0] {
 		t.Errorf("acquire script not loaded after the restart: %v %v", ok, err)
 	}
 	if strings.Contains(logs.String(), "NOSCRIPT") {

@@ -26,8 +26,8 @@ const maxRecentKeys = 10_000
 const recentShards = 16
 
 var (
-	keyedSHAArg any = redisscript.KeyedAcquireSHA()
-	keyedSrcArg any = redisscript.KeyedAcquireSource()
+	keyedSHAArg any = redisscript.KeyedAcquireScript.SHA()
+	keyedSrcArg any = redisscript.KeyedAcquireScript.Source()
 )
 
 // keyedBuckets is what a Limiter keeps about keyed buckets.

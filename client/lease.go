@@ -298,12 +298,12 @@ func (ls *lease) giveBack(back int64) {
 func (l *Limiter) leaseCall(b *bucket, want, back int64) (redisscript.LeaseAnswer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opt.timeout)
 	defer cancel()
-	args := []any{"evalsha", redisscript.LeaseSHA(), "1", b.keyArg, l.appArg,
+	args := []any{"evalsha", redisscript.LeaseScript.SHA(), "1", b.keyArg, l.appArg,
 		strconv.FormatInt(want, 10), strconv.FormatInt(back, 10)}
 	cmd := redis.NewIntSliceCmd(ctx, args...)
 	_ = l.snd.rdb.Process(ctx, acquireCmd{cmd})
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		args[0], args[1] = "eval", redisscript.LeaseSource()
+		args[0], args[1] = "eval", redisscript.LeaseScript.Source()
 		cmd = redis.NewIntSliceCmd(ctx, args...)
 		_ = l.snd.rdb.Process(ctx, acquireCmd{cmd})
 	}

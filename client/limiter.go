@@ -278,7 +278,7 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Limiter{
 		rdb: rdb, app: app, appArg: app,
-		shaArg: redisscript.AcquireSHA(), srcArg: redisscript.AcquireSource(),
+		shaArg: redisscript.AcquireScript.SHA(), srcArg: redisscript.AcquireScript.Source(),
 		ks: redisscript.Keyspace{Prefix: o.prefix}, opt: o, start: time.Now(),
 		ctx: ctx, cancel: cancel, probeCh: make(chan struct{}, 1),
 		brk: breaker{minFailures: o.failures, span: o.span},
@@ -612,11 +612,11 @@ func (l *Limiter) confirm(pending chan error) error {
 }
 
 func (l *Limiter) probe(ctx context.Context) error {
-	sha, err := l.rdb.ScriptLoad(ctx, redisscript.AcquireSource()).Result()
+	sha, err := l.rdb.ScriptLoad(ctx, redisscript.AcquireScript.Source()).Result()
 	if err != nil {
 		return err
 	}
-	if sha != redisscript.AcquireSHA() {
+	if sha != redisscript.AcquireScript.SHA() {
 		return fmt.Errorf("sluice: script load returned sha %s", sha)
 	}
 	return nil

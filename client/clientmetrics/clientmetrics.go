@@ -201,16 +201,16 @@ func New(reg prometheus.Registerer, app string, opts ...Option) (*Metrics, error
 		Help: "Acquires after which at least the near-limit fraction of the bucket's capacity was in use, by app and bucket.",
 	}, []string{"app", "bucket"})
 	var err error
-	if decisions, err = register(reg, decisions); err != nil {
+	if decisions, err = Register(reg, decisions); err != nil {
 		return nil, err
 	}
-	if near, err = register(reg, near); err != nil {
+	if near, err = Register(reg, near); err != nil {
 		return nil, err
 	}
-	if duration, err = register(reg, duration); err != nil {
+	if duration, err = Register(reg, duration); err != nil {
 		return nil, err
 	}
-	if fallback, err = register(reg, fallback); err != nil {
+	if fallback, err = Register(reg, fallback); err != nil {
 		return nil, err
 	}
 	m := &Metrics{
@@ -396,11 +396,11 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.lost, prometheus.CounterValue, s.StateLost.Seconds())
 }
 
-// register registers c, or returns the collector of the same description
-// already registered (a second Limiter on one registry shares the series).
-// The server's packages have the same helper in internal/prom; this module
-// keeps its own so that a service requiring it does not require the server.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+// Register adds c to reg, or returns the collector already registered
+// under the same name, so that several limiters, servers or workers in one
+// process (tests, -dev) share their metrics instead of failing. Any other
+// refusal is returned with c. The server's metrics use it too.
+func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
 	err := reg.Register(c)
 	if err == nil {
 		return c, nil

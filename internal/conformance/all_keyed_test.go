@@ -200,7 +200,7 @@ func TestAcquireAllKeyedErrors(t *testing.T) {
 			{kk.Config, kk.Config + "0123456789ABCDEF"},
 			{kk.Config, kk.State + "0"},
 		} {
-			v, err := s.rdb.Eval(ctx, redisscript.AcquireAllSource(), keys, "svc", "1", redisscript.EntryKey, "a", "1").Int64Slice()
+			v, err := s.rdb.Eval(ctx, redisscript.AcquireAllScript.Source(), keys, "svc", "1", redisscript.EntryKey, "a", "1").Int64Slice()
 			if err != nil || v[0] != int64(redisscript.InvalidKey) {
 				t.Errorf("keys %v: %v %v, want invalid key", keys, v, err)
 			}

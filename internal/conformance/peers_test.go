@@ -139,7 +139,7 @@ func TestAcquireAllMalformedArguments(t *testing.T) {
 			{"too many", nil, []any{"svc", "33"}},
 			{"count with sign", []string{key}, []any{"svc", "+1", "b", "", "1"}},
 		} {
-			v, err := s.rdb.Eval(context.Background(), redisscript.AcquireAllSource(), tc.keys, tc.argv...).Int64Slice()
+			v, err := s.rdb.Eval(context.Background(), redisscript.AcquireAllScript.Source(), tc.keys, tc.argv...).Int64Slice()
 			if err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
@@ -218,7 +218,7 @@ func TestAdjustInvalidArguments(t *testing.T) {
 			{"svc", "refund", "0"}, {"svc", "charge", "-1"}, {"svc", "reserve", "1.5"}, {"svc", "give", "1"},
 			{"svc", "refund", "1000000001"}, {"svc", "charge", "1e3"}, {"svc", "refund"},
 		} {
-			v, err := s.rdb.Eval(context.Background(), redisscript.AdjustSource(), key, argv...).Int64Slice()
+			v, err := s.rdb.Eval(context.Background(), redisscript.AdjustScript.Source(), key, argv...).Int64Slice()
 			if err != nil {
 				t.Fatalf("%v: %v", argv, err)
 			}

@@ -607,10 +607,10 @@ func TestLease(t *testing.T) {
 			t.Fatalf("lease of an unknown bucket: %+v", a)
 		}
 		for _, bad := range [][2]string{{"-1", "0"}, {"1", "1.5"}, {"01", "0"}, {"1000000001", "0"}, {"1e3", "0"}} {
-			v, err := s.rdb.EvalSha(context.Background(), redisscript.LeaseSHA(), []string{s.ks.Bucket("leased")},
+			v, err := s.rdb.EvalSha(context.Background(), redisscript.LeaseScript.SHA(), []string{s.ks.Bucket("leased")},
 				"svc", bad[0], bad[1]).Int64Slice()
 			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-				v, err = s.rdb.Eval(context.Background(), redisscript.LeaseSource(), []string{s.ks.Bucket("leased")},
+				v, err = s.rdb.Eval(context.Background(), redisscript.LeaseScript.Source(), []string{s.ks.Bucket("leased")},
 					"svc", bad[0], bad[1]).Int64Slice()
 			}
 			if err != nil || len(v) != 8 || v[0] != int64(redisscript.InvalidN) {
@@ -626,7 +626,7 @@ func TestLease(t *testing.T) {
 		// Acquire with protocol 2 reports the lease time.
 		c.Version, c.LeaseMillis = 3, 250
 		s.apply(t, c, false)
-		v, err := s.rdb.Eval(context.Background(), redisscript.AcquireSource(), []string{s.ks.Bucket("leased")}, "svc", "1", "2").Int64Slice()
+		v, err := s.rdb.Eval(context.Background(), redisscript.AcquireScript.Source(), []string{s.ks.Bucket("leased")}, "svc", "1", "2").Int64Slice()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -80,7 +80,7 @@ func TestShadowBucketProtocol2(t *testing.T) {
 		c.Shadow, c.LeaseMillis = true, 100
 		s.apply(t, c, false)
 		s.acquire(t, "trial", "svc", 1)
-		v, err := s.rdb.Eval(context.Background(), redisscript.AcquireSource(), []string{s.ks.Bucket("trial")}, "svc", "1", "2").Int64Slice()
+		v, err := s.rdb.Eval(context.Background(), redisscript.AcquireScript.Source(), []string{s.ks.Bucket("trial")}, "svc", "1", "2").Int64Slice()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,18 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed adjust.lua
-	adjustSrc    string
-	adjustScript = redis.NewScript(adjustSrc)
-)
-
-// AdjustSource returns the Lua source of the adjust script.
-func AdjustSource() string { return adjustSrc }
-
-// AdjustSHA returns the SHA1 of the adjust script, for EVALSHA.
-func AdjustSHA() string { return adjustScript.Hash() }
-
 // Op is what an adjust call does to a bucket.
 type Op string
 
@@ -76,7 +64,7 @@ func AdjustArgs(app string, op Op, n int64) []any {
 // Adjust runs the adjust script once on bucket name. It is the plain form
 // used by tests and tools; services use the client package.
 func Adjust(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, app string, op Op, n int64) (AdjustAnswer, error) {
-	v, err := adjustScript.Run(ctx, rdb, []string{ks.Bucket(name)}, AdjustArgs(app, op, n)...).Int64Slice()
+	v, err := AdjustScript.Run(ctx, rdb, []string{ks.Bucket(name)}, AdjustArgs(app, op, n)...).Int64Slice()
 	if err != nil {
 		return AdjustAnswer{}, fmt.Errorf("%s %q: %w", op, name, err)
 	}

@@ -9,18 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed acquire_all.lua
-	acquireAllSrc    string
-	acquireAllScript = redis.NewScript(acquireAllSrc)
-)
-
-// AcquireAllSource returns the Lua source of the acquire-all script.
-func AcquireAllSource() string { return acquireAllSrc }
-
-// AcquireAllSHA returns the SHA1 of the acquire-all script, for EVALSHA.
-func AcquireAllSHA() string { return acquireAllScript.Hash() }
-
 // MaxEntries is the most entries one acquire-all call takes.
 const MaxEntries = 32
 
@@ -112,7 +100,7 @@ func AllAnswerOf(v []int64, m int) (AllAnswer, error) {
 // in one slot, or Redis refuses the call (CROSSSLOT) and nothing is taken.
 func AcquireAll(ctx context.Context, rdb redis.Scripter, ks Keyspace, app string, entries []Entry) (AllAnswer, error) {
 	keys, argv := AcquireAllArgs(ks, app, entries, nil, nil)
-	v, err := acquireAllScript.Run(ctx, rdb, keys, argv...).Int64Slice()
+	v, err := AcquireAllScript.Run(ctx, rdb, keys, argv...).Int64Slice()
 	if err != nil {
 		return AllAnswer{}, fmt.Errorf("acquire all: %w", err)
 	}

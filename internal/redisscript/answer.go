@@ -111,7 +111,7 @@ func LeaseAnswerOf(v []int64) (LeaseAnswer, error) {
 // tokens of an ended lease and takes up to want tokens as a new one. It
 // is the plain form used by tests and tools; services use the client.
 func Lease(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, app string, want, back int64) (LeaseAnswer, error) {
-	v, err := leaseScript.Run(ctx, rdb, []string{ks.Bucket(name)}, app, strconv.FormatInt(want, 10),
+	v, err := LeaseScript.Run(ctx, rdb, []string{ks.Bucket(name)}, app, strconv.FormatInt(want, 10),
 		strconv.FormatInt(back, 10)).Int64Slice()
 	if err != nil {
 		return LeaseAnswer{}, fmt.Errorf("lease %q: %w", name, err)
@@ -129,7 +129,7 @@ func Acquire(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, app str
 // AcquireRaw is Acquire with n passed as the raw string argument, so that
 // tests can send what a careless client might ("1.5", "1e3", "-1").
 func AcquireRaw(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, app, n string) (Answer, error) {
-	v, err := acquireScript.Run(ctx, rdb, []string{ks.Bucket(name)}, app, n).Int64Slice()
+	v, err := AcquireScript.Run(ctx, rdb, []string{ks.Bucket(name)}, app, n).Int64Slice()
 	if err != nil {
 		return Answer{}, fmt.Errorf("acquire %q: %w", name, err)
 	}

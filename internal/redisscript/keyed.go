@@ -51,19 +51,6 @@ const (
 	countField = "#"
 )
 
-var (
-	//go:embed keyed_acquire.lua
-	keyedAcquireSrc string
-	//go:embed keyed_apply.lua
-	keyedApplySrc string
-	//go:embed override.lua
-	overrideSrc string
-
-	keyedAcquireScript = redis.NewScript(keyedAcquireSrc)
-	keyedApplyScript   = redis.NewScript(keyedApplySrc)
-	overrideScript     = redis.NewScript(overrideSrc)
-)
-
 // AcquireKeysRaw runs the keyed acquire script once for several acquires:
 // keys holds a (group hash, state key) pair per acquire and nk its n and
 // key, one after the other. It returns the answers of eight integers.
@@ -72,7 +59,7 @@ func AcquireKeysRaw(ctx context.Context, rdb redis.Scripter, keys []string, app 
 	for _, a := range nk {
 		args = append(args, a)
 	}
-	v, err := keyedAcquireScript.Run(ctx, rdb, keys, args...).Int64Slice()
+	v, err := KeyedAcquireScript.Run(ctx, rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("keyed acquire: %w", err)
 	}
@@ -85,12 +72,6 @@ func AcquireKeysRaw(ctx context.Context, rdb redis.Scripter, keys []string, app 
 	}
 	return out, nil
 }
-
-// KeyedAcquireSource returns the Lua source of the keyed acquire script.
-func KeyedAcquireSource() string { return keyedAcquireSrc }
-
-// KeyedAcquireSHA returns the SHA1 of the keyed acquire script, for EVALSHA.
-func KeyedAcquireSHA() string { return keyedAcquireScript.Hash() }
 
 // ValidKey reports whether key can be passed to a keyed acquire: 1 to
 // MaxKeyLength bytes, any content.
@@ -181,7 +162,7 @@ func AcquireKey(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, key,
 // AcquireKeyRaw runs the keyed acquire script with the keys and arguments
 // as given, so that tests can send what a careless client might.
 func AcquireKeyRaw(ctx context.Context, rdb redis.Scripter, keys []string, app, n, key string) (KeyedAnswer, error) {
-	v, err := keyedAcquireScript.Run(ctx, rdb, keys, app, n, key).Int64Slice()
+	v, err := KeyedAcquireScript.Run(ctx, rdb, keys, app, n, key).Int64Slice()
 	if err != nil {
 		return KeyedAnswer{}, fmt.Errorf("keyed acquire: %w", err)
 	}
@@ -210,7 +191,7 @@ type groupCall struct {
 // runGroups runs script once per call, pipelined (a Cluster client splits
 // the pipeline per node), with EVALSHA and then EVAL for the calls that
 // got NOSCRIPT. It returns the integer replies in order.
-func runGroups(ctx context.Context, rdb redis.Cmdable, script *redis.Script, src string, calls []groupCall) ([]int64, error) {
+func runGroups(ctx context.Context, rdb redis.Cmdable, script Script, calls []groupCall) ([]int64, error) {
 	out := make([]int64, len(calls))
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := rdb.Pipeline()
@@ -227,7 +208,7 @@ func runGroups(ctx context.Context, rdb redis.Cmdable, script *redis.Script, src
 	if len(again) > 0 {
 		pipe = rdb.Pipeline()
 		for _, i := range again {
-			cmds[i] = pipe.Eval(ctx, src, calls[i].keys, calls[i].args...)
+			cmds[i] = pipe.Eval(ctx, script.Source(), calls[i].keys, calls[i].args...)
 		}
 		_, _ = pipe.Exec(ctx)
 	}
@@ -274,7 +255,7 @@ func ApplyKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, cfg Config,
 	if err := rdb.SAdd(ctx, ks.KeyedRegistry(), name).Err(); err != nil {
 		return 0, fmt.Errorf("apply keyed bucket %q: register: %w", name, err)
 	}
-	res, err := runGroups(ctx, rdb, keyedApplyScript, keyedApplySrc, calls)
+	res, err := runGroups(ctx, rdb, keyedApplyScript, calls)
 	if err != nil {
 		return 0, fmt.Errorf("apply keyed bucket %q: %w", name, err)
 	}
@@ -309,7 +290,7 @@ func DeleteKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name strin
 	for g := range calls {
 		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyTombstone(name, g)}, args: args}
 	}
-	res, err := runGroups(ctx, rdb, deleteScript, deleteSrc, calls)
+	res, err := runGroups(ctx, rdb, deleteScript, calls)
 	if err != nil {
 		return false, fmt.Errorf("delete keyed bucket %q: %w", name, err)
 	}
@@ -477,7 +458,7 @@ func runOverride(ctx context.Context, rdb redis.Cmdable, ks Keyspace, o Override
 	if err != nil {
 		return 0, err
 	}
-	res, err := runGroups(ctx, rdb, overrideScript, overrideSrc, calls)
+	res, err := runGroups(ctx, rdb, overrideScript, calls)
 	if err != nil {
 		return 0, err
 	}
@@ -514,7 +495,7 @@ func ApplyOverrides(ctx context.Context, rdb redis.Cmdable, ks Keyspace, os []Ov
 			ends = append(ends, len(calls))
 			end++
 		}
-		res, err := runGroups(ctx, rdb, overrideScript, overrideSrc, calls)
+		res, err := runGroups(ctx, rdb, overrideScript, calls)
 		if err != nil {
 			return nil, fmt.Errorf("apply overrides: %w", err)
 		}

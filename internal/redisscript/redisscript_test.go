@@ -105,7 +105,7 @@ func TestFieldsDocumented(t *testing.T) {
 	for _, f := range []string{redisscript.FieldID, redisscript.FieldVersion, redisscript.FieldCapacity,
 		redisscript.FieldPermits, redisscript.FieldPeriod, redisscript.FieldApps, redisscript.FieldTokens, redisscript.FieldTS,
 		redisscript.FieldLeaseMillis} {
-		if !strings.Contains(redisscript.AcquireSource()+applySource(t), "'"+f+"'") {
+		if !strings.Contains(redisscript.AcquireScript.Source()+applySource(t), "'"+f+"'") {
 			t.Errorf("field %q is not used by the scripts", f)
 		}
 		if !strings.Contains(string(doc), "`"+f+"`") {
@@ -131,9 +131,9 @@ func TestProtocolDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := redisscript.AcquireSHA()
-	if sum := sha1.Sum([]byte(redisscript.AcquireSource())); hex.EncodeToString(sum[:]) != want {
-		t.Fatalf("AcquireSHA %s is not the SHA1 of the source", want)
+	want := redisscript.AcquireScript.SHA()
+	if sum := sha1.Sum([]byte(redisscript.AcquireScript.Source())); hex.EncodeToString(sum[:]) != want {
+		t.Fatalf("AcquireScript.SHA() %s is not the SHA1 of the source", want)
 	}
 	m := regexp.MustCompile("(?m)^SHA1: `([0-9a-f]{40})`$").FindAllSubmatch(doc, -1)
 	if len(m) != 1 {
@@ -151,7 +151,7 @@ func TestProtocolDoc(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the acquire script's path in docs/protocol.md: %v", err)
 	}
-	if string(src) != redisscript.AcquireSource() {
+	if string(src) != redisscript.AcquireScript.Source() {
 		t.Errorf("%s in docs/protocol.md is not the embedded acquire script", p[1])
 	}
 	var ks redisscript.Keyspace
@@ -167,8 +167,8 @@ func TestProtocolDoc(t *testing.T) {
 func TestScriptLoadSHA(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Redis(t)
-	sha, err := rdb.ScriptLoad(context.Background(), redisscript.AcquireSource()).Result()
-	if err != nil || sha != redisscript.AcquireSHA() {
-		t.Fatalf("SCRIPT LOAD = %s, %v; want %s", sha, err, redisscript.AcquireSHA())
+	sha, err := rdb.ScriptLoad(context.Background(), redisscript.AcquireScript.Source()).Result()
+	if err != nil || sha != redisscript.AcquireScript.SHA() {
+		t.Fatalf("SCRIPT LOAD = %s, %v; want %s", sha, err, redisscript.AcquireScript.SHA())
 	}
 }

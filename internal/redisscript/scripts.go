@@ -12,37 +12,61 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Script is one of the Lua scripts of docs/protocol.md. Its Run sends
+// EVALSHA and falls back to EVAL on NOSCRIPT.
+type Script struct {
+	*redis.Script
+	src string
+}
+
+func newScript(src string) Script { return Script{redis.NewScript(src), src} }
+
+// Source returns the script's Lua source, for EVAL and SCRIPT LOAD.
+func (s Script) Source() string { return s.src }
+
+// SHA returns the SHA1 of the script's source, for EVALSHA.
+func (s Script) SHA() string { return s.Hash() }
+
 var (
 	//go:embed acquire.lua
 	acquireSrc string
+	//go:embed keyed_acquire.lua
+	keyedAcquireSrc string
+	//go:embed acquire_all.lua
+	acquireAllSrc string
+	//go:embed adjust.lua
+	adjustSrc string
+	//go:embed lease.lua
+	leaseSrc string
 	//go:embed apply.lua
 	applySrc string
+	//go:embed keyed_apply.lua
+	keyedApplySrc string
+	//go:embed override.lua
+	overrideSrc string
 	//go:embed delete.lua
 	deleteSrc string
 	//go:embed read.lua
 	readSrc string
-	//go:embed lease.lua
-	leaseSrc string
-
-	acquireScript = redis.NewScript(acquireSrc)
-	applyScript   = redis.NewScript(applySrc)
-	deleteScript  = redis.NewScript(deleteSrc)
-	readScript    = redis.NewScript(readSrc)
-	leaseScript   = redis.NewScript(leaseSrc)
 )
 
-// AcquireSource returns the Lua source of the acquire script, for EVAL and
-// SCRIPT LOAD.
-func AcquireSource() string { return acquireSrc }
+// The scripts a client runs to take tokens.
+var (
+	AcquireScript      = newScript(acquireSrc)
+	KeyedAcquireScript = newScript(keyedAcquireSrc)
+	AcquireAllScript   = newScript(acquireAllSrc)
+	AdjustScript       = newScript(adjustSrc)
+	LeaseScript        = newScript(leaseSrc)
+)
 
-// AcquireSHA returns the SHA1 of the acquire script, for EVALSHA.
-func AcquireSHA() string { return acquireScript.Hash() }
-
-// LeaseSource returns the Lua source of the lease script.
-func LeaseSource() string { return leaseSrc }
-
-// LeaseSHA returns the SHA1 of the lease script.
-func LeaseSHA() string { return leaseScript.Hash() }
+// The scripts the sync worker runs to write definitions.
+var (
+	applyScript      = newScript(applySrc)
+	keyedApplyScript = newScript(keyedApplySrc)
+	overrideScript   = newScript(overrideSrc)
+	deleteScript     = newScript(deleteSrc)
+	readScript       = newScript(readSrc)
+)
 
 // ApplyOutcome says what Apply did.
 type ApplyOutcome int

@@ -3,7 +3,7 @@ package syncer
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/internal/prom"
+	"github.com/sluicehq/sluice/client/clientmetrics"
 )
 
 // metrics are the worker's Prometheus collectors. They exist even when no
@@ -80,13 +80,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.errors.WithLabelValues(s)
 	}
 	if reg != nil {
-		m.lag, _ = prom.Register(reg, m.lag)
-		m.applied, _ = prom.Register(reg, m.applied)
-		m.repairs, _ = prom.Register(reg, m.repairs)
-		m.errors, _ = prom.Register(reg, m.errors)
-		m.reconcileDuration, _ = prom.Register(reg, m.reconcileDuration)
-		m.lastSync, _ = prom.Register(reg, m.lastSync)
-		m.lastReconcile, _ = prom.Register(reg, m.lastReconcile)
+		m.lag, _ = clientmetrics.Register(reg, m.lag)
+		m.applied, _ = clientmetrics.Register(reg, m.applied)
+		m.repairs, _ = clientmetrics.Register(reg, m.repairs)
+		m.errors, _ = clientmetrics.Register(reg, m.errors)
+		m.reconcileDuration, _ = clientmetrics.Register(reg, m.reconcileDuration)
+		m.lastSync, _ = clientmetrics.Register(reg, m.lastSync)
+		m.lastReconcile, _ = clientmetrics.Register(reg, m.lastReconcile)
 	}
 	return m
 }
