@@ -2,7 +2,6 @@ package redisscript
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 

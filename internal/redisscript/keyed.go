@@ -3,7 +3,6 @@ package redisscript
 import (
 	"context"
 	"crypto/sha1"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"

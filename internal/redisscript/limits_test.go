@@ -11,7 +11,7 @@ import (
 // TestScriptLimitsMatchGo: the acquire script repeats the largest n, which
 // Lua cannot import; it must be the Go limit.
 func TestScriptLimitsMatchGo(t *testing.T) {
-	if want := "local MAX_N = " + strconv.Itoa(limits.MaxCapacity) + "\n"; !strings.Contains(acquireSrc, want) {
+	if want := "local MAX_N = " + strconv.Itoa(limits.MaxCapacity) + "\n"; !strings.Contains(AcquireScript.Source(), want) {
 		t.Fatalf("acquire.lua does not define %q", strings.TrimSpace(want))
 	}
 }

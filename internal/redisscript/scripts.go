@@ -2,7 +2,7 @@ package redisscript
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
 	"math"
@@ -19,7 +19,18 @@ type Script struct {
 	src string
 }
 
-func newScript(src string) Script { return Script{redis.NewScript(src), src} }
+//go:embed *.lua
+var lua embed.FS
+
+// script reads the file name of lua; the names are constants, so a
+// missing one fails every test at once.
+func script(name string) Script {
+	src, err := lua.ReadFile(name)
+	if err != nil {
+		panic(err)
+	}
+	return Script{redis.NewScript(string(src)), string(src)}
+}
 
 // Source returns the script's Lua source, for EVAL and SCRIPT LOAD.
 func (s Script) Source() string { return s.src }
@@ -27,45 +38,22 @@ func (s Script) Source() string { return s.src }
 // SHA returns the SHA1 of the script's source, for EVALSHA.
 func (s Script) SHA() string { return s.Hash() }
 
-var (
-	//go:embed acquire.lua
-	acquireSrc string
-	//go:embed keyed_acquire.lua
-	keyedAcquireSrc string
-	//go:embed acquire_all.lua
-	acquireAllSrc string
-	//go:embed adjust.lua
-	adjustSrc string
-	//go:embed lease.lua
-	leaseSrc string
-	//go:embed apply.lua
-	applySrc string
-	//go:embed keyed_apply.lua
-	keyedApplySrc string
-	//go:embed override.lua
-	overrideSrc string
-	//go:embed delete.lua
-	deleteSrc string
-	//go:embed read.lua
-	readSrc string
-)
-
 // The scripts a client runs to take tokens.
 var (
-	AcquireScript      = newScript(acquireSrc)
-	KeyedAcquireScript = newScript(keyedAcquireSrc)
-	AcquireAllScript   = newScript(acquireAllSrc)
-	AdjustScript       = newScript(adjustSrc)
-	LeaseScript        = newScript(leaseSrc)
+	AcquireScript      = script("acquire.lua")
+	KeyedAcquireScript = script("keyed_acquire.lua")
+	AcquireAllScript   = script("acquire_all.lua")
+	AdjustScript       = script("adjust.lua")
+	LeaseScript        = script("lease.lua")
 )
 
 // The scripts the sync worker runs to write definitions.
 var (
-	applyScript      = newScript(applySrc)
-	keyedApplyScript = newScript(keyedApplySrc)
-	overrideScript   = newScript(overrideSrc)
-	deleteScript     = newScript(deleteSrc)
-	readScript       = newScript(readSrc)
+	applyScript      = script("apply.lua")
+	keyedApplyScript = script("keyed_apply.lua")
+	overrideScript   = script("override.lua")
+	deleteScript     = script("delete.lua")
+	readScript       = script("read.lua")
 )
 
 // ApplyOutcome says what Apply did.
