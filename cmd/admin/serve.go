@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/console"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/manage"
+	"github.com/sluicehq/sluice/internal/periodic"
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/redisscript"
@@ -281,23 +282,16 @@ func displayAddr(a net.Addr) string {
 // counters and forgotten sign-in devices every hour, so the tables hold
 // only live rows. Every console instance may do it; it is idempotent.
 func purgeSessions(ctx context.Context, store *accounts.Store, throttle *signin.Throttle, log *slog.Logger) {
-	t := time.NewTicker(time.Hour)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if n, err := store.PurgeSessions(ctx); err != nil {
-				log.Warn("purge sessions", "err", err)
-			} else if n > 0 {
-				log.Info("purged sessions", "count", n)
-			}
-			if n, err := throttle.Purge(ctx); err != nil {
-				log.Warn("purge sign-in throttle", "err", err)
-			} else if n > 0 {
-				log.Info("purged sign-in throttle rows", "count", n)
-			}
+	periodic.Every(ctx, time.Hour, func(ctx context.Context) {
+		if n, err := store.PurgeSessions(ctx); err != nil {
+			log.Warn("purge sessions", "err", err)
+		} else if n > 0 {
+			log.Info("purged sessions", "count", n)
 		}
-	}
+		if n, err := throttle.Purge(ctx); err != nil {
+			log.Warn("purge sign-in throttle", "err", err)
+		} else if n > 0 {
+			log.Info("purged sign-in throttle rows", "count", n)
+		}
+	})
 }

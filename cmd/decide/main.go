@@ -14,4 +14,4 @@ package main
 
 import "github.com/sluicehq/sluice/internal/startup"
 
-func main() { startup.Main("sluice-decide", run) }
+func main() { startup.Main("sluice-decide", worker.Run) }

@@ -149,7 +149,7 @@ func TestServe(t *testing.T) {
 	})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- run(runCtx, nil, env) }()
+	go func() { done <- worker.Run(runCtx, nil, env) }()
 	defer func() {
 		cancel()
 		select {
@@ -185,7 +185,7 @@ func TestServe(t *testing.T) {
 			t.Fatalf("call %d: %d, want %d", i, resp.StatusCode, want)
 		}
 	}
-	if err := healthcheck(ctx, []string{"-url", base + "/healthz"}, io.Discard); err != nil {
+	if err := worker.Healthcheck(ctx, []string{"-url", base + "/healthz"}, io.Discard); err != nil {
 		t.Fatalf("healthcheck: %v", err)
 	}
 	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "sluice_decide_requests_total") ||

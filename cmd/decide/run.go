@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,17 +15,11 @@ import (
 	"github.com/sluicehq/sluice/internal/startup"
 )
 
-// run is the whole program: main only adds signals and the exit code.
-func run(ctx context.Context, args []string, getenv func(string) string) error {
-	if len(args) > 0 && args[0] == "healthcheck" {
-		return healthcheck(ctx, args[1:], os.Stderr)
-	}
-	cfg, err := parseConfig(args, getenv, os.Stderr)
-	if err != nil {
-		return err
-	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
-	return serve(ctx, cfg, log)
+// worker is the whole program; main adds signals and the exit code.
+var worker = startup.Worker[config]{
+	Program: "sluice-decide", HealthURL: "http://127.0.0.1:8082/healthz",
+	Parse: parseConfig, Serve: serve,
+	LogLevel: func(c config) slog.Level { return c.logLevel },
 }
 
 // serve connects to the stores and answers until ctx ends, then shuts
@@ -83,9 +75,4 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	log.Info("sluice-decide stopped")
 	return runErr
-}
-
-// healthcheck is the `healthcheck -url URL` subcommand.
-func healthcheck(ctx context.Context, args []string, output io.Writer) error {
-	return startup.Healthcheck(ctx, "sluice-decide", "http://127.0.0.1:8082/healthz", args, output)
 }

@@ -12,4 +12,4 @@ package main
 
 import "github.com/sluicehq/sluice/internal/startup"
 
-func main() { startup.Main("sluice-sync", run) }
+func main() { startup.Main("sluice-sync", worker.Run) }

@@ -27,7 +27,7 @@ const childEnv = "SLUICE_SYNC_TEST_AS_WORKER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
-		startup.Main("sluice-sync", run) // as main does
+		startup.Main("sluice-sync", worker.Run) // as main does
 	}
 	os.Exit(m.Run())
 }
@@ -72,7 +72,7 @@ func TestServe(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, env) }()
+	go func() { done <- worker.Run(ctx, nil, env) }()
 	defer func() {
 		cancel()
 		select {
@@ -97,10 +97,10 @@ func TestServe(t *testing.T) {
 	if code, body := get(t, base+"/healthz"); code != 200 || !strings.Contains(body, "ok") {
 		t.Fatalf("/healthz: %d %q", code, body)
 	}
-	if err := run(context.Background(), []string{"healthcheck", "-url", base + "/healthz"}, env); err != nil {
+	if err := worker.Run(context.Background(), []string{"healthcheck", "-url", base + "/healthz"}, env); err != nil {
 		t.Fatalf("healthcheck subcommand: %v", err)
 	}
-	if err := run(context.Background(), []string{"healthcheck", "-url", base + "/nothing"}, env); err == nil {
+	if err := worker.Run(context.Background(), []string{"healthcheck", "-url", base + "/nothing"}, env); err == nil {
 		t.Fatal("healthcheck of a 404 passed")
 	}
 
@@ -170,7 +170,7 @@ func TestUnreachableStoresAtStart(t *testing.T) {
 			tc.env["SLUICE_HTTP_ADDR"] = ""
 			tc.env["SLUICE_LOG_LEVEL"] = "error"
 			start := time.Now()
-			err := run(context.Background(), nil, envOf(tc.env))
+			err := worker.Run(context.Background(), nil, envOf(tc.env))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
@@ -186,15 +186,15 @@ func TestUnreachableStoresAtStart(t *testing.T) {
 
 func TestBadConfigExitCode(t *testing.T) {
 	t.Parallel()
-	err := run(context.Background(), nil, envOf(nil))
+	err := worker.Run(context.Background(), nil, envOf(nil))
 	var ue usageError
 	if !errors.As(err, &ue) || exitCode(err) != 2 {
 		t.Fatalf("err = %v (exit %d), want a usage error and exit 2", err, exitCode(err))
 	}
-	if err := run(context.Background(), []string{"-h"}, envOf(nil)); exitCode(err) != 0 {
+	if err := worker.Run(context.Background(), []string{"-h"}, envOf(nil)); exitCode(err) != 0 {
 		t.Fatalf("-h: %v", err)
 	}
-	if err := run(context.Background(), []string{"healthcheck", "-url", "::bad"}, envOf(nil)); exitCode(err) == 0 {
+	if err := worker.Run(context.Background(), []string{"healthcheck", "-url", "::bad"}, envOf(nil)); exitCode(err) == 0 {
 		t.Fatal("healthcheck of a bad url passed")
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -25,17 +24,11 @@ import (
 	"github.com/sluicehq/sluice/internal/usage"
 )
 
-// run is the whole program: main only adds signals and the exit code.
-func run(ctx context.Context, args []string, getenv func(string) string) error {
-	if len(args) > 0 && args[0] == "healthcheck" {
-		return healthcheck(ctx, args[1:], os.Stderr)
-	}
-	cfg, err := parseConfig(args, getenv, os.Stderr)
-	if err != nil {
-		return err
-	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
-	return serve(ctx, cfg, log)
+// worker is the whole program; main adds signals and the exit code.
+var worker = startup.Worker[config]{
+	Program: "sluice-sync", HealthURL: "http://127.0.0.1:9090/healthz",
+	Parse: parseConfig, Serve: serve,
+	LogLevel: func(c config) slog.Level { return c.logLevel },
 }
 
 // serve connects to the stores, then runs the worker and the HTTP server
@@ -153,9 +146,4 @@ func readiness(ctx context.Context, db *sqlx.DB, rdb redis.UniversalClient, w *s
 		st.LastReconcile = lr.UTC().Format(time.RFC3339Nano)
 	}
 	return st
-}
-
-// healthcheck is the `healthcheck -url URL` subcommand.
-func healthcheck(ctx context.Context, args []string, output io.Writer) error {
-	return startup.Healthcheck(ctx, "sluice-sync", "http://127.0.0.1:9090/healthz", args, output)
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/sluicehq/sluice/internal/periodic"
 )
 
 // Sampling of refusals of callers who are not signed in. Anyone can send
@@ -146,16 +148,7 @@ func (r *Refusals) Flush(ctx context.Context) error {
 // Run flushes every Interval until ctx ends.
 func (r *Refusals) Run(ctx context.Context) {
 	_, every := r.limits()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_ = r.Flush(ctx)
-		}
-	}
+	periodic.Every(ctx, every, func(ctx context.Context) { _ = r.Flush(ctx) })
 }
 
 // Total returns how many refusals were recorded, written or not.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/periodic"
 )
 
 // DefaultRetention is how long audit entries are kept unless configured
@@ -52,18 +53,11 @@ func (s *Store) RunRetention(ctx context.Context, keep time.Duration, log *slog.
 	if keep <= 0 {
 		return
 	}
-	t := time.NewTicker(PurgeInterval)
-	defer t.Stop()
-	for {
+	periodic.NowAndEvery(ctx, PurgeInterval, func(ctx context.Context) {
 		if n, err := s.Purge(ctx, time.Now().Add(-keep)); err != nil && ctx.Err() == nil {
 			log.WarnContext(ctx, "audit: purge of old entries failed; retrying later", "err", err)
 		} else if n > 0 {
 			log.InfoContext(ctx, "audit: purged old entries", "count", n, "older_than", keep.String())
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }

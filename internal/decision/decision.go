@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apptokens"
 	"github.com/sluicehq/sluice/internal/descriptors"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/periodic"
 	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
@@ -163,27 +164,18 @@ func (s *Service) refresh(ctx context.Context, force bool) error {
 // Run refreshes every refresh interval until ctx ends. Failures are logged
 // and the last snapshot keeps serving.
 func (s *Service) Run(ctx context.Context) error {
-	t := time.NewTicker(s.cfg.RefreshInterval)
-	defer t.Stop()
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	var latch periodic.Latch
+	periodic.Every(ctx, s.cfg.RefreshInterval, func(ctx context.Context) {
 		err := s.Refresh(ctx, false)
 		switch {
-		case err != nil && ctx.Err() != nil:
-			return nil
-		case err != nil && !failing:
-			failing = true
+		case ctx.Err() != nil || !latch.Changed(err):
+		case err != nil:
 			s.log.Warn("decision config refresh failed; serving the last one", "err", err)
-		case err == nil && failing:
-			failing = false
+		default:
 			s.log.Info("decision config refresh works again")
 		}
-	}
+	})
+	return nil
 }
 
 // Loaded reports whether a snapshot was loaded, and its age and last error.

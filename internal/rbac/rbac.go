@@ -31,6 +31,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/names"
+	"github.com/sluicehq/sluice/internal/periodic"
 )
 
 // Role is a role a user holds on one app.
@@ -370,27 +371,18 @@ func wellTyped(r []string) bool {
 // changed, until ctx ends. Failures are logged and retried on the next
 // tick: a console keeps answering from the last policy it loaded.
 func (e *Enforcer) Run(ctx context.Context) error {
-	t := time.NewTicker(PollInterval)
-	defer t.Stop()
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	var latch periodic.Latch
+	periodic.Every(ctx, PollInterval, func(ctx context.Context) {
 		err := e.poll(ctx)
 		switch {
-		case err != nil && ctx.Err() != nil:
-			return nil
-		case err != nil && !failing:
-			failing = true
+		case ctx.Err() != nil || !latch.Changed(err):
+		case err != nil:
 			e.log().WarnContext(ctx, "rbac: cannot reload the policy; using the last one loaded", "err", err)
-		case err == nil && failing:
-			failing = false
+		default:
 			e.log().InfoContext(ctx, "rbac: policy reloads again")
 		}
-	}
+	})
+	return nil
 }
 
 // poll reloads when the stored revision differs from the loaded one, or

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/periodic"
 	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
@@ -445,19 +446,13 @@ type RollStats struct {
 // Run rolls up every Interval until ctx ends. Failures are logged and
 // retried at the next tick; it returns ctx's error.
 func (r *Roller) Run(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.Interval)
-	defer t.Stop()
-	for {
+	periodic.NowAndEvery(ctx, r.cfg.Interval, func(ctx context.Context) {
 		if _, err := r.RollUp(ctx); err != nil && ctx.Err() == nil {
 			r.m.failures.Inc()
 			r.cfg.Logger.WarnContext(ctx, "usage roll-up failed; retrying", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+	})
+	return ctx.Err()
 }
 
 // RollUp rolls up every minute that ended at least Grace ago and is not
