@@ -319,21 +319,9 @@ func (r *Recents) TopDenied(ctx context.Context, visible []string, limit int) ([
 			if err := r.db.SelectContext(ctx, &part, r.db.Rebind(q), args...); err != nil {
 				return nil, fmt.Errorf("usage: top denied: %w", database.Translate(err))
 			}
-			for _, p := range part {
-				if p.Denied > 0 {
-					ranked = append(ranked, p)
-				}
-			}
+			ranked = append(ranked, part...)
 		}
-		slices.SortFunc(ranked, func(a, b total) int {
-			if c := cmp.Compare(b.Denied, a.Denied); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.Bucket, b.Bucket)
-		})
-		if len(ranked) > limit {
-			ranked = ranked[:limit]
-		}
+		ranked = mostDenied(ranked, limit, func(t total) (int64, int64, string) { return t.Denied, 0, t.Bucket })
 		if len(ranked) > 0 {
 			top := make([]string, len(ranked))
 			for i, t := range ranked {
@@ -350,20 +338,30 @@ func (r *Recents) TopDenied(ctx context.Context, visible []string, limit int) ([
 	}
 	out := make([]Recent, 0, len(rows))
 	for _, row := range rows {
-		if rc := recent(row.Bucket, row.ring(), last); rc.TotalDenied > 0 {
-			out = append(out, rc)
+		out = append(out, recent(row.Bucket, row.ring(), last))
+	}
+	return mostDenied(out, limit, func(r Recent) (int64, int64, string) { return r.TotalDenied, 0, r.Bucket }), nil
+}
+
+// mostDenied keeps the items with denials, most denied first, ties by
+// most allowed and then by bucket name, at most limit of them (all when
+// limit <= 0). It reuses items' array.
+func mostDenied[T any](items []T, limit int, key func(T) (denied, allowed int64, bucket string)) []T {
+	top := items[:0]
+	for _, it := range items {
+		if d, _, _ := key(it); d > 0 {
+			top = append(top, it)
 		}
 	}
-	slices.SortFunc(out, func(a, b Recent) int {
-		if c := cmp.Compare(b.TotalDenied, a.TotalDenied); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Bucket, b.Bucket)
+	slices.SortFunc(top, func(a, b T) int {
+		da, aa, na := key(a)
+		db, ab, nb := key(b)
+		return cmp.Or(cmp.Compare(db, da), cmp.Compare(ab, aa), cmp.Compare(na, nb))
 	})
-	if len(out) > limit {
-		out = out[:limit]
+	if limit > 0 && len(top) > limit {
+		top = top[:limit]
 	}
-	return out, nil
+	return slices.Clip(top)
 }
 
 // RolledUpTo returns the end of the last minute rolled up (zero time when

@@ -328,25 +328,7 @@ func (r *Reader) TopDenied(ctx context.Context, names []string, since time.Durat
 		return nil, err
 	}
 
-	top := totals[:0]
-	for _, t := range totals {
-		if t.Denied > 0 {
-			top = append(top, t)
-		}
-	}
-	slices.SortFunc(top, func(a, b Total) int {
-		if c := cmp.Compare(b.Denied, a.Denied); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(b.Allowed, a.Allowed); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Bucket, b.Bucket)
-	})
-	if limit > 0 && len(top) > limit {
-		top = top[:limit]
-	}
-	return slices.Clip(top), nil
+	return mostDenied(totals, limit, func(t Total) (int64, int64, string) { return t.Denied, t.Allowed, t.Bucket }), nil
 }
 
 // readAll reads the hashes at keys in one pipeline; a missing key reads
