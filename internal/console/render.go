@@ -91,6 +91,8 @@ func parseViews() (*views, error) {
 		"until":      until,
 		// fe carries a field's id and error text to the "fielderror" partial.
 		"fe": func(id, text string) fieldError { return fieldError{ID: id, Text: text} },
+		// input carries the settings of one form field to the "input" partial.
+		"input": newInputField,
 	}
 	for _, name := range pageNames {
 		t, err := template.New(name).Funcs(funcs).ParseFS(web.Templates, "layout.html", "partials.html", name+".html")
