@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/errs"
@@ -49,21 +50,15 @@ func newInputField(pairs ...any) (inputField, error) {
 	var v *errs.Validation
 	for i := 0; i < len(pairs); i += 2 {
 		key, _ := pairs[i].(string)
-		val := pairs[i+1]
-		var ok bool
-		switch key {
-		case "errors":
-			v, ok = val.(*errs.Validation)
-			ok = ok || val == nil
-		case "required":
-			f.Required, ok = val.(bool)
-		case "nospellcheck":
-			f.NoSpellcheck, ok = val.(bool)
-		default:
-			ok = f.set(key, val)
+		if key == "errors" {
+			var ok bool
+			if v, ok = pairs[i+1].(*errs.Validation); !ok && pairs[i+1] != nil {
+				return f, fmt.Errorf("input: errors is a %T, want a *errs.Validation", pairs[i+1])
+			}
+			continue
 		}
-		if !ok {
-			return f, fmt.Errorf("input: bad setting %v = %v", pairs[i], val)
+		if err := f.set(key, pairs[i+1]); err != nil {
+			return f, err
 		}
 	}
 	if f.Name == "" || f.Label == "" {
@@ -79,36 +74,17 @@ func newInputField(pairs ...any) (inputField, error) {
 	return f, nil
 }
 
-// set sets the text setting key to val, or reports that there is no
-// such setting or val is not text.
-func (f *inputField) set(key string, val any) bool {
-	var p *string
-	switch key {
-	case "name":
-		p = &f.Name
-	case "id":
-		p = &f.ID
-	case "label":
-		p = &f.Label
-	case "hint":
-		p = &f.Hint
-	case "type":
-		p = &f.Type
-	case "value":
-		p = &f.Value
-	case "inputmode":
-		p = &f.InputMode
-	case "autocomplete":
-		p = &f.Autocomplete
-	case "list":
-		p = &f.List
-	case "min":
-		p = &f.Min
+// set sets the setting key (a field's name in lower case) to val, which
+// must have the field's type. The error text is not a setting.
+func (f *inputField) set(key string, val any) error {
+	fv := reflect.ValueOf(f).Elem().FieldByNameFunc(func(n string) bool { return strings.EqualFold(n, key) })
+	if !fv.IsValid() || key == "error" {
+		return fmt.Errorf("input: no setting %q", key)
 	}
-	s, ok := val.(string)
-	if p == nil || !ok {
-		return false
+	v := reflect.ValueOf(val)
+	if !v.IsValid() || v.Type() != fv.Type() {
+		return fmt.Errorf("input: %s is a %T, want a %s", key, val, fv.Type())
 	}
-	*p = s
-	return true
+	fv.Set(v)
+	return nil
 }

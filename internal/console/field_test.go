@@ -35,6 +35,7 @@ func TestInputFieldRefusesBadSettings(t *testing.T) {
 		{"name", "a", "label", "A", "required", "yes"},
 		{"name", "a", "label", "A", "value", 3},
 		{"name", "a", "label", "A", "errors", "none"},
+		{"name", "a", "label", "A", "error", "set by errors only"},
 	} {
 		if _, err := newInputField(args...); err == nil {
 			t.Errorf("%q: no error", args)
