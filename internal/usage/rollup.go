@@ -247,12 +247,8 @@ func (r *Recents) For(ctx context.Context, names []string) (map[string]Recent, e
 		v.Add("names", fmt.Sprintf("at most %d buckets at once", MaxRecentNames))
 		return nil, v
 	}
-	for _, n := range names {
-		if !redisscript.ValidName(n) {
-			v := &errs.Validation{}
-			v.Add("names", fmt.Sprintf("%.80q is not a valid bucket name", n))
-			return nil, v
-		}
+	if err := checkNames(names); err != nil {
+		return nil, err
 	}
 	last := lastComplete(r.now())
 	out := make(map[string]Recent, len(names))

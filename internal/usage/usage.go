@@ -260,12 +260,8 @@ func (r *Reader) TopDenied(ctx context.Context, names []string, since time.Durat
 		v.Add("since", "must be from a minute to 7 days")
 		return nil, v
 	}
-	for _, n := range names {
-		if !redisscript.ValidName(n) {
-			v := &errs.Validation{}
-			v.Add("names", fmt.Sprintf("%.80q is not a valid bucket name", n))
-			return nil, v
-		}
+	if err := checkNames(names); err != nil {
+		return nil, err
 	}
 	names = slices.Clone(names)
 	slices.Sort(names)
@@ -365,4 +361,14 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
+}
+
+// checkNames refuses names holding an invalid bucket name.
+func checkNames(names []string) error {
+	for _, n := range names {
+		if !redisscript.ValidName(n) {
+			return errs.Invalid("names", fmt.Sprintf("%.80q is not a valid bucket name", n))
+		}
+	}
+	return nil
 }
