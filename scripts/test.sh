@@ -30,8 +30,11 @@ if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	# Two suites started at once on a new machine both install: apt waits for
+	# the other's lock instead of failing.
+	apt=($sudo apt-get -o DPkg::Lock::Timeout=600)
+	"${apt[@]}" update -qq
+	DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 export PATH="$PATH:/usr/sbin"
 SLUICE_TEST_PYTHON="$(python_with_redis)" || {

@@ -139,6 +139,20 @@ func overrideAudit(action string, b *Bucket, before, after *Override) audit.Entr
 	return e
 }
 
+// recordOverrideChange writes the outbox event and the audit row of override n of
+// bucket b, created (old is nil) or updated from old, in the transaction
+// that saved it.
+func recordOverrideChange(ctx context.Context, tx *sqlx.Tx, actor audit.Actor, b *Bucket, old, n *Override) error {
+	if err := writeOverrideEvent(ctx, tx, OpOverrideUpsert, b, n, n.Version); err != nil {
+		return err
+	}
+	action := "override.create"
+	if old != nil {
+		action = "override.update"
+	}
+	return audit.Write(ctx, tx, actor, overrideAudit(action, b, old, n))
+}
+
 // CreateOverride saves a new override of the keyed bucket o.Bucket,
 // setting its ID, Version (1), timestamps and authors. An override with
 // the same match and key gives an error matching errs.ErrConflict; a
@@ -183,10 +197,7 @@ func (s *Store) CreateOverride(ctx context.Context, actor audit.Actor, o *Overri
 		if n.ID, err = res.LastInsertId(); err != nil {
 			return fmt.Errorf("insert override of %q: %w", b.Name, database.Translate(err))
 		}
-		if err := writeOverrideEvent(ctx, tx, OpOverrideUpsert, b, &n, n.Version); err != nil {
-			return err
-		}
-		return audit.Write(ctx, tx, actor, overrideAudit("override.create", b, nil, &n))
+		return recordOverrideChange(ctx, tx, actor, b, nil, &n)
 	})
 	if err != nil {
 		return err
@@ -231,10 +242,7 @@ func (s *Store) UpdateOverride(ctx context.Context, actor audit.Actor, o *Overri
 			saved.UpdatedBy, saved.UpdatedAt, old.ID, old.Version); err != nil {
 			return fmt.Errorf("update override %d of %q: %w", old.ID, b.Name, database.Translate(err))
 		}
-		if err := writeOverrideEvent(ctx, tx, OpOverrideUpsert, b, &saved, saved.Version); err != nil {
-			return err
-		}
-		return audit.Write(ctx, tx, actor, overrideAudit("override.update", b, old, &saved))
+		return recordOverrideChange(ctx, tx, actor, b, old, &saved)
 	})
 	if err != nil {
 		return err

@@ -446,13 +446,7 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 		if err := insertApps(ctx, tx, n.ID, allowed); err != nil {
 			return err
 		}
-		if err := writeEvent(ctx, tx, OpUpsert, &n, n.Version); err != nil {
-			return err
-		}
-		return audit.Write(ctx, tx, actor, audit.Entry{
-			Action: "bucket.create", ObjectType: "bucket", ObjectName: n.Name, App: n.OwnerApp,
-			After: audit.Snapshot(n),
-		})
+		return recordChange(ctx, tx, actor, nil, &n)
 	})
 	if err != nil {
 		return err
@@ -517,19 +511,26 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 				return err
 			}
 		}
-		if err := writeEvent(ctx, tx, OpUpsert, &saved, saved.Version); err != nil {
-			return err
-		}
-		return audit.Write(ctx, tx, actor, audit.Entry{
-			Action: "bucket.update", ObjectType: "bucket", ObjectName: b.Name, App: old.OwnerApp,
-			Before: audit.Snapshot(old), After: audit.Snapshot(saved),
-		})
+		return recordChange(ctx, tx, actor, old, &saved)
 	})
 	if err != nil {
 		return err
 	}
 	*b = saved
 	return nil
+}
+
+// recordChange writes the outbox event and the audit row of bucket n, created
+// (old is nil) or updated from old, in the transaction that saved it.
+func recordChange(ctx context.Context, tx *sqlx.Tx, actor audit.Actor, old, n *Bucket) error {
+	if err := writeEvent(ctx, tx, OpUpsert, n, n.Version); err != nil {
+		return err
+	}
+	e := audit.Entry{Action: "bucket.create", ObjectType: "bucket", ObjectName: n.Name, App: n.OwnerApp, After: audit.Snapshot(n)}
+	if old != nil {
+		e.Action, e.Before = "bucket.update", audit.Snapshot(old)
+	}
+	return audit.Write(ctx, tx, actor, e)
 }
 
 // Expect is what a caller read, and checked permissions on, before
