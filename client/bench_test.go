@@ -12,11 +12,11 @@ import (
 	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
-// BenchmarkAcquire measures Acquire on the shared test Redis at 1, 10 and
-// 100 concurrent goroutines (at 10 and 100 when GOMAXPROCS divides them).
+// BenchmarkAcquire measures Acquire on the shared test Redis at 1, 4, 10 and
+// 100 concurrent goroutines (at 4, 10 and 100 when GOMAXPROCS divides them).
 // Compare allocs/op with the goal of at most 5.
 func BenchmarkAcquire(b *testing.B) {
-	for _, g := range []int{1, 10, 100} {
+	for _, g := range []int{1, 4, 10, 100} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
 			e := sharedRedis(b)
 			e.define(b, "bench", 1_000_000_000, 1_000_000_000*1_000_000, 1, "svc")
@@ -82,7 +82,7 @@ func BenchmarkAcquireFallback(b *testing.B) {
 // BenchmarkAcquireUnbatched is the baseline the batching is measured
 // against: one plain EVALSHA round trip per call from each goroutine.
 func BenchmarkAcquireUnbatched(b *testing.B) {
-	for _, g := range []int{1, 100} {
+	for _, g := range []int{1, 4, 100} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
 			e := sharedRedis(b)
 			e.define(b, "bench", 1_000_000_000, 1_000_000_000*1_000_000, 1, "svc")
