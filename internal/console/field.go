@@ -9,7 +9,7 @@ import (
 )
 
 // inputField is one labelled input of a form, with its hint and its inline
-// error, as the "input" partial renders it: every form field of the
+// error, as the "input" partial renders it: every text input of the
 // console is marked up and tied to its hint and error the same way.
 type inputField struct {
 	// Name is the form field and the name of its error; ID defaults to it
@@ -20,8 +20,6 @@ type inputField struct {
 	Value        string
 	InputMode    string
 	Autocomplete string
-	List         string // id of a datalist
-	Min          string
 	Required     bool
 	NoSpellcheck bool
 	Error        string
