@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/client/internal/cowmap"
 	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
@@ -32,8 +33,7 @@ var (
 
 // keyedBuckets is what a Limiter keeps about keyed buckets.
 type keyedBuckets struct {
-	mu     sync.Mutex // guards writes of m
-	m      atomic.Pointer[map[string]*keyedBucket]
+	m      cowmap.Map[*keyedBucket]
 	recent [recentShards]recentKeys
 }
 
@@ -62,35 +62,17 @@ type keyedGroup struct {
 
 // keyedBucket returns the cached keys of keyed bucket name.
 func (l *Limiter) keyedBucket(name string) *keyedBucket {
-	if m := l.keyed.m.Load(); m != nil {
-		if kb := (*m)[name]; kb != nil {
-			return kb
+	if kb, ok := l.keyed.m.Load(name); ok {
+		return kb
+	}
+	return l.keyed.m.LoadOrAdd(name, func(n int) (*keyedBucket, bool) {
+		kb := &keyedBucket{}
+		for g := range kb.groups {
+			cfg := l.ks.KeyGroup(name, g)
+			kb.groups[g] = keyedGroup{config: cfg, configArg: cfg}
 		}
-	}
-	l.keyed.mu.Lock()
-	defer l.keyed.mu.Unlock()
-	var m map[string]*keyedBucket
-	if p := l.keyed.m.Load(); p != nil {
-		m = *p
-	}
-	if kb := m[name]; kb != nil {
-		return kb
-	}
-	kb := &keyedBucket{}
-	for g := range kb.groups {
-		cfg := l.ks.KeyGroup(name, g)
-		kb.groups[g] = keyedGroup{config: cfg, configArg: cfg}
-	}
-	if len(m) >= maxCachedBuckets {
-		return kb
-	}
-	next := make(map[string]*keyedBucket, len(m)+1)
-	for k, v := range m {
-		next[k] = v
-	}
-	next[name] = kb
-	l.keyed.m.Store(&next)
-	return kb
+		return kb, n < maxCachedBuckets
+	})
 }
 
 // AcquireKey takes n tokens for key from keyed bucket bucket: each key has

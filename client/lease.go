@@ -328,7 +328,7 @@ func (l *Limiter) startLease(b *bucket, name string, a redisscript.Answer) {
 
 // endLeases gives back what is left of every lease (Close).
 func (l *Limiter) endLeases() {
-	for _, b := range *l.buckets.Load() {
+	for _, b := range l.buckets.All() {
 		if ls := b.lease.Load(); ls != nil {
 			ls.end()
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/client/internal/cowmap"
 	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
@@ -222,8 +223,7 @@ type Limiter struct {
 	// logged, in ns since start: such names have no bucket state.
 	invalidLogged atomic.Int64
 
-	mu      sync.Mutex // guards writes of buckets
-	buckets atomic.Pointer[map[string]*bucket]
+	buckets cowmap.Map[*bucket]
 
 	keyed keyedBuckets // state of keyed buckets (keyed.go)
 
@@ -283,8 +283,6 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 		ctx: ctx, cancel: cancel, probeCh: make(chan struct{}, 1),
 		brk: breaker{minFailures: o.failures, span: o.span},
 	}
-	empty := map[string]*bucket{}
-	l.buckets.Store(&empty)
 	l.snd, l.batch = newSender(l)
 	l.wg.Add(1)
 	go l.prober()
@@ -425,27 +423,12 @@ func resultOf(a redisscript.Answer) (Result, error) {
 
 // bucket returns the cached state of name, creating it if needed.
 func (l *Limiter) bucket(name string) *bucket {
-	if b := (*l.buckets.Load())[name]; b != nil {
+	if b, ok := l.buckets.Load(name); ok {
 		return b
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	m := *l.buckets.Load()
-	if b := m[name]; b != nil {
-		return b
-	}
-	b := &bucket{keyArg: l.ks.Bucket(name)}
-	if len(m) >= maxCachedBuckets {
-		return b
-	}
-	// Copy on write: lookups stay lock-free, and new names are rare.
-	next := make(map[string]*bucket, len(m)+1)
-	for k, v := range m {
-		next[k] = v
-	}
-	next[name] = b
-	l.buckets.Store(&next)
-	return b
+	return l.buckets.LoadOrAdd(name, func(n int) (*bucket, bool) {
+		return &bucket{keyArg: l.ks.Bucket(name)}, n < maxCachedBuckets
+	})
 }
 
 // unavailable reports whether err means Redis cannot serve any call now
@@ -506,7 +489,7 @@ func (l *Limiter) Stats() Stats {
 	now := l.now()
 	var s Stats
 	s.BreakerOpenings, s.Fallback = l.brk.stats(now)
-	for _, b := range *l.buckets.Load() {
+	for _, b := range l.buckets.All() {
 		s.StateLost += b.lostTime(now)
 	}
 	return s

@@ -45,6 +45,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/client/internal/cowmap"
 	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
@@ -151,9 +152,9 @@ type Metrics struct {
 	inFall    atomic.Bool
 	max       int
 
-	mu      sync.Mutex // guards writes of buckets, and named
+	mu      sync.Mutex // guards named, and the choice of a new name's label
 	named   int        // bucket names with a label of their own
-	buckets atomic.Pointer[map[string]*bucketCounters]
+	buckets cowmap.Map[*bucketCounters]
 }
 
 // bucketCounters caches the counters of one bucket label, by result.
@@ -220,8 +221,6 @@ func New(reg prometheus.Registerer, app string, opts ...Option) (*Metrics, error
 		fallback:  fallback.WithLabelValues(app),
 	}
 	m.fallback.Set(0)
-	empty := map[string]*bucketCounters{}
-	m.buckets.Store(&empty)
 	return m, nil
 }
 
@@ -299,10 +298,7 @@ func resultOf(d client.Decision) result {
 // counter returns the counter of bucket and result r, caching it so that
 // the common case costs a map lookup and an atomic load.
 func (m *Metrics) counter(bucket string, r result) prometheus.Counter {
-	bc := (*m.buckets.Load())[bucket]
-	if bc == nil {
-		bc = m.bucketCounters(bucket)
-	}
+	bc := m.bucketCounters(bucket)
 	if c := bc.c[r].Load(); c != nil {
 		return *c
 	}
@@ -313,10 +309,7 @@ func (m *Metrics) counter(bucket string, r result) prometheus.Counter {
 
 // nearCounter returns the near-limit counter of bucket, cached like counter.
 func (m *Metrics) nearCounter(bucket string) prometheus.Counter {
-	bc := (*m.buckets.Load())[bucket]
-	if bc == nil {
-		bc = m.bucketCounters(bucket)
-	}
+	bc := m.bucketCounters(bucket)
 	if c := bc.near.Load(); c != nil {
 		return *c
 	}
@@ -328,10 +321,12 @@ func (m *Metrics) nearCounter(bucket string) prometheus.Counter {
 // bucketCounters returns the cache of bucket, or the shared one of
 // BucketInvalid or BucketOther.
 func (m *Metrics) bucketCounters(bucket string) *bucketCounters {
+	if bc, ok := m.buckets.Load(bucket); ok {
+		return bc
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	cur := *m.buckets.Load()
-	if bc := cur[bucket]; bc != nil {
+	if bc, ok := m.buckets.Load(bucket); ok {
 		return bc
 	}
 	key := bucket
@@ -343,17 +338,7 @@ func (m *Metrics) bucketCounters(bucket string) *bucketCounters {
 	default:
 		m.named++
 	}
-	if bc := cur[key]; bc != nil {
-		return bc
-	}
-	bc := &bucketCounters{label: key}
-	next := make(map[string]*bucketCounters, len(cur)+1)
-	for k, v := range cur {
-		next[k] = v
-	}
-	next[key] = bc
-	m.buckets.Store(&next)
-	return bc
+	return m.buckets.LoadOrAdd(key, func(int) (*bucketCounters, bool) { return &bucketCounters{label: key}, true })
 }
 
 // Watch registers the counters of l (see client.Stats) on the registerer

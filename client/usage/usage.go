@@ -69,6 +69,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/client/internal/cowmap"
 	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
@@ -130,8 +131,7 @@ type Recorder struct {
 	opt     options
 	ttl     time.Duration
 
-	mu      sync.Mutex // guards writes of buckets
-	buckets atomic.Pointer[map[string]*entry]
+	buckets cowmap.Map[*entry]
 
 	hotMu sync.Mutex // guards hot
 	hot   map[hotKey]int64
@@ -175,8 +175,6 @@ func NewRecorder(rdb redis.UniversalClient, app string, opts ...Option) (*Record
 		ttl:  o.retention.Truncate(time.Second),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	empty := map[string]*entry{}
-	r.buckets.Store(&empty)
 	go r.loop()
 	return r, nil
 }
@@ -356,30 +354,18 @@ func (r *Recorder) loop() {
 // entry returns the counters of bucket, creating them if needed, or nil
 // when the name is invalid or too many names are known.
 func (r *Recorder) entry(bucket string) *entry {
-	if e := (*r.buckets.Load())[bucket]; e != nil {
+	if e, ok := r.buckets.Load(bucket); ok {
 		return e
 	}
 	if !redisscript.ValidName(bucket) {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := *r.buckets.Load()
-	if e := m[bucket]; e != nil {
-		return e
-	}
-	if len(m) >= maxBuckets {
-		return nil
-	}
-	// Copy on write: lookups stay lock-free, and new names are rare.
-	next := make(map[string]*entry, len(m)+1)
-	for k, v := range m {
-		next[k] = v
-	}
-	e := &entry{name: bucket}
-	next[bucket] = e
-	r.buckets.Store(&next)
-	return e
+	return r.buckets.LoadOrAdd(bucket, func(n int) (*entry, bool) {
+		if n >= maxBuckets {
+			return nil, false
+		}
+		return &entry{name: bucket}, true
+	})
 }
 
 // entry holds the counters of one bucket: the cell of the minute being
@@ -498,7 +484,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
 	minutes := map[periodKey]counts{}
-	for _, e := range *r.buckets.Load() {
+	for _, e := range r.buckets.All() {
 		e.take(minutes)
 	}
 	r.hotMu.Lock()
