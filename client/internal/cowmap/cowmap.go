@@ -36,11 +36,9 @@ func (c *Map[V]) All() map[string]V {
 
 // LoadOrAdd returns the value of name. When there is none it calls add,
 // under the lock, with the number of names held, and returns what add
-// returns, which it keeps for name if add says so.
+// returns, which it keeps for name if add says so. It always takes the
+// lock: callers try Load first, which is inlined and lock-free.
 func (c *Map[V]) LoadOrAdd(name string, add func(n int) (v V, keep bool)) V {
-	if v, ok := c.Load(name); ok {
-		return v
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.All()
