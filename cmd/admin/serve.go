@@ -12,8 +12,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/accounts"
@@ -174,8 +172,7 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 	// console's address never exposes them and its access rules stay whole.
 	var reg *prometheus.Registry
 	if cfg.metricsAddr != "" {
-		reg = prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg = startup.NewRegistry()
 	}
 	mcfg := manage.Config{DB: st.db, Enforcer: enf, Redis: st.rdb, Keyspace: st.ks, Throttle: throttle, Logger: log}
 	if reg != nil {
@@ -256,7 +253,7 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 // metricsServer serves reg at /metrics, and nothing else.
 func metricsServer(reg *prometheus.Registry, log *slog.Logger) *http.Server {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", startup.MetricsHandler(reg))
 	return &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,

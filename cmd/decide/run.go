@@ -6,8 +6,6 @@ import (
 	"log/slog"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/database"
@@ -42,8 +40,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	defer rdb.Close()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := startup.NewRegistry()
 	loadCtx, cancel := context.WithTimeout(ctx, cfg.startupTimeout)
 	srv, err := decision.Start(loadCtx, decision.ServerConfig{
 		DB: db, Redis: rdb, KeyPrefix: cfg.keyPrefix, GRPCAddr: cfg.grpcAddr, HTTPAddr: cfg.httpAddr,

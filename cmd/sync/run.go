@@ -2,19 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/database"
@@ -41,8 +35,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	defer st.Close()
 	db, rdb := st.DB, st.Redis
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := startup.NewRegistry()
 	w := syncer.New(syncer.Config{
 		Buckets:           buckets.NewStore(db),
 		Redis:             rdb,
@@ -61,7 +54,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.httpAddr, err)
 		}
-		srv = &http.Server{Handler: handler(db, rdb, w, reg), ReadHeaderTimeout: 5 * time.Second}
+		srv = &http.Server{Handler: handler(st, w, reg), ReadHeaderTimeout: 5 * time.Second}
 		log.Info("http listening", "addr", ln.Addr().String())
 		go func() { srvErr <- srv.Serve(ln) }()
 	}
@@ -95,21 +88,12 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 }
 
 // handler serves the probes and metrics.
-func handler(db *sqlx.DB, rdb redis.UniversalClient, w *syncer.Worker, reg *prometheus.Registry) http.Handler {
+func handler(st startup.Stores, w *syncer.Worker, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
-		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(rw, "ok\n")
+	startup.Probes(mux, reg, func(ctx context.Context) (any, bool) {
+		r := readiness(ctx, st, w)
+		return r, r.Ready
 	})
-	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
-		st := readiness(r.Context(), db, rdb, w)
-		rw.Header().Set("Content-Type", "application/json")
-		if !st.Ready {
-			rw.WriteHeader(http.StatusServiceUnavailable)
-		}
-		_ = json.NewEncoder(rw).Encode(st)
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return mux
 }
 
@@ -125,14 +109,12 @@ type readyState struct {
 // readiness checks both stores and that the event loop polled recently: a
 // worker stuck for a long time is not doing its job even if both stores
 // answer.
-func readiness(ctx context.Context, db *sqlx.DB, rdb redis.UniversalClient, w *syncer.Worker) readyState {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
+func readiness(ctx context.Context, stores startup.Stores, w *syncer.Worker) readyState {
 	st := readyState{Ready: true, MySQL: "ok", Redis: "ok"}
-	if err := db.PingContext(ctx); err != nil {
+	if err := stores.DB.PingContext(ctx); err != nil {
 		st.Ready, st.MySQL = false, "unreachable"
 	}
-	if err := rdb.Ping(ctx).Err(); err != nil {
+	if err := stores.Redis.Ping(ctx).Err(); err != nil {
 		st.Ready, st.Redis = false, "unreachable"
 	}
 	last := w.LastPoll()

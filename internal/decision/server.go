@@ -2,10 +2,8 @@ package decision
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -23,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apptokens"
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/descriptors"
+	"github.com/sluicehq/sluice/internal/startup"
 )
 
 // ServerConfig is what a running decision service needs.
@@ -121,19 +119,10 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", HTTPHandler(svc))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "ok\n")
+	startup.Probes(mux, reg, func(ctx context.Context) (any, bool) {
+		st := s.readiness(ctx, cfg.Redis)
+		return st, st.Ready
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		st := s.readiness(r.Context(), cfg.Redis)
-		w.Header().Set("Content-Type", "application/json")
-		if !st.Ready {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		_ = json.NewEncoder(w).Encode(st)
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -197,8 +186,6 @@ type ReadyState struct {
 // readiness: ready when the config is loaded and Redis answers. MySQL
 // does not decide it: decisions need no MySQL once loaded.
 func (s *Server) readiness(ctx context.Context, rdb redis.UniversalClient) ReadyState {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
 	loaded, rev, lastErr := s.Service.Loaded()
 	st := ReadyState{Ready: loaded, Redis: "ok", Revision: rev, RefreshError: lastErr}
 	if err := rdb.Ping(ctx).Err(); err != nil {

@@ -1,4 +1,6 @@
-// Package startup helps the binaries wait for their stores at start-up.
+// Package startup is what the binaries share: waiting for their stores at
+// start-up, the run and healthcheck commands, and the probe and metrics
+// endpoints.
 package startup
 
 import (
