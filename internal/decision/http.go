@@ -60,22 +60,30 @@ type errorBody struct {
 // HTTPHandler serves POST and GET /v1/acquire.
 func HTTPHandler(s *Service) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/acquire", s.servePost)
-	mux.HandleFunc("GET /v1/acquire", s.serveGet)
+	mux.HandleFunc("POST /v1/acquire", s.endpoint(s.post))
+	// The form for nginx auth_request: 200 to allow, DeniedStatus with
+	// Retry-After to deny, 401 for a bad credential, and the usual error
+	// statuses otherwise (which nginx answers as 500).
+	mux.HandleFunc("GET /v1/acquire", s.endpoint(s.get))
 	return mux
 }
 
-func (s *Service) servePost(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	result := s.post(w, r)
-	s.cfg.Metrics.request("http", result, start)
+// endpoint authenticates a request's app token, has answer answer it as
+// the token's app, and counts it by the result answer returns.
+func (s *Service) endpoint(answer func(w http.ResponseWriter, r *http.Request, app string) (result string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		var result string
+		if app, err := s.Authenticate(r.Header.Get("Authorization")); err != nil {
+			result = s.writeError(w, err)
+		} else {
+			result = answer(w, r, app)
+		}
+		s.cfg.Metrics.request("http", result, start)
+	}
 }
 
-func (s *Service) post(w http.ResponseWriter, r *http.Request) string {
-	app, err := s.Authenticate(r.Header.Get("Authorization"))
-	if err != nil {
-		return s.writeError(w, err)
-	}
+func (s *Service) post(w http.ResponseWriter, r *http.Request, app string) string {
 	var req AcquireRequest
 	body := http.MaxBytesReader(w, r.Body, maxBody)
 	dec := json.NewDecoder(body)
@@ -107,20 +115,8 @@ func (s *Service) post(w http.ResponseWriter, r *http.Request) string {
 	return "over_limit"
 }
 
-// serveGet is the form for nginx auth_request: 200 to allow, DeniedStatus
-// with Retry-After to deny, 401 for a bad credential, and the usual error
-// statuses otherwise (which nginx answers as 500).
-func (s *Service) serveGet(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	result := s.get(w, r)
-	s.cfg.Metrics.request("http", result, start)
-}
-
-func (s *Service) get(w http.ResponseWriter, r *http.Request) string {
-	app, err := s.Authenticate(r.Header.Get("Authorization"))
-	if err != nil {
-		return s.writeError(w, err)
-	}
+// get is the form for nginx auth_request (see HTTPHandler).
+func (s *Service) get(w http.ResponseWriter, r *http.Request, app string) string {
 	q := r.URL.Query()
 	req := AcquireRequest{Bucket: q.Get("bucket"), Key: q.Get("key")}
 	if v := q.Get("n"); v != "" {
