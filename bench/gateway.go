@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -178,10 +177,15 @@ func (r *gatewayResult) add(o *gatewayResult) {
 }
 
 func (s *rls) ask(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	if s.token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+s.token)
+	return s.c.ShouldRateLimit(s.authorized(ctx), req)
+}
+
+// authorized returns ctx carrying s's app token, if it has one.
+func (s *rls) authorized(ctx context.Context) context.Context {
+	if s.token == "" {
+		return ctx
 	}
-	return s.c.ShouldRateLimit(ctx, req)
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+s.token)
 }
 
 // measureRLS runs g concurrent streams of requests on s's connection for
@@ -189,63 +193,19 @@ func (s *rls) ask(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.Rate
 // from the first request of the case, so that they can be checked against
 // the service's own bound over the whole case.
 func measureRLS(ctx context.Context, s *rls, req *rlsv3.RateLimitRequest, g int, warmup, d time.Duration) *gatewayResult {
-	hists := make([]*histogram, g)
-	for i := range hists {
-		hists[i] = new(histogram)
-	}
-	var (
-		stop, measuring  atomic.Bool
-		errs, admitted   atomic.Int64
-		firstErr         error
-		errOnce          sync.Once
-		wg               sync.WaitGroup
-		authCtx          = ctx
-		caseStart        = time.Now()
-		start, measuredE time.Time
-	)
-	if s.token != "" {
-		authCtx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+s.token)
-	}
-	for i := range g {
-		h := hists[i]
-		wg.Go(func() {
-			for !stop.Load() {
-				on := measuring.Load()
-				t0 := time.Now()
-				resp, err := s.c.ShouldRateLimit(authCtx, req)
-				if err == nil && resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
-					admitted.Add(1)
-				}
-				if on {
-					h.record(time.Since(t0))
-					if err != nil {
-						errs.Add(1)
-						errOnce.Do(func() { firstErr = err })
-					}
-				}
-			}
-		})
-	}
-	time.Sleep(warmup)
-	start = time.Now()
-	measuring.Store(true)
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-	}
-	measuring.Store(false)
-	measuredE = time.Now()
-	stop.Store(true)
-	wg.Wait()
-	caseEnd := time.Now()
-
-	r := &gatewayResult{tally: tally{errors: errs.Load(), elapsed: measuredE.Sub(start), firstErr: firstErr}, admitted: admitted.Load()}
-	r.bound = s.bound(caseStart, caseEnd)
+	var admitted atomic.Int64
+	// Authorized once: the metadata is the same for every request.
+	authCtx := s.authorized(ctx)
+	caseStart := time.Now()
+	t := runCallers(ctx, g, warmup, d, func(int) error {
+		resp, err := s.c.ShouldRateLimit(authCtx, req)
+		if err == nil && resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+			admitted.Add(1)
+		}
+		return err
+	}, nil)
+	r := &gatewayResult{tally: t, admitted: admitted.Load(), bound: s.bound(caseStart, time.Now())}
 	r.over = max(0, r.admitted-r.bound)
-	for _, h := range hists {
-		r.hist.merge(h)
-	}
-	r.calls = int64(r.hist.total)
 	return r
 }
 

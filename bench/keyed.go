@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"strconv"
 	"sync/atomic"
 
@@ -27,20 +26,16 @@ type sluiceKeyed struct {
 }
 
 func newSluiceKeyed(ctx context.Context, opts *redis.Options, w workload, extra ...client.Option) (*sluiceKeyed, error) {
-	rdb := redis.NewClient(opts)
-	cfg := redisscript.Config{Name: "keyed", ID: 1, Version: 1, Capacity: w.capacity, PermitsMicro: 1_000_000,
-		PeriodSeconds: 1, Apps: []string{benchApp}}
-	if _, err := redisscript.ApplyKeyed(ctx, rdb, redisscript.Keyspace{Prefix: w.prefix}, cfg, true); err != nil {
-		rdb.Close()
-		return nil, err
-	}
-	base := []client.Option{client.WithKeyPrefix(w.prefix), client.WithLogger(slog.New(slog.DiscardHandler))}
-	lim, err := client.New(rdb, benchApp, append(base, extra...)...)
+	c, err := newConn(ctx, opts, w, func(ctx context.Context, rdb *redis.Client) error {
+		cfg := redisscript.Config{Name: "keyed", ID: 1, Version: 1, Capacity: w.capacity, PermitsMicro: 1_000_000,
+			PeriodSeconds: 1, Apps: []string{benchApp}}
+		_, err := redisscript.ApplyKeyed(ctx, rdb, redisscript.Keyspace{Prefix: w.prefix}, cfg, true)
+		return err
+	}, extra...)
 	if err != nil {
-		rdb.Close()
 		return nil, err
 	}
-	s := &sluiceKeyed{conn: conn{rdb: rdb, lim: lim}}
+	s := &sluiceKeyed{conn: c}
 	for i := range benchKeys {
 		s.keys = append(s.keys, "user-"+strconv.Itoa(i))
 	}

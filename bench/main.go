@@ -351,6 +351,37 @@ func (r *result) allocsPerCall() float64 {
 // measure runs g callers of l for warmup, then for d while recording each
 // call's latency and the process's heap allocations.
 func measure(ctx context.Context, l limiter, g int, warmup, d time.Duration, redisCPU func() time.Duration, profile func(bool)) *result {
+	var (
+		before, after            runtime.MemStats
+		cpu0, rcpu0, cpu1, rcpu1 time.Duration
+	)
+	t := runCallers(ctx, g, warmup, d, func(i int) error {
+		_, err := l.acquire(ctx, i)
+		return err
+	}, func(opening bool) {
+		if opening {
+			runtime.GC()
+			profile(true)
+			runtime.ReadMemStats(&before)
+			cpu0, rcpu0 = processCPU(), redisCPU()
+			return
+		}
+		cpu1, rcpu1 = processCPU(), redisCPU()
+		runtime.ReadMemStats(&after)
+		profile(false)
+	})
+	// The calls in flight when measuring ended were counted in the
+	// histogram but may have allocated after the second ReadMemStats; at
+	// most g calls of hundreds of thousands, so the error is negligible.
+	return &result{tally: t, mallocs: after.Mallocs - before.Mallocs, cpu: cpu1 - cpu0, redisCPU: rcpu1 - rcpu0}
+}
+
+// runCallers runs g goroutines, each calling call with its index in a
+// loop, for warmup, then for d (or until ctx ends) while recording each
+// call's latency and counting its errors. window, unless nil, runs just
+// before the measured window opens (with true) and just after it closes
+// (false), to take readings of its own over the same window.
+func runCallers(ctx context.Context, g int, warmup, d time.Duration, call func(i int) error, window func(opening bool)) tally {
 	hists := make([]*histogram, g)
 	for i := range hists {
 		hists[i] = new(histogram)
@@ -369,7 +400,7 @@ func measure(ctx context.Context, l limiter, g int, warmup, d time.Duration, red
 			for !stop.Load() {
 				on := measuring.Load()
 				t0 := time.Now()
-				_, err := l.acquire(ctx, i)
+				err := call(i)
 				if on {
 					h.record(time.Since(t0))
 					if err != nil {
@@ -381,11 +412,9 @@ func measure(ctx context.Context, l limiter, g int, warmup, d time.Duration, red
 		})
 	}
 	time.Sleep(warmup)
-	runtime.GC()
-	profile(true)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	cpu0, rcpu0 := processCPU(), redisCPU()
+	if window != nil {
+		window(true)
+	}
 	start := time.Now()
 	measuring.Store(true)
 	select {
@@ -394,22 +423,18 @@ func measure(ctx context.Context, l limiter, g int, warmup, d time.Duration, red
 	}
 	measuring.Store(false)
 	elapsed := time.Since(start)
-	cpu1, rcpu1 := processCPU(), redisCPU()
-	runtime.ReadMemStats(&after)
-	profile(false)
+	if window != nil {
+		window(false)
+	}
 	stop.Store(true)
 	wg.Wait()
 
-	r := &result{tally: tally{errors: errs.Load(), elapsed: elapsed, firstErr: firstErr},
-		mallocs: after.Mallocs - before.Mallocs, cpu: cpu1 - cpu0, redisCPU: rcpu1 - rcpu0}
+	t := tally{errors: errs.Load(), elapsed: elapsed, firstErr: firstErr}
 	for _, h := range hists {
-		r.hist.merge(h)
+		t.hist.merge(h)
 	}
-	r.calls = int64(r.hist.total)
-	// The calls in flight when measuring ended were counted in the
-	// histogram but may have allocated after the second ReadMemStats; at
-	// most g calls of hundreds of thousands, so the error is negligible.
-	return r
+	t.calls = int64(t.hist.total)
+	return t
 }
 
 // processCPU returns the user and system CPU time of this process.

@@ -29,6 +29,25 @@ type conn struct {
 	lim *client.Limiter
 }
 
+// newConn connects to Redis, has define write the buckets there, then starts
+// a Limiter of benchApp with the workload's key prefix and extra.
+func newConn(ctx context.Context, opts *redis.Options, w workload, define func(context.Context, *redis.Client) error,
+	extra ...client.Option) (conn, error) {
+	rdb := redis.NewClient(opts)
+	if err := define(ctx, rdb); err != nil {
+		rdb.Close()
+		return conn{}, err
+	}
+	// The fallback measurement makes Redis die on purpose: no warnings.
+	base := []client.Option{client.WithKeyPrefix(w.prefix), client.WithLogger(slog.New(slog.DiscardHandler))}
+	lim, err := client.New(rdb, benchApp, append(base, extra...)...)
+	if err != nil {
+		rdb.Close()
+		return conn{}, err
+	}
+	return conn{rdb: rdb, lim: lim}, nil
+}
+
 func (c conn) close() error {
 	c.lim.Close()
 	return c.rdb.Close()
@@ -60,19 +79,13 @@ func defineBuckets(ctx context.Context, rdb redis.Scripter, w workload) error {
 }
 
 func newSluice(ctx context.Context, opts *redis.Options, w workload, extra ...client.Option) (*sluice, error) {
-	rdb := redis.NewClient(opts)
-	if err := defineBuckets(ctx, rdb, w); err != nil {
-		rdb.Close()
-		return nil, err
-	}
-	// The fallback measurement makes Redis die on purpose: no warnings.
-	base := []client.Option{client.WithKeyPrefix(w.prefix), client.WithLogger(slog.New(slog.DiscardHandler))}
-	lim, err := client.New(rdb, benchApp, append(base, extra...)...)
+	c, err := newConn(ctx, opts, w, func(ctx context.Context, rdb *redis.Client) error {
+		return defineBuckets(ctx, rdb, w)
+	}, extra...)
 	if err != nil {
-		rdb.Close()
 		return nil, err
 	}
-	s := &sluice{conn: conn{rdb: rdb, lim: lim}}
+	s := &sluice{conn: c}
 	for i := range w.buckets {
 		s.names = append(s.names, w.bucketName(i))
 	}
