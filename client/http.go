@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -55,15 +56,28 @@ func Status(r Result, err error) int {
 // client went away is dropped. The app is l's: to take tokens as another
 // app on some routes, wrap those routes with a Limiter of that app.
 func Middleware(l Acquirer, bucketFor func(*http.Request) string) func(http.Handler) http.Handler {
+	return limit(bucketFor, func(ctx context.Context, name string) (Result, error) {
+		return l.Acquire(ctx, name, 1)
+	}, nil)
+}
+
+// limit is the middleware of Middleware and KeyMiddleware: keyFor names
+// what a request takes its token from ("" lets it through unlimited) and
+// acquire takes it. misconfigured, unless nil, hears the error of a
+// request answered 500.
+func limit(keyFor func(*http.Request) string, acquire func(ctx context.Context, key string) (Result, error),
+	misconfigured func(error)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			name := bucketFor(r)
-			if name == "" {
+			key := keyFor(r)
+			if key == "" {
 				next.ServeHTTP(w, r)
 				return
 			}
-			res, err := l.Acquire(r.Context(), name, 1)
-			answer(w, r, next, res, err)
+			res, err := acquire(r.Context(), key)
+			if answer(w, r, next, res, err) == http.StatusInternalServerError && misconfigured != nil {
+				misconfigured(err)
+			}
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net"
@@ -15,19 +16,11 @@ import (
 // RateLimit headers, 429 with Retry-After when denied, 503 when the
 // failure policy refuses, 500 when the bucket cannot serve the app.
 func KeyMiddleware(l *Limiter, bucket string, keyFor func(*http.Request) string) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			key := keyFor(r)
-			if key == "" {
-				next.ServeHTTP(w, r)
-				return
-			}
-			res, err := l.AcquireKey(r.Context(), bucket, key, 1)
-			if answer(w, r, next, res, err) == http.StatusInternalServerError {
-				l.opt.log.Error("sluice: request not limited as configured", "bucket", bucket, "app", l.app, "err", err)
-			}
-		})
-	}
+	return limit(keyFor, func(ctx context.Context, key string) (Result, error) {
+		return l.AcquireKey(ctx, bucket, key, 1)
+	}, func(err error) {
+		l.opt.log.Error("sluice: request not limited as configured", "bucket", bucket, "app", l.app, "err", err)
+	})
 }
 
 // maxForwardedHops bounds how much of X-Forwarded-For ClientIP reads.
