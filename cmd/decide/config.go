@@ -9,16 +9,13 @@ import (
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/decision"
-	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/settings"
 	"github.com/sluicehq/sluice/internal/startup"
 )
 
 // config is everything the service is started with.
 type config struct {
-	mysqlDSN        string
-	redis           redisconn.Options
-	keyPrefix       string
+	stores          startup.StoreSettings
 	grpcAddr        string
 	httpAddr        string
 	unmatched       decision.Unmatched
@@ -64,9 +61,7 @@ tokens.
 func bind(cfg *config, str *strSettings, getenv func(string) string, output io.Writer) *settings.Set {
 	s := settings.New("sluice-decide", "sluice-decide [flags] | sluice-decide healthcheck -url URL", getenv, output)
 	s.Footer(helpText)
-	s.MySQLDSN(&cfg.mysqlDSN)
-	cfg.redis.Bind(s)
-	s.String(&cfg.keyPrefix, "key-prefix", "SLUICE_KEY_PREFIX", `Redis key prefix of bucket hashes; empty means "sluice:"`)
+	cfg.stores.Bind(s)
 	s.String(&cfg.grpcAddr, "grpc-addr", "SLUICE_GRPC_ADDR", "address of Envoy's rate limit service API")
 	s.String(&cfg.httpAddr, "http-addr", "SLUICE_HTTP_ADDR", "address of /v1/acquire, /healthz, /readyz and /metrics")
 	s.String(&str.unmatched, "unmatched", "SLUICE_UNMATCHED", "answer for a descriptor no mapping matches: allow or deny")
@@ -128,11 +123,5 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	case cfg.startupTimeout <= 0 || cfg.shutdownTimeout <= 0:
 		return cfg, usagef("start-up and shutdown timeouts must be positive")
 	}
-	if err := startup.CheckDSN(cfg.mysqlDSN); err != nil {
-		return cfg, err
-	}
-	if err := cfg.redis.Validate(); err != nil {
-		return cfg, usageError{Err: err}
-	}
-	return cfg, nil
+	return cfg, cfg.stores.Check()
 }

@@ -37,7 +37,7 @@ func TestParseConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.unmatched != decision.UnmatchedDeny || cfg.headers != decision.HeadersBoth || cfg.policy != client.FailClosed ||
-		cfg.redis.Addr != "r:2" || cfg.keyPrefix != "x:" || cfg.grpcAddr != "127.0.0.1:1" || cfg.httpAddr != "127.0.0.1:2" ||
+		cfg.stores.Redis.Addr != "r:2" || cfg.stores.KeyPrefix != "x:" || cfg.grpcAddr != "127.0.0.1:1" || cfg.httpAddr != "127.0.0.1:2" ||
 		cfg.instances != 3 || cfg.countUsage || cfg.timeout != 20*time.Millisecond {
 		t.Fatalf("flags must override the environment: %+v", cfg)
 	}

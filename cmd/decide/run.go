@@ -24,17 +24,17 @@ var worker = startup.Worker[config]{
 // down gracefully.
 func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	db, err := startup.Wait(ctx, cfg.startupTimeout, log, "mysql", func(ctx context.Context) (*sqlx.DB, error) {
-		return database.Open(ctx, cfg.mysqlDSN, database.Options{MaxOpenConns: 4})
+		return database.Open(ctx, cfg.stores.MySQLDSN, database.Options{MaxOpenConns: 4})
 	})
 	if err != nil {
 		return fmt.Errorf("mysql is unreachable: %w", err)
 	}
 	defer db.Close()
-	rdb, err := cfg.redis.Open(ctx)
+	rdb, err := cfg.stores.Redis.Open(ctx)
 	if err != nil {
 		// Not fatal: the failure policy answers until Redis is back.
 		log.Warn("redis does not answer yet; the failure policy answers until it does", "err", err)
-		if rdb, err = cfg.redis.Client(); err != nil {
+		if rdb, err = cfg.stores.Redis.Client(); err != nil {
 			return usageError{Err: err}
 		}
 	}
@@ -43,7 +43,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	reg := startup.NewRegistry()
 	loadCtx, cancel := context.WithTimeout(ctx, cfg.startupTimeout)
 	srv, err := decision.Start(loadCtx, decision.ServerConfig{
-		DB: db, Redis: rdb, KeyPrefix: cfg.keyPrefix, GRPCAddr: cfg.grpcAddr, HTTPAddr: cfg.httpAddr,
+		DB: db, Redis: rdb, KeyPrefix: cfg.stores.KeyPrefix, GRPCAddr: cfg.grpcAddr, HTTPAddr: cfg.httpAddr,
 		Unmatched: cfg.unmatched, Headers: cfg.headers,
 		Client: []client.Option{
 			client.WithFailurePolicy(cfg.policy), client.WithTimeout(cfg.timeout), client.WithInstances(cfg.instances),
@@ -58,7 +58,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	log.Info("sluice-decide started", "grpc", srv.GRPCAddr(), "http", srv.HTTPAddr(),
-		"redis", cfg.redis.String(), "unmatched", cfg.unmatched.String(), "failure_policy", cfg.policy.String())
+		"redis", cfg.stores.Redis.String(), "unmatched", cfg.unmatched.String(), "failure_policy", cfg.policy.String())
 	var runErr error
 	select {
 	case <-ctx.Done():

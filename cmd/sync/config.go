@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/settings"
 	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/internal/syncer"
@@ -13,9 +12,7 @@ import (
 
 // config is everything the worker is started with.
 type config struct {
-	mysqlDSN          string
-	redis             redisconn.Options
-	keyPrefix         string
+	stores            startup.StoreSettings
 	pollInterval      time.Duration
 	reconcileInterval time.Duration
 	batchSize         int
@@ -42,9 +39,7 @@ Keeps the bucket hashes in Redis equal to the definitions in MySQL.
 func bind(cfg *config, getenv func(string) string, output io.Writer) *settings.Set {
 	s := settings.New("sluice-sync", "sluice-sync [flags] | sluice-sync healthcheck [-url URL]", getenv, output)
 	s.Footer(helpText)
-	s.MySQLDSN(&cfg.mysqlDSN)
-	cfg.redis.Bind(s)
-	s.String(&cfg.keyPrefix, "key-prefix", "SLUICE_KEY_PREFIX", `Redis key prefix of bucket hashes; empty means "sluice:"`)
+	cfg.stores.Bind(s)
 	s.Duration(&cfg.pollInterval, "poll-interval", "SLUICE_POLL_INTERVAL", "pause between polls of an empty outbox")
 	s.Duration(&cfg.reconcileInterval, "reconcile-interval", "SLUICE_RECONCILE_INTERVAL", "period of the full reconcile")
 	s.Int(&cfg.batchSize, "batch-size", "SLUICE_BATCH_SIZE", "most change events applied per poll")
@@ -86,11 +81,5 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	case cfg.batchSize < 1 || cfg.batchSize > 10000:
 		return cfg, usagef("batch size must be between 1 and 10000, got %d", cfg.batchSize)
 	}
-	if err := startup.CheckDSN(cfg.mysqlDSN); err != nil {
-		return cfg, err
-	}
-	if err := cfg.redis.Validate(); err != nil {
-		return cfg, usageError{Err: err}
-	}
-	return cfg, nil
+	return cfg, cfg.stores.Check()
 }

@@ -20,8 +20,8 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.reconcileInterval != 45*time.Second || cfg.pollInterval != 250*time.Millisecond || cfg.redis.Addr != "r:2" ||
-		cfg.keyPrefix != "x:" || cfg.httpAddr != "127.0.0.1:9999" || cfg.logLevel.String() != "DEBUG" || !cfg.migrate {
+	if cfg.reconcileInterval != 45*time.Second || cfg.pollInterval != 250*time.Millisecond || cfg.stores.Redis.Addr != "r:2" ||
+		cfg.stores.KeyPrefix != "x:" || cfg.httpAddr != "127.0.0.1:9999" || cfg.logLevel.String() != "DEBUG" || !cfg.migrate {
 		t.Fatalf("flags must override the environment: %+v", cfg)
 	}
 	cfg, err = parseConfig(nil, envOf(map[string]string{
@@ -31,7 +31,7 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.redis.Mode() != "sentinel" || cfg.reconcileInterval != 10*time.Second || cfg.httpAddr != ":9090" {
+	if cfg.stores.Redis.Mode() != "sentinel" || cfg.reconcileInterval != 10*time.Second || cfg.httpAddr != ":9090" {
 		t.Fatalf("sentinel config: %+v", cfg)
 	}
 }

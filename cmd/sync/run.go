@@ -28,18 +28,19 @@ var worker = startup.Worker[config]{
 // serve connects to the stores, then runs the worker and the HTTP server
 // until ctx ends.
 func serve(ctx context.Context, cfg config, log *slog.Logger) error {
-	st, err := startup.Open(ctx, cfg.startupTimeout, log, cfg.mysqlDSN, database.Options{MaxOpenConns: 10}, cfg.migrate, cfg.redis.Open)
+	st, err := startup.Open(ctx, cfg.startupTimeout, log, cfg.stores.MySQLDSN, database.Options{MaxOpenConns: 10}, cfg.migrate, cfg.stores.Redis.Open)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	db, rdb := st.DB, st.Redis
+	ks := redisscript.Keyspace{Prefix: cfg.stores.KeyPrefix}
 
 	reg := startup.NewRegistry()
 	w := syncer.New(syncer.Config{
 		Buckets:           buckets.NewStore(db),
 		Redis:             rdb,
-		Keyspace:          redisscript.Keyspace{Prefix: cfg.keyPrefix},
+		Keyspace:          ks,
 		PollInterval:      cfg.pollInterval,
 		ReconcileInterval: cfg.reconcileInterval,
 		BatchSize:         cfg.batchSize,
@@ -58,14 +59,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		log.Info("http listening", "addr", ln.Addr().String())
 		go func() { srvErr <- srv.Serve(ln) }()
 	}
-	log.Info("sync worker starting", "redis", cfg.redis.String(), "mode", cfg.redis.Mode())
+	log.Info("sync worker starting", "redis", cfg.stores.Redis.String(), "mode", cfg.stores.Redis.Mode())
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The usage roll-up the console's bucket list and overview read, so
 	// that pages never read usage from the Redis that serves acquires.
-	roller := usage.NewRoller(usage.RollerConfig{DB: db, Redis: rdb,
-		Keyspace: redisscript.Keyspace{Prefix: cfg.keyPrefix}, Logger: log, Metrics: reg})
+	roller := usage.NewRoller(usage.RollerConfig{DB: db, Redis: rdb, Keyspace: ks, Logger: log, Metrics: reg})
 	rollDone := make(chan struct{})
 	go func() { defer close(rollDone); _ = roller.Run(runCtx) }()
 	defer func() { cancel(); <-rollDone }()

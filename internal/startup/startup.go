@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/settings"
 	"github.com/sluicehq/sluice/migrations"
 )
@@ -50,6 +51,33 @@ func Wait[T any](ctx context.Context, timeout time.Duration, log *slog.Logger, w
 		}
 		wait = min(wait*2, 2*time.Second)
 	}
+}
+
+// StoreSettings are where a worker finds its stores: the settings
+// sluice-sync and sluice-decide share.
+type StoreSettings struct {
+	MySQLDSN string
+	Redis    redisconn.Options
+	// KeyPrefix of the Redis keys, the same for every binary.
+	KeyPrefix string
+}
+
+// Bind binds the settings to s.
+func (c *StoreSettings) Bind(s *settings.Set) {
+	s.MySQLDSN(&c.MySQLDSN)
+	c.Redis.Bind(s)
+	s.String(&c.KeyPrefix, "key-prefix", "SLUICE_KEY_PREFIX", `Redis key prefix of bucket hashes; empty means "sluice:"`)
+}
+
+// Check refuses, after s is parsed, settings that no store could answer.
+func (c StoreSettings) Check() error {
+	if err := CheckDSN(c.MySQLDSN); err != nil {
+		return err
+	}
+	if err := c.Redis.Validate(); err != nil {
+		return settings.UsageError{Err: err}
+	}
+	return nil
 }
 
 // Stores is what a binary runs on.
