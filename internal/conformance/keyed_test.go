@@ -250,6 +250,44 @@ func TestKeyedOverrides(t *testing.T) {
 	})
 }
 
+// A deleted override's tombstone is purged once it is older than the
+// cutoff, and only then; a live override is never purged.
+func TestKeyedOverrideTombstonePurge(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		ctx := context.Background()
+		s.applyKeyed(t, cfg("api", 1, 1_000_000, 3600, "a"), false)
+		_, g := redisscript.KeyHash("k")
+		purge := func(o redisscript.Override, cutoff time.Time) bool {
+			t.Helper()
+			purged, err := redisscript.PurgeOverrideTombstone(ctx, s.rdb, s.ks, o, g, cutoff)
+			if err != nil {
+				t.Fatalf("purge %+v: %v", o, err)
+			}
+			return purged
+		}
+		field := func() bool {
+			t.Helper()
+			n, err := s.rdb.HExists(ctx, s.ks.KeyGroup("api", g), "e:k").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		live := ov(1, 1, redisscript.MatchExact, "k", 5)
+		s.override(t, live)
+		if purge(live, time.Now().Add(time.Hour)) || !field() {
+			t.Fatal("a live override was purged")
+		}
+		s.deleteOverride(t, ov(1, 2, redisscript.MatchExact, "k", 0))
+		if purge(live, time.Now().Add(-time.Hour)) || !field() {
+			t.Fatal("a tombstone newer than the cutoff was purged")
+		}
+		if !purge(live, time.Now().Add(time.Hour)) || field() {
+			t.Fatal("a tombstone older than the cutoff was kept")
+		}
+	})
+}
+
 // A smaller override limit takes effect at once; the key's debt is capped
 // at the new capacity; a recreated bucket ignores old key states.
 func TestKeyedConfigChanges(t *testing.T) {

@@ -676,7 +676,7 @@ func PurgeOverrideTombstone(ctx context.Context, rdb redis.Cmdable, ks Keyspace,
 		return false, err
 	}
 	n, err := overrideScript.Run(ctx, rdb, []string{ks.KeyGroup(o.Bucket, g), ks.KeyTombstone(o.Bucket, g)},
-		strconv.FormatInt(o.BucketID, 10), "purge", o.Match, o.Key, "1", "0", "1", "1", "1", "0",
+		strconv.FormatInt(o.BucketID, 10), "purge", o.Match, o.Key, "1", "0", "1", "1", "1", "0", "0",
 		strconv.FormatInt(cutoff.Unix(), 10)).Int64()
 	if err != nil {
 		return false, fmt.Errorf("purge override tombstone of %q: %w", o.Bucket, err)
