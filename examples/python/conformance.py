@@ -72,11 +72,14 @@ class Run:
         self.r = r
         self.prefix = prefix
         self.acquire = sluice.Script.load(os.path.join(scripts_dir, "acquire.lua"))
-        self.apply = sluice.Script.load(os.path.join(scripts_dir, "apply.lua"))
-        self.delete = sluice.Script.load(os.path.join(scripts_dir, "delete.lua"))
+        # The config scripts are sent after config_guards.lua, their shared
+        # argument checks and guards (docs/protocol.md).
+        guards = os.path.join(scripts_dir, "config_guards.lua")
+        self.apply = sluice.Script.load(guards, os.path.join(scripts_dir, "apply.lua"))
+        self.delete = sluice.Script.load(guards, os.path.join(scripts_dir, "delete.lua"))
         self.keyed_acquire = sluice.Script.load(os.path.join(scripts_dir, "keyed_acquire.lua"))
-        self.keyed_apply = sluice.Script.load(os.path.join(scripts_dir, "keyed_apply.lua"))
-        self.override = sluice.Script.load(os.path.join(scripts_dir, "override.lua"))
+        self.keyed_apply = sluice.Script.load(guards, os.path.join(scripts_dir, "keyed_apply.lua"))
+        self.override = sluice.Script.load(guards, os.path.join(scripts_dir, "override.lua"))
         self.failures = []
 
     def fail(self, where, msg):

@@ -105,9 +105,13 @@ class Script:
         self.reloads = 0
 
     @classmethod
-    def load(cls, path):
-        with open(path, encoding="utf-8") as f:
-            return cls(f.read())
+    def load(cls, *paths):
+        """The script whose source is the files at paths, one after the other."""
+        source = ""
+        for path in paths:
+            with open(path, encoding="utf-8") as f:
+                source += f.read()
+        return cls(source)
 
     def run(self, r, keys, args):
         try:

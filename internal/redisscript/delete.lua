@@ -6,24 +6,12 @@
 -- bucket's key states are left to expire: they carry the id, so a
 -- recreated bucket ignores them.
 
--- ---- argument validation ----
--- Plain decimal integers lo..hi (docs/protocol.md, "Argument formats"):
--- tonumber alone would also take "1e1", "0x10" or " 1".
-local function int_arg(s, lo, hi)
-  if type(s) ~= 'string' or #s > 16 or not (s == '0' or string.find(s, '^[1-9][0-9]*$')) then
-    return nil
-  end
-  local v = tonumber(s)
-  if v < lo or v > hi then return nil end
-  return v
-end
 -- id 0 deletes only a hash without a valid id (garbage the reconcile removes).
-local id = int_arg(ARGV[1], 0, 9007199254740991)
+local id = int_arg(ARGV[1], 0, MAX_INT)
 if not id then return redis.error_reply('ERR sluice delete: invalid id') end
-if not int_arg(ARGV[2], 0, 9007199254740991) then return redis.error_reply('ERR sluice delete: invalid version') end
+if not int_arg(ARGV[2], 0, MAX_INT) then return redis.error_reply('ERR sluice delete: invalid version') end
 local ttl = int_arg(ARGV[3], 1, 31536000)
 if not ttl then return redis.error_reply('ERR sluice delete: invalid ttl') end
--- ---- end of argument validation ----
 local deleted = 0
 local cid = tonumber(redis.call('HGET', KEYS[1], 'id'))
 if not cid or cid <= id then

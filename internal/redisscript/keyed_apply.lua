@@ -4,23 +4,17 @@
 -- apps, force, lease_ms (ignored: keyed buckets have no lease mode), shadow ("1" or "0", "0" when absent:
 -- shadow mode off).
 -- Returns 1 created, 2 updated, 3 unchanged, 4 stale, 5 tombstoned.
-local id = tonumber(ARGV[1])
-local version = tonumber(ARGV[2])
-local capacity = tonumber(ARGV[3])
-local permits = tonumber(ARGV[4])
-local period = tonumber(ARGV[5])
-if not id or not version or not capacity or not permits or not period or capacity < 1 or permits <= 0
-    or period < 1 or type(ARGV[6]) ~= 'string' then
+local id = int_arg(ARGV[1], 1, MAX_INT)
+local version = int_arg(ARGV[2], 0, MAX_INT)
+local force = flag_arg(ARGV[7])
+local shadow = flag_arg(ARGV[9], true)
+if not id or not version or not limit_args(ARGV[3], ARGV[4], ARGV[5]) or not apps_arg(ARGV[6]) or not force
+    or not shadow then
   return redis.error_reply('ERR sluice keyed apply: invalid arguments')
 end
-local force = ARGV[7] == '1'
-local shadow = ARGV[9] or '0'
-if shadow ~= '1' and shadow ~= '0' then
-  return redis.error_reply('ERR sluice keyed apply: invalid arguments')
-end
+force = force == '1'
 
-local tomb = tonumber(redis.call('GET', KEYS[2]))
-if tomb and tomb >= id then
+if tombstoned(id) then
   return 5
 end
 
@@ -36,7 +30,7 @@ if not cid or cid < id then
   created = true
 else
   local cver = tonumber(cur[2]) or -1
-  if not force and (cid > id or (cid == id and cver > version)) then
+  if stale(cid, cver, id, version, force) then
     return 4
   end
   if cid == id and cver == version and cur[3] == ARGV[3] and cur[4] == ARGV[4] and cur[5] == ARGV[5]

@@ -14,28 +14,22 @@
 -- newer (id, version) is there, or the group holds a newer incarnation of
 -- the bucket), 5 tombstoned (the bucket was deleted), 6 no bucket (the
 -- group has no config of this bucket yet).
-local bid = tonumber(ARGV[1])
+local bid = int_arg(ARGV[1], 1, MAX_INT)
 local op = ARGV[2]
 local match = ARGV[3]
 local key = ARGV[4]
-local oid = tonumber(ARGV[5])
-local ver = tonumber(ARGV[6])
+local oid = int_arg(ARGV[5], 1, MAX_INT)
+local ver = int_arg(ARGV[6], 0, MAX_INT)
+local force = flag_arg(ARGV[10])
+local shadow = flag_arg(ARGV[11], true)
 if not bid or not oid or not ver or (op ~= 'set' and op ~= 'del' and op ~= 'purge')
-    or (match ~= 'e' and match ~= 'p') or type(key) ~= 'string' or #key < 1 or #key > 256 then
+    or (match ~= 'e' and match ~= 'p') or type(key) ~= 'string' or #key < 1 or #key > 256
+    or (op == 'set' and not limit_args(ARGV[7], ARGV[8], ARGV[9])) or not force or not shadow then
   return redis.error_reply('ERR sluice override: invalid arguments')
 end
-if op == 'set' and (not tonumber(ARGV[7]) or tonumber(ARGV[7]) < 1 or not tonumber(ARGV[8])
-    or tonumber(ARGV[8]) <= 0 or not tonumber(ARGV[9]) or tonumber(ARGV[9]) < 1) then
-  return redis.error_reply('ERR sluice override: invalid arguments')
-end
-local force = ARGV[10] == '1'
-local shadow = ARGV[11] or '0'
-if shadow ~= '1' and shadow ~= '0' then
-  return redis.error_reply('ERR sluice override: invalid arguments')
-end
+force = force == '1'
 
-local tomb = tonumber(redis.call('GET', KEYS[2]))
-if tomb and tomb >= bid then
+if tombstoned(bid) then
   return 5
 end
 local gid = tonumber(redis.call('HGET', KEYS[1], 'id'))
@@ -68,7 +62,7 @@ if op == 'purge' then
   return 0
 end
 
-if cid and not force and (cid > oid or (cid == oid and cver > ver)) then
+if cid and stale(cid, cver, oid, ver, force) then
   return 4
 end
 

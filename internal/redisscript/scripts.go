@@ -22,12 +22,17 @@ type Script struct {
 //go:embed *.lua
 var lua embed.FS
 
-// script reads the file name of lua; the names are constants, so a
-// missing one fails every test at once.
-func script(name string) Script {
-	src, err := lua.ReadFile(name)
-	if err != nil {
-		panic(err)
+// script joins the named files of lua into one script (Lua has no
+// include). The names are constants, so a missing one fails every test at
+// once.
+func script(names ...string) Script {
+	var src []byte
+	for _, name := range names {
+		b, err := lua.ReadFile(name)
+		if err != nil {
+			panic(err)
+		}
+		src = append(src, b...)
 	}
 	return Script{redis.NewScript(string(src)), string(src)}
 }
@@ -47,12 +52,16 @@ var (
 	LeaseScript        = script("lease.lua")
 )
 
+// configGuards holds the argument checks and (id, version) guards of the
+// scripts that write definitions; each is sent after it.
+const configGuards = "config_guards.lua"
+
 // The scripts the sync worker runs to write definitions.
 var (
-	applyScript      = script("apply.lua")
-	keyedApplyScript = script("keyed_apply.lua")
-	overrideScript   = script("override.lua")
-	deleteScript     = script("delete.lua")
+	applyScript      = script(configGuards, "apply.lua")
+	keyedApplyScript = script(configGuards, "keyed_apply.lua")
+	overrideScript   = script(configGuards, "override.lua")
+	deleteScript     = script(configGuards, "delete.lua")
 	readScript       = script("read.lua")
 )
 
