@@ -14,7 +14,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
-	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/router"
 )
 
@@ -247,17 +246,16 @@ func preconditionFailed(message string) error {
 	return &apiError{status: http.StatusPreconditionFailed, code: "precondition_failed", message: message}
 }
 
-// stale turns a change based on an older version into a 412.
+// stale turns a change based on an older version into a 412. Every
+// *manage.StaleError, whatever its object, tells what the answer says.
 func stale(err error) error {
-	var se *manage.StaleError
-	if errors.As(err, &se) {
-		return preconditionFailed("bucket " + se.Current.Name + " is now at version " + etag(se.Current.Version) +
-			", not " + etag(se.Based) + "; GET it again and reapply your change")
+	var se interface {
+		Stale() (object string, version, based int64)
 	}
-	var oe *manage.OverrideStaleError
-	if errors.As(err, &oe) {
-		return preconditionFailed("override " + strconv.FormatInt(oe.Current.ID, 10) + " of bucket " + oe.Current.Bucket +
-			" is now at version " + etag(oe.Current.Version) + ", not " + etag(oe.Based) + "; GET it again and reapply your change")
+	if errors.As(err, &se) {
+		object, version, based := se.Stale()
+		return preconditionFailed(object + " is now at version " + etag(version) + ", not " + etag(based) +
+			"; GET it again and reapply your change")
 	}
 	return err
 }

@@ -502,7 +502,7 @@ func (s *server) updateBucket(c *gin.Context) {
 		return
 	}
 	p := &bucketFormPage{layout: layout{Title: "Edit " + name, Nav: "buckets"}, Form: form, Pattern: patternOf(c)}
-	var stale *manage.StaleError
+	var stale *manage.StaleError[*buckets.Bucket]
 	switch {
 	case errors.As(err, &stale):
 		p.Form.OwnerApp = stale.Current.OwnerApp
@@ -542,7 +542,7 @@ func (s *server) deleteBucket(c *gin.Context) {
 		return
 	}
 	err = s.svc.DeleteBucket(ctx(c), caller(c), manage.DeleteBucket{Name: name, Version: version})
-	var stale *manage.StaleError
+	var stale *manage.StaleError[*buckets.Bucket]
 	switch {
 	case err == nil:
 		s.redirect(c, "/buckets", "Bucket "+name+" deleted.")

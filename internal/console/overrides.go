@@ -160,7 +160,7 @@ func (s *server) deleteOverride(c *gin.Context) {
 		return
 	}
 	err = s.svc.DeleteOverride(ctx(c), caller(c), manage.DeleteOverride{Bucket: o.Bucket, ID: o.ID, Version: version})
-	var stale *manage.OverrideStaleError
+	var stale *manage.StaleError[*buckets.Override]
 	switch {
 	case err == nil:
 		s.redirect(c, "/buckets/"+url.PathEscape(o.Bucket)+"#overrides", "Override for "+strconv.Quote(o.Key)+" deleted.")
@@ -245,7 +245,7 @@ func (s *server) updateOverride(c *gin.Context) {
 	}
 	p := &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"}, Bucket: o.Bucket, Override: o, Form: form,
 		Version: version}
-	var stale *manage.OverrideStaleError
+	var stale *manage.StaleError[*buckets.Override]
 	switch {
 	case errors.As(err, &stale):
 		p.Conflict, p.Override, p.Version = stale.Current, stale.Current, stale.Current.Version

@@ -3,7 +3,6 @@ package manage
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/sluicehq/sluice/internal/buckets"
@@ -224,26 +223,6 @@ func (s *Service) bucketFor(ctx context.Context, c Caller, name string, act rbac
 	return b, nil
 }
 
-// StaleError is the conflict of a change based on an older version of a
-// bucket than the stored one. Nothing was written.
-type StaleError struct {
-	// Current is the bucket as stored now.
-	Current *buckets.Bucket
-	// Based is the version the change was based on.
-	Based int64
-}
-
-func (e *StaleError) Error() string {
-	return fmt.Sprintf("bucket %q was changed by someone else (now version %d, you edited version %d); reload it and apply your change again",
-		e.Current.Name, e.Current.Version, e.Based)
-}
-
-// Is makes a StaleError match errs.ErrConflict.
-func (e *StaleError) Is(target error) bool { return target == errs.ErrConflict }
-
-// PublicMessage says what happened and what to do, fit to show.
-func (e *StaleError) PublicMessage() string { return e.Error() }
-
 // UpdateBucket changes a bucket.
 type UpdateBucket struct {
 	Name string
@@ -275,7 +254,7 @@ func (s *Service) UpdateBucket(ctx context.Context, c Caller, req UpdateBucket) 
 		return BucketChange{}, err
 	}
 	if req.Version != 0 && req.Version != cur.Version {
-		return BucketChange{}, &StaleError{Current: cur, Based: req.Version}
+		return BucketChange{}, staleError(cur, req.Version)
 	}
 	if n := req.Fields.Name; n != nil && *n != cur.Name {
 		return BucketChange{}, errs.Invalid("name", "cannot be changed; create a new bucket and delete this one instead")
@@ -295,22 +274,17 @@ func (s *Service) UpdateBucket(ctx context.Context, c Caller, req UpdateBucket) 
 		return BucketChange{Bucket: cur}, nil
 	}
 	if err := s.buckets.Update(ctx, c.Actor(), &b); err != nil {
-		return BucketChange{}, s.stale(ctx, err, cur.Name, cur.Version)
+		return BucketChange{}, s.staleBucket(ctx, err, cur)
 	}
 	return BucketChange{Bucket: &b, Changed: true}, nil
 }
 
-// stale turns the store's version conflict (someone saved between our read
-// and the write) into a *StaleError carrying the newer bucket.
-func (s *Service) stale(ctx context.Context, err error, name string, based int64) error {
-	if !errors.Is(err, errs.ErrConflict) {
-		return err
-	}
-	cur, gerr := s.buckets.Get(ctx, name)
-	if gerr != nil {
-		return err
-	}
-	return &StaleError{Current: cur, Based: based}
+// staleBucket is staleAfter for a change made to based: it reloads the
+// bucket by name.
+func (s *Service) staleBucket(ctx context.Context, err error, based *buckets.Bucket) error {
+	return staleAfter(ctx, err, based.Version, func(ctx context.Context) (*buckets.Bucket, error) {
+		return s.buckets.Get(ctx, based.Name)
+	})
 }
 
 // DeleteBucket deletes a bucket.
@@ -328,14 +302,14 @@ func (s *Service) DeleteBucket(ctx context.Context, c Caller, req DeleteBucket) 
 		return err
 	}
 	if req.Version != 0 && req.Version != b.Version {
-		return &StaleError{Current: b, Based: req.Version}
+		return staleError(b, req.Version)
 	}
 	err = s.buckets.Delete(ctx, c.Actor(), b.Name, buckets.Expect{ID: b.ID, OwnerApp: b.OwnerApp, Version: b.Version})
 	if errors.Is(err, errs.ErrNotFound) {
 		return errs.NotFoundf("bucket %q not found", b.Name)
 	}
 	if err != nil {
-		return s.stale(ctx, err, b.Name, b.Version)
+		return s.staleBucket(ctx, err, b)
 	}
 	return nil
 }

@@ -237,7 +237,7 @@ func TestUpdateBucketSkipsNoOpsAndRefusesStaleVersions(t *testing.T) {
 	if err != nil || !ch.Changed || ch.Bucket.Version != 2 || ch.Bucket.MaxPermits != 20 || ch.Bucket.Rate.String() != "1/s" {
 		t.Fatalf("patch: %+v %v", ch.Bucket, err)
 	}
-	var stale *manage.StaleError
+	var stale *manage.StaleError[*buckets.Bucket]
 	_, err = f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name, Version: 1,
 		Fields: manage.BucketPatch{MaxPermits: ptr(int64(30))}})
 	if !errors.As(err, &stale) || stale.Current.Version != 2 || !errors.Is(err, errs.ErrConflict) {
@@ -614,7 +614,7 @@ func TestOverrides(t *testing.T) {
 	if err != nil || !ch.Changed || ch.Override.Version != 2 || ch.Override.MaxPermits != 200 {
 		t.Fatalf("update: %+v %v", ch, err)
 	}
-	var stale *manage.OverrideStaleError
+	var stale *manage.StaleError[*buckets.Override]
 	_, err = f.svc.UpdateOverride(ctx, olga, manage.UpdateOverride{Bucket: "per-key", ID: o.ID, Version: 1,
 		Fields: manage.OverridePatch{MaxPermits: ptr(int64(300))}})
 	if !errors.As(err, &stale) || stale.Current.Version != 2 || !errors.Is(err, errs.ErrConflict) {

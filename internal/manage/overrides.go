@@ -3,7 +3,6 @@ package manage
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/errs"
@@ -125,24 +124,6 @@ func (s *Service) CreateOverride(ctx context.Context, c Caller, req CreateOverri
 	return o, nil
 }
 
-// OverrideStaleError is the conflict of a change based on an older
-// version of an override than the stored one. Nothing was written.
-type OverrideStaleError struct {
-	Current *buckets.Override
-	Based   int64
-}
-
-func (e *OverrideStaleError) Error() string {
-	return fmt.Sprintf("override %d of bucket %q was changed by someone else (now version %d, you edited version %d); reload it and apply your change again",
-		e.Current.ID, e.Current.Bucket, e.Current.Version, e.Based)
-}
-
-// Is makes an OverrideStaleError match errs.ErrConflict.
-func (e *OverrideStaleError) Is(target error) bool { return target == errs.ErrConflict }
-
-// PublicMessage says what happened and what to do, fit to show.
-func (e *OverrideStaleError) PublicMessage() string { return e.Error() }
-
 // UpdateOverride changes the description and limit of an override.
 type UpdateOverride struct {
 	Bucket string
@@ -175,7 +156,7 @@ func (s *Service) UpdateOverride(ctx context.Context, c Caller, req UpdateOverri
 		return OverrideChange{}, err
 	}
 	if req.Version != 0 && req.Version != cur.Version {
-		return OverrideChange{}, &OverrideStaleError{Current: cur, Based: req.Version}
+		return OverrideChange{}, staleError(cur, req.Version)
 	}
 	if m := req.Fields.Match; m != nil && buckets.Match(*m) != cur.Match {
 		return OverrideChange{}, errs.Invalid("match", "cannot be changed; delete the override and create another")
@@ -195,22 +176,17 @@ func (s *Service) UpdateOverride(ctx context.Context, c Caller, req UpdateOverri
 		return OverrideChange{Override: cur}, nil
 	}
 	if err := s.buckets.UpdateOverride(ctx, c.Actor(), &o); err != nil {
-		return OverrideChange{}, s.staleOverride(ctx, err, b, cur)
+		return OverrideChange{}, s.staleOverride(ctx, err, cur)
 	}
 	return OverrideChange{Override: &o, Changed: true}, nil
 }
 
-// staleOverride turns the store's version conflict into an
-// *OverrideStaleError carrying the newer override.
-func (s *Service) staleOverride(ctx context.Context, err error, b *buckets.Bucket, based *buckets.Override) error {
-	if !errors.Is(err, errs.ErrConflict) {
-		return err
-	}
-	cur, gerr := s.buckets.GetOverride(ctx, b.Name, based.ID)
-	if gerr != nil {
-		return err
-	}
-	return &OverrideStaleError{Current: cur, Based: based.Version}
+// staleOverride is staleAfter for a change made to based: it reloads the
+// override by bucket and id.
+func (s *Service) staleOverride(ctx context.Context, err error, based *buckets.Override) error {
+	return staleAfter(ctx, err, based.Version, func(ctx context.Context) (*buckets.Override, error) {
+		return s.buckets.GetOverride(ctx, based.Bucket, based.ID)
+	})
 }
 
 // DeleteOverride removes an override: its keys get the bucket's limit
@@ -233,14 +209,14 @@ func (s *Service) DeleteOverride(ctx context.Context, c Caller, req DeleteOverri
 		return err
 	}
 	if req.Version != 0 && req.Version != cur.Version {
-		return &OverrideStaleError{Current: cur, Based: req.Version}
+		return staleError(cur, req.Version)
 	}
 	err = s.buckets.DeleteOverride(ctx, c.Actor(), b.Name, cur.ID, cur.Version)
 	if errors.Is(err, errs.ErrNotFound) {
 		return errs.NotFoundf("bucket %q has no override %d", b.Name, req.ID)
 	}
 	if err != nil {
-		return s.staleOverride(ctx, err, b, cur)
+		return s.staleOverride(ctx, err, cur)
 	}
 	return nil
 }
