@@ -183,13 +183,17 @@ func TestPanicIsA500(t *testing.T) {
 // TestStale keeps the 412 of a stale bucket and of a stale override worded
 // as the API documents them.
 func TestStale(t *testing.T) {
+	b := &buckets.Bucket{Name: "b"}
+	b.Version = 3
+	o := &buckets.Override{ID: 7, Bucket: "b"}
+	o.Version = 5
 	tests := []struct {
 		err  error
 		want string
 	}{
-		{&manage.StaleError[*buckets.Bucket]{Current: &buckets.Bucket{Name: "b", Version: 3}, Based: 2},
+		{&manage.StaleError[*buckets.Bucket]{Current: b, Based: 2},
 			`bucket b is now at version "3", not "2"; GET it again and reapply your change`},
-		{&manage.StaleError[*buckets.Override]{Current: &buckets.Override{ID: 7, Bucket: "b", Version: 5}, Based: 4},
+		{&manage.StaleError[*buckets.Override]{Current: o, Based: 4},
 			`override 7 of bucket b is now at version "5", not "4"; GET it again and reapply your change`},
 	}
 	for _, tt := range tests {

@@ -105,18 +105,18 @@ func (s *Service) CreateApp(ctx context.Context, c Caller, req CreateApp) (*apps
 // App returns the app named name if the caller may see it. An app they
 // are not a member of answers like a missing one, and is audited.
 func (s *Service) App(ctx context.Context, c Caller, name string) (*apps.App, error) {
-	return s.appFor(ctx, c, name, rbac.ActionView)
+	return s.appFor(ctx, c, name)
 }
 
 // ManagedApp returns the app named name if the caller may grant and
 // revoke roles on it.
 func (s *Service) ManagedApp(ctx context.Context, c Caller, name string) (*apps.App, error) {
-	return s.appFor(ctx, c, name, rbac.ActionManage)
+	return s.appAction(ctx, c, name, rbac.ActionManage, "managing the members")
 }
 
-// appFor loads the app for act: a 404 when the caller may not see it, a
-// 403 when they see it but may not do act.
-func (s *Service) appFor(ctx context.Context, c Caller, name string, act rbac.Action) (*apps.App, error) {
+// appFor loads the app if the caller may see it: a 404 when they may not,
+// exactly as if it did not exist.
+func (s *Service) appFor(ctx context.Context, c Caller, name string) (*apps.App, error) {
 	a, err := s.apps.Get(ctx, name)
 	if errors.Is(err, errs.ErrNotFound) {
 		return nil, errs.NotFoundf("app %q not found", name)
@@ -128,9 +128,20 @@ func (s *Service) appFor(ctx context.Context, c Caller, name string, act rbac.Ac
 		return nil, s.Refuse(ctx, c, Refusal{App: a.Name, ObjectType: "app", ObjectName: a.Name, Why: "not visible to the user"},
 			errs.NotFoundf("app %q not found", name))
 	}
-	if act != rbac.ActionView && !s.can(c, a.Name, act) {
+	return a, nil
+}
+
+// appAction loads the app for act like appFor, and answers a caller who
+// sees it but may not do act with a 403 whose message names what was
+// asked ("managing the members").
+func (s *Service) appAction(ctx context.Context, c Caller, name string, act rbac.Action, what string) (*apps.App, error) {
+	a, err := s.appFor(ctx, c, name)
+	if err != nil {
+		return nil, err
+	}
+	if !s.can(c, a.Name, act) {
 		return nil, s.Refuse(ctx, c, Refusal{App: a.Name, ObjectType: "app", ObjectName: a.Name, Why: "needs the owner role"},
-			errs.Forbiddenf("managing the members of app %q needs its owner role", a.Name))
+			errs.Forbiddenf("%s of app %q needs its owner role", what, a.Name))
 	}
 	return a, nil
 }
@@ -160,7 +171,7 @@ func (m *AppMembers) Owners() []string {
 // Members returns the app named name with its members, for anyone who may
 // see it.
 func (s *Service) Members(ctx context.Context, c Caller, name string) (*AppMembers, error) {
-	a, err := s.appFor(ctx, c, name, rbac.ActionView)
+	a, err := s.appFor(ctx, c, name)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +194,7 @@ type GrantRole struct {
 
 // GrantRole needs the owner role on the app.
 func (s *Service) GrantRole(ctx context.Context, c Caller, req GrantRole) (rbac.Role, error) {
-	a, err := s.appFor(ctx, c, req.App, rbac.ActionManage)
+	a, err := s.ManagedApp(ctx, c, req.App)
 	if err != nil {
 		return "", err
 	}
@@ -213,7 +224,7 @@ type RevokeRole struct {
 // RevokeRole needs the owner role on the app. The last owner cannot be
 // removed (a conflict): the app would have nobody to manage it.
 func (s *Service) RevokeRole(ctx context.Context, c Caller, req RevokeRole) error {
-	a, err := s.appFor(ctx, c, req.App, rbac.ActionManage)
+	a, err := s.ManagedApp(ctx, c, req.App)
 	if err != nil {
 		return err
 	}
@@ -237,7 +248,7 @@ type MemberRemoval struct {
 // MemberRemoval needs the owner role on the app, like RevokeRole; a user
 // without a role on the app is a *NoRoleError.
 func (s *Service) MemberRemoval(ctx context.Context, c Caller, req RevokeRole) (MemberRemoval, error) {
-	a, err := s.appFor(ctx, c, req.App, rbac.ActionManage)
+	a, err := s.ManagedApp(ctx, c, req.App)
 	if err != nil {
 		return MemberRemoval{}, err
 	}

@@ -138,6 +138,9 @@ func TestRolesNeedTheOwnerRoleAndKeepTheLastOwner(t *testing.T) {
 	if !errors.Is(err, errs.ErrForbidden) {
 		t.Fatalf("viewer grant: %v, want forbidden", err)
 	}
+	if msg, _ := errs.PublicMessage(err); msg != `managing the members of app "alpha" needs its owner role` {
+		t.Errorf("viewer grant: message %q", msg)
+	}
 	// A stranger does not even see it: 404, like a missing app, audited.
 	if _, err := f.svc.App(ctx, oscar, "alpha"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("stranger reads app: %v, want not found", err)

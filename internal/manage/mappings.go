@@ -5,30 +5,15 @@ import (
 	"errors"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/apptokens"
 	"github.com/sluicehq/sluice/internal/descriptors"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/rbac"
 )
 
-// appAction loads the app for act like appFor, with a refusal message
-// naming what was asked.
-func (s *Service) appAction(ctx context.Context, c Caller, name string, act rbac.Action, what string) (*apps.App, error) {
-	a, err := s.appFor(ctx, c, name, rbac.ActionView)
-	if err != nil {
-		return nil, err
-	}
-	if act != rbac.ActionView && !s.can(c, a.Name, act) {
-		return nil, s.Refuse(ctx, c, Refusal{App: a.Name, ObjectType: "app", ObjectName: a.Name, Why: "needs the owner role"},
-			errs.Forbiddenf("%s of app %q needs its owner role", what, a.Name))
-	}
-	return a, nil
-}
-
 // Mappings lists the descriptor mappings of app, for anyone who may see it.
 func (s *Service) Mappings(ctx context.Context, c Caller, app string) ([]*descriptors.Mapping, error) {
-	a, err := s.appFor(ctx, c, app, rbac.ActionView)
+	a, err := s.appFor(ctx, c, app)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +23,7 @@ func (s *Service) Mappings(ctx context.Context, c Caller, app string) ([]*descri
 // Mapping returns mapping id of app, for anyone who may see the app. A
 // mapping of another app answers like a missing one.
 func (s *Service) Mapping(ctx context.Context, c Caller, app string, id int64) (*descriptors.Mapping, error) {
-	a, err := s.appFor(ctx, c, app, rbac.ActionView)
+	a, err := s.appFor(ctx, c, app)
 	if err != nil {
 		return nil, err
 	}

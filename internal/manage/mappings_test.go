@@ -24,8 +24,12 @@ func TestMappingsOwnersWriteViewersReadOthersSeeNothing(t *testing.T) {
 	}
 	req := manage.SaveMapping{App: "alpha", Domain: "edge", Entries: []descriptors.Entry{{Key: "generic_key", Value: "checkout"}}, Bucket: "checkout"}
 
-	if _, err := f.svc.CreateMapping(ctx, vic, req); !errors.Is(err, errs.ErrForbidden) {
+	_, err := f.svc.CreateMapping(ctx, vic, req)
+	if !errors.Is(err, errs.ErrForbidden) {
 		t.Fatalf("viewer creates a mapping: %v", err)
+	}
+	if msg, _ := errs.PublicMessage(err); msg != `mapping descriptors of app "alpha" needs its owner role` {
+		t.Errorf("viewer creates a mapping: message %q", msg)
 	}
 	if _, err := f.svc.CreateMapping(ctx, eve, req); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("stranger creates a mapping: %v", err)

@@ -10,13 +10,17 @@ import (
 )
 
 func TestStaleErrorMessage(t *testing.T) {
+	b := &buckets.Bucket{Name: "b"}
+	b.Version = 3
+	o := &buckets.Override{ID: 7, Bucket: "b"}
+	o.Version = 5
 	tests := []struct {
 		err  error
 		want string
 	}{
-		{&manage.StaleError[*buckets.Bucket]{Current: &buckets.Bucket{Name: "b", Version: 3}, Based: 2},
+		{&manage.StaleError[*buckets.Bucket]{Current: b, Based: 2},
 			`bucket "b" was changed by someone else (now version 3, you edited version 2); reload it and apply your change again`},
-		{&manage.StaleError[*buckets.Override]{Current: &buckets.Override{ID: 7, Bucket: "b", Version: 5}, Based: 4},
+		{&manage.StaleError[*buckets.Override]{Current: o, Based: 4},
 			`override 7 of bucket "b" was changed by someone else (now version 5, you edited version 4); reload it and apply your change again`},
 	}
 	for _, tt := range tests {
