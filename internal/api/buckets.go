@@ -10,27 +10,36 @@ import (
 	"github.com/sluicehq/sluice/internal/names"
 )
 
-// bucketJSON is a bucket as the API returns it. The rate is given twice:
-// as its canonical text ("0.5/s"), which is also what clients send, and as
-// the exact permits (a decimal number with at most 6 decimals) per whole
-// number of seconds, for programs that compute with it.
+// bucketJSON is a bucket as the API returns it.
 type bucketJSON struct {
-	Name              string      `json:"name"`
-	OwnerApp          string      `json:"owner_app"`
-	Description       string      `json:"description"`
-	MaxPermits        int64       `json:"max_permits"`
+	Name        string `json:"name"`
+	OwnerApp    string `json:"owner_app"`
+	Description string `json:"description"`
+	MaxPermits  int64  `json:"max_permits"`
+	rateJSON
+	AllowedApps []string  `json:"allowed_apps"`
+	Keyed       bool      `json:"keyed"`
+	Shadow      bool      `json:"shadow"`
+	LeaseMillis int64     `json:"lease_ms"`
+	Version     int64     `json:"version"`
+	CreatedBy   string    `json:"created_by"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedBy   string    `json:"updated_by"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// rateJSON is the rate of a bucket or an override, given twice: as its
+// canonical text ("0.5/s"), which is also what clients send, and as the
+// exact permits (a decimal number with at most 6 decimals) per whole
+// number of seconds, for programs that compute with it.
+type rateJSON struct {
 	Rate              string      `json:"rate"`
 	RatePermits       json.Number `json:"rate_permits"`
 	RatePeriodSeconds int64       `json:"rate_period_seconds"`
-	AllowedApps       []string    `json:"allowed_apps"`
-	Keyed             bool        `json:"keyed"`
-	Shadow            bool        `json:"shadow"`
-	LeaseMillis       int64       `json:"lease_ms"`
-	Version           int64       `json:"version"`
-	CreatedBy         string      `json:"created_by"`
-	CreatedAt         time.Time   `json:"created_at"`
-	UpdatedBy         string      `json:"updated_by"`
-	UpdatedAt         time.Time   `json:"updated_at"`
+}
+
+func toRateJSON(r buckets.Rate) rateJSON {
+	return rateJSON{Rate: r.String(), RatePermits: json.Number(r.Permits()), RatePeriodSeconds: r.PeriodSeconds()}
 }
 
 func toBucketJSON(b *buckets.Bucket) bucketJSON {
@@ -39,8 +48,7 @@ func toBucketJSON(b *buckets.Bucket) bucketJSON {
 		allowed = []string{}
 	}
 	return bucketJSON{
-		Name: b.Name, OwnerApp: b.OwnerApp, Description: b.Description, MaxPermits: b.MaxPermits,
-		Rate: b.Rate.String(), RatePermits: json.Number(b.Rate.Permits()), RatePeriodSeconds: b.Rate.PeriodSeconds(),
+		Name: b.Name, OwnerApp: b.OwnerApp, Description: b.Description, MaxPermits: b.MaxPermits, rateJSON: toRateJSON(b.Rate),
 		AllowedApps: allowed, Keyed: b.Keyed, Shadow: b.Shadow, LeaseMillis: b.LeaseMillis, Version: b.Version,
 		CreatedBy: b.CreatedBy, CreatedAt: b.CreatedAt, UpdatedBy: b.UpdatedBy, UpdatedAt: b.UpdatedAt,
 	}
@@ -133,27 +141,18 @@ func (s *server) patchBucket(w http.ResponseWriter, r *http.Request, c manage.Ca
 	return s.update(w, r, c, false)
 }
 
-// precondition reads If-Match and the body of a change to the bucket in
-// the path. A caller who may not change the bucket is refused before
-// either is looked at.
-func (s *server) precondition(r *http.Request, c manage.Caller, body any) (int64, error) {
-	name := r.PathValue("bucket")
-	version, err := ifMatch(r)
-	if err == nil && body != nil {
-		err = decode(r, body)
+// bucketEditor is the access check of a change to the bucket in the path
+// or to one of its overrides.
+func (s *server) bucketEditor(r *http.Request, c manage.Caller) func() error {
+	return func() error {
+		_, err := s.svc.EditableBucket(r.Context(), c, r.PathValue("bucket"))
+		return err
 	}
-	if err != nil {
-		return 0, refusedFirst(err, func() error {
-			_, err := s.svc.EditableBucket(r.Context(), c, name)
-			return err
-		})
-	}
-	return version, nil
 }
 
 func (s *server) update(w http.ResponseWriter, r *http.Request, c manage.Caller, replace bool) error {
 	var in bucketInput
-	version, err := s.precondition(r, c, &in)
+	version, err := precondition(r, &in, s.bucketEditor(r, c))
 	if err != nil {
 		return err
 	}
@@ -168,7 +167,7 @@ func (s *server) update(w http.ResponseWriter, r *http.Request, c manage.Caller,
 
 // deleteBucket: DELETE /buckets/{bucket}, with If-Match.
 func (s *server) deleteBucket(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
-	version, err := s.precondition(r, c, nil)
+	version, err := precondition(r, nil, s.bucketEditor(r, c))
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,15 @@ func (in *mappingInput) save(app string, id, version int64) manage.SaveMapping {
 		Bucket: in.Bucket, KeyFrom: in.KeyFrom, Description: in.Description}
 }
 
+// mappingReader is the access check of a change to mapping id of the app
+// in the path: the caller must at least see it.
+func (s *server) mappingReader(r *http.Request, c manage.Caller, id int64) func() error {
+	return func() error {
+		_, err := s.svc.Mapping(r.Context(), c, r.PathValue("app"), id)
+		return err
+	}
+}
+
 func mappingPath(m *descriptors.Mapping) string {
 	return Prefix + "/apps/" + m.App + "/mappings/" + strconv.FormatInt(m.ID, 10)
 }
@@ -100,16 +109,10 @@ func (s *server) replaceMapping(w http.ResponseWriter, r *http.Request, c manage
 	if err != nil {
 		return err
 	}
-	version, err := ifMatch(r)
 	var in mappingInput
-	if err == nil {
-		err = decode(r, &in)
-	}
+	version, err := precondition(r, &in, s.mappingReader(r, c, id))
 	if err != nil {
-		return refusedFirst(err, func() error {
-			_, err := s.svc.Mapping(r.Context(), c, r.PathValue("app"), id)
-			return err
-		})
+		return err
 	}
 	m, err := s.svc.UpdateMapping(r.Context(), c, in.save(r.PathValue("app"), id, version))
 	if err != nil {
@@ -125,12 +128,9 @@ func (s *server) deleteMapping(w http.ResponseWriter, r *http.Request, c manage.
 	if err != nil {
 		return err
 	}
-	version, err := ifMatch(r)
+	version, err := precondition(r, nil, s.mappingReader(r, c, id))
 	if err != nil {
-		return refusedFirst(err, func() error {
-			_, err := s.svc.Mapping(r.Context(), c, r.PathValue("app"), id)
-			return err
-		})
+		return err
 	}
 	if err := s.svc.DeleteMapping(r.Context(), c, manage.DeleteMapping{App: r.PathValue("app"), ID: id, Version: version}); err != nil {
 		return err

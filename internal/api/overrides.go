@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,30 +10,26 @@ import (
 	"github.com/sluicehq/sluice/internal/manage"
 )
 
-// overrideJSON is an override of a keyed bucket as the API returns it;
-// its rate is given like a bucket's.
+// overrideJSON is an override of a keyed bucket as the API returns it.
 type overrideJSON struct {
-	ID                int64       `json:"id"`
-	Bucket            string      `json:"bucket"`
-	Match             string      `json:"match"`
-	Key               string      `json:"key"`
-	Description       string      `json:"description"`
-	MaxPermits        int64       `json:"max_permits"`
-	Rate              string      `json:"rate"`
-	RatePermits       json.Number `json:"rate_permits"`
-	RatePeriodSeconds int64       `json:"rate_period_seconds"`
-	Shadow            bool        `json:"shadow"`
-	Version           int64       `json:"version"`
-	CreatedBy         string      `json:"created_by"`
-	CreatedAt         time.Time   `json:"created_at"`
-	UpdatedBy         string      `json:"updated_by"`
-	UpdatedAt         time.Time   `json:"updated_at"`
+	ID          int64  `json:"id"`
+	Bucket      string `json:"bucket"`
+	Match       string `json:"match"`
+	Key         string `json:"key"`
+	Description string `json:"description"`
+	MaxPermits  int64  `json:"max_permits"`
+	rateJSON
+	Shadow    bool      `json:"shadow"`
+	Version   int64     `json:"version"`
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedBy string    `json:"updated_by"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 func toOverrideJSON(o *buckets.Override) overrideJSON {
 	return overrideJSON{ID: o.ID, Bucket: o.Bucket, Match: string(o.Match), Key: o.Key, Description: o.Description,
-		MaxPermits: o.MaxPermits, Rate: o.Rate.String(), RatePermits: json.Number(o.Rate.Permits()),
-		RatePeriodSeconds: o.Rate.PeriodSeconds(), Shadow: o.Shadow, Version: o.Version,
+		MaxPermits: o.MaxPermits, rateJSON: toRateJSON(o.Rate), Shadow: o.Shadow, Version: o.Version,
 		CreatedBy: o.CreatedBy, CreatedAt: o.CreatedAt, UpdatedBy: o.UpdatedBy, UpdatedAt: o.UpdatedAt}
 }
 
@@ -96,10 +91,7 @@ func (s *server) listOverrides(w http.ResponseWriter, r *http.Request, c manage.
 func (s *server) createOverride(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
 	var in overrideInput
 	if err := decode(r, &in); err != nil {
-		return refusedFirst(err, func() error {
-			_, err := s.svc.EditableBucket(r.Context(), c, r.PathValue("bucket"))
-			return err
-		})
+		return refusedFirst(err, s.bucketEditor(r, c))
 	}
 	o, err := s.svc.CreateOverride(r.Context(), c, manage.CreateOverride{Bucket: r.PathValue("bucket"), Fields: in.patch()})
 	if err != nil {
@@ -137,7 +129,7 @@ func (s *server) patchOverride(w http.ResponseWriter, r *http.Request, c manage.
 
 func (s *server) updateOverride(w http.ResponseWriter, r *http.Request, c manage.Caller, replace bool) error {
 	var in overrideInput
-	version, err := s.precondition(r, c, &in)
+	version, err := precondition(r, &in, s.bucketEditor(r, c))
 	if err != nil {
 		return err
 	}
@@ -156,7 +148,7 @@ func (s *server) updateOverride(w http.ResponseWriter, r *http.Request, c manage
 
 // deleteOverride: DELETE /buckets/{bucket}/overrides/{id}, with If-Match.
 func (s *server) deleteOverride(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
-	version, err := s.precondition(r, c, nil)
+	version, err := precondition(r, nil, s.bucketEditor(r, c))
 	if err != nil {
 		return err
 	}

@@ -242,6 +242,20 @@ func ifMatch(r *http.Request) (int64, error) {
 	return n, nil
 }
 
+// precondition reads what a change of an object carries: If-Match and,
+// unless body is nil, the JSON body. When either is wrong, a caller whom
+// access refuses is refused before either is looked at (refusedFirst).
+func precondition(r *http.Request, body any, access func() error) (int64, error) {
+	version, err := ifMatch(r)
+	if err == nil && body != nil {
+		err = decode(r, body)
+	}
+	if err != nil {
+		return 0, refusedFirst(err, access)
+	}
+	return version, nil
+}
+
 func preconditionFailed(message string) error {
 	return &apiError{status: http.StatusPreconditionFailed, code: "precondition_failed", message: message}
 }
