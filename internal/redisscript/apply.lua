@@ -54,12 +54,10 @@ if not cid or cid < id then
   return 1
 end
 
-local cver = tonumber(cur[2]) or -1
-if stale(cid, cver, id, version, force) then
+if stale(cid, tonumber(cur[2]) or -1, id, version, force) then
   return 4
 end
-if cid == id and cver == version and cur[3] == ARGV[3] and cur[4] == ARGV[4] and cur[5] == ARGV[5]
-    and cur[6] == ARGV[6] and (cur[9] or '0') == lease and (cur[10] or '0') == shadow then
+if same_config(cur) and (cur[9] or '0') == lease and (cur[10] or '0') == shadow then
   return 3
 end
 

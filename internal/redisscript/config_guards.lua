@@ -70,3 +70,13 @@ local function stale(cid, cver, id, version, force)
   return not force and (cid > id or (cid == id and cver > version))
 end
 
+-- same_config: cur, the hash's id, version, capacity, permits, period and
+-- apps (an HMGET in that order), are ARGV[1..6] to the letter. Each has one
+-- canonical form, so equal strings are equal values.
+local function same_config(cur)
+  for i = 1, 6 do
+    if cur[i] ~= ARGV[i] then return false end
+  end
+  return true
+end
+

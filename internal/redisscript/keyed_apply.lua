@@ -29,12 +29,10 @@ if not cid or cid < id then
   end
   created = true
 else
-  local cver = tonumber(cur[2]) or -1
-  if stale(cid, cver, id, version, force) then
+  if stale(cid, tonumber(cur[2]) or -1, id, version, force) then
     return 4
   end
-  if cid == id and cver == version and cur[3] == ARGV[3] and cur[4] == ARGV[4] and cur[5] == ARGV[5]
-      and cur[6] == ARGV[6] and (cur[7] or '0') == shadow then
+  if same_config(cur) and (cur[7] or '0') == shadow then
     return 3
   end
   if cid ~= id then
