@@ -18,11 +18,15 @@ type inputField struct {
 	Label, Hint  string
 	Type         string // "text" when empty
 	Value        string
+	Placeholder  string
 	InputMode    string
 	Autocomplete string
 	Required     bool
 	NoSpellcheck bool
-	Error        string
+	// Grow lets the field take the room left in its row (the search box
+	// of a list's toolbar).
+	Grow  bool
+	Error string
 }
 
 // DescribedBy is the aria-describedby of the input: its hint, its error.
@@ -85,4 +89,49 @@ func (f *inputField) set(key string, val any) error {
 	}
 	fv.Set(v)
 	return nil
+}
+
+// formActions are the buttons that end a form, as the "actions" partial
+// renders them: the submit button, and a link that leaves the form
+// without sending it.
+type formActions struct {
+	Button string
+	// Danger marks a button that deletes or revokes.
+	Danger bool
+	// Back is where the link leads; Cancel is its text.
+	Back, Cancel string
+}
+
+// submitActions end a form that saves; "Cancel" leads back.
+func submitActions(button, back string) formActions {
+	return formActions{Button: button, Back: back, Cancel: "Cancel"}
+}
+
+// confirmActions end a page that asks before deleting or revoking; "Keep
+// it" leads back, unless a cancel text says otherwise.
+func confirmActions(button, back string, cancel ...string) formActions {
+	a := formActions{Button: button, Danger: true, Back: back, Cancel: "Keep it"}
+	if len(cancel) > 0 && cancel[0] != "" {
+		a.Cancel = cancel[0]
+	}
+	return a
+}
+
+// conflictBanner is the banner of an edit form whose save ran into a
+// version saved meanwhile, as the "conflict" partial renders it.
+type conflictBanner struct {
+	// Noun names what was edited: "bucket", "override".
+	Noun string
+	// Current is the newer version (a *buckets.Bucket or a
+	// *buckets.Override): its author, version and time, and the values
+	// the page's "conflictvalues" template shows.
+	Current any
+	// Discard leaves the form, dropping the user's values.
+	Discard string
+}
+
+// newConflictBanner is the "conflict" template function: what was edited,
+// its newer version, and the way out of the form.
+func newConflictBanner(noun string, current any, discard string) conflictBanner {
+	return conflictBanner{Noun: noun, Current: current, Discard: discard}
 }

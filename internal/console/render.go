@@ -93,6 +93,11 @@ func parseViews() (*views, error) {
 		"fe": func(id, text string) fieldError { return fieldError{ID: id, Text: text} },
 		// input carries the settings of one form field to the "input" partial.
 		"input": newInputField,
+		// submit and confirm carry a form's buttons to the "actions" partial.
+		"submit":  submitActions,
+		"confirm": confirmActions,
+		// conflict carries a stale edit to the "conflict" partial.
+		"conflict": newConflictBanner,
 	}
 	for _, name := range pageNames {
 		t, err := template.New(name).Funcs(funcs).ParseFS(web.Templates, "layout.html", "partials.html", name+".html")
