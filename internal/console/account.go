@@ -54,10 +54,6 @@ func (s *server) changePassword(c *gin.Context) {
 		v.Add("current_password", "too many wrong passwords; try again in "+roughly(throttled.Wait))
 		s.renderAccount(c, http.StatusTooManyRequests, v)
 	default:
-		if v, st := formErrors(err, "current_password"); v != nil {
-			s.renderAccount(c, st, v)
-			return
-		}
-		s.fail(c, err)
+		s.failForm(c, err, "current_password", func(st int, v *errs.Validation) { s.renderAccount(c, st, v) })
 	}
 }

@@ -81,11 +81,9 @@ func (s *server) createApp(c *gin.Context) {
 	form := appForm{Name: postValue(c, "name"), Description: postValue(c, "description")}
 	a, err := s.svc.CreateApp(ctx(c), caller(c), manage.CreateApp{Name: form.Name, Description: form.Description})
 	if err != nil {
-		if v, st := formErrors(err, "name"); v != nil {
+		s.failForm(c, err, "name", func(st int, v *errs.Validation) {
 			s.render(c, st, "app_new", &appNewPage{layout: layout{Title: "Register an app", Nav: "apps"}, Form: form, Errors: v})
-			return
-		}
-		s.fail(c, err)
+		})
 		return
 	}
 	s.redirect(c, "/apps/"+url.PathEscape(a.Name), "App "+a.Name+" registered. You are its owner.")
@@ -180,6 +178,17 @@ func (s *server) memberError(c *gin.Context, g grantForm, err error) {
 	default:
 		s.fail(c, err)
 	}
+}
+
+// failForm answers err, the refusal of a posted form: a validation or a
+// conflict (told next to field) shows the form again by show, with the
+// status to answer; any other error gets the error page.
+func (s *server) failForm(c *gin.Context, err error, field string, show func(st int, v *errs.Validation)) {
+	if v, st := formErrors(err, field); v != nil {
+		show(st, v)
+		return
+	}
+	s.fail(c, err)
 }
 
 // formErrors turns a validation or a conflict into the errors shown next

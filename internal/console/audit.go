@@ -13,10 +13,9 @@ import (
 // a bucket name, one page at a time in both directions.
 type auditPage struct {
 	layout
+	appFilter
 	Entries []manage.AuditEntry
-	App     string
 	Bucket  string
-	Apps    []string
 	// Next and Prev are the cursors of the older and the newer page, 0
 	// when there is none.
 	Next, Prev int64
@@ -26,9 +25,30 @@ type auditPage struct {
 	CountMore bool
 }
 
+// appFilter is the app choice of a list's filter, as the "appfilter"
+// partial shows it.
+type appFilter struct {
+	// App is the app chosen, "" for all.
+	App string
+	// Apps are the apps the user may choose from.
+	Apps []string
+}
+
+// appFilterOf reads the app chosen by ?app= and lists the apps to choose
+// from.
+func (s *server) appFilterOf(c *gin.Context) (appFilter, error) {
+	names, err := s.svc.AppNames(ctx(c), caller(c))
+	return appFilter{App: queryValue(c, "app", 63), Apps: names}, err
+}
+
 // listAudit shows the entries the user may see.
 func (s *server) listAudit(c *gin.Context) {
-	q := manage.AuditQuery{App: queryValue(c, "app", 63), Limit: 50}
+	filter, err := s.appFilterOf(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	q := manage.AuditQuery{App: filter.App, Limit: 50}
 	bucket := queryValue(c, "bucket", 100)
 	if bucket != "" {
 		q.ObjectType, q.NameContains = "bucket", bucket
@@ -48,17 +68,12 @@ func (s *server) listAudit(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	names, err := s.svc.AppNames(ctx(c), caller(c))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	prev := page.Prev
 	if q.Before > 0 && len(page.Entries) > 0 {
 		// Came from a newer page: it is still there.
 		prev = page.Entries[0].ID
 	}
-	s.render(c, http.StatusOK, "audit", &auditPage{layout: layout{Title: "Audit log", Nav: "audit"},
-		Entries: page.Entries, App: q.App, Bucket: bucket, Apps: names, Next: page.Next, Prev: prev,
+	s.render(c, http.StatusOK, "audit", &auditPage{layout: layout{Title: "Audit log", Nav: "audit"}, appFilter: filter,
+		Entries: page.Entries, Bucket: bucket, Next: page.Next, Prev: prev,
 		Count: int64(n), CountMore: more})
 }

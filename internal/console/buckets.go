@@ -26,10 +26,9 @@ const bucketsPageSize = 25
 // bucketsPage lists the buckets the user can see.
 type bucketsPage struct {
 	layout
+	appFilter
 	Rows      []bucketRow
 	Search    string
-	App       string
-	Apps      []string
 	Order     string
 	Denied    bool
 	NearLimit bool
@@ -252,18 +251,18 @@ type bucketDeletePage struct {
 }
 
 func (s *server) listBuckets(c *gin.Context) {
-	// A cursor is a name, or a count and a name in a ranked list.
-	q := manage.BucketListQuery{
-		BucketQuery: manage.BucketQuery{Search: queryValue(c, "q", 100), App: queryValue(c, "app", 63),
-			After: queryValue(c, "after", 100), Before: queryValue(c, "before", 100), Limit: bucketsPageSize},
-		Order: manage.ParseBucketOrder(c.Query("sort")), Denied: c.Query("denied") != "", NearLimit: c.Query("near") != "",
-	}
-	list, err := s.svc.ListBucketStates(ctx(c), caller(c), q)
+	filter, err := s.appFilterOf(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	names, err := s.svc.AppNames(ctx(c), caller(c))
+	// A cursor is a name, or a count and a name in a ranked list.
+	q := manage.BucketListQuery{
+		BucketQuery: manage.BucketQuery{Search: queryValue(c, "q", 100), App: filter.App,
+			After: queryValue(c, "after", 100), Before: queryValue(c, "before", 100), Limit: bucketsPageSize},
+		Order: manage.ParseBucketOrder(c.Query("sort")), Denied: c.Query("denied") != "", NearLimit: c.Query("near") != "",
+	}
+	list, err := s.svc.ListBucketStates(ctx(c), caller(c), q)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -273,8 +272,8 @@ func (s *server) listBuckets(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	p := &bucketsPage{layout: layout{Title: "Buckets", Nav: "buckets"},
-		Search: q.Search, App: q.App, Apps: names, Order: string(q.Order), Denied: q.Denied, NearLimit: q.NearLimit,
+	p := &bucketsPage{layout: layout{Title: "Buckets", Nav: "buckets"}, appFilter: filter,
+		Search: q.Search, Order: string(q.Order), Denied: q.Denied, NearLimit: q.NearLimit,
 		After: q.After, Next: list.Next, Prev: list.Prev, Total: int64(list.Total), TotalMore: list.TotalMore, CanCreate: len(owned) > 0}
 	switch list.Rank {
 	case buckets.RankDenied:
@@ -395,18 +394,15 @@ func (s *server) createBucket(c *gin.Context) {
 		s.redirect(c, "/buckets/"+url.PathEscape(b.Name), "Bucket "+b.Name+" created.")
 		return
 	}
-	v, st := formErrors(err, "name")
-	if v == nil {
-		s.fail(c, err)
-		return
-	}
-	owned, err := s.svc.OwnedApps(ctx(c), caller(c))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.renderBucketForm(c, st, &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
-		New: true, Form: form, Errors: v, OwnerApps: owned, Pattern: patternOf(c)})
+	s.failForm(c, err, "name", func(st int, v *errs.Validation) {
+		owned, err := s.svc.OwnedApps(ctx(c), caller(c))
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		s.renderBucketForm(c, st, &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
+			New: true, Form: form, Errors: v, OwnerApps: owned, Pattern: patternOf(c)})
+	})
 }
 
 func (s *server) showBucket(c *gin.Context) { s.bucketDetail(c, http.StatusOK, nil) }

@@ -59,6 +59,12 @@ func (s *server) loadDecisions(c *gin.Context, m *manage.AppMembers, d *decision
 	return nil
 }
 
+// renderDecisions shows the app page with its decisions part d (a refused
+// form, a new token's secret) and the member form empty.
+func (s *server) renderDecisions(c *gin.Context, st int, d decisionsSection) {
+	s.renderAppWith(c, st, grantForm{Role: string(manage.RoleViewer)}, nil, "", d)
+}
+
 func appURL(app string) string { return "/apps/" + url.PathEscape(app) }
 
 // createMapping adds a mapping; a refused one comes back on the app page
@@ -70,11 +76,9 @@ func (s *server) createMapping(c *gin.Context) {
 	m, err := s.svc.CreateMapping(ctx(c), caller(c), manage.SaveMapping{App: app, Domain: f.Domain, Entries: f.entries(),
 		Bucket: f.Bucket, KeyFrom: f.KeyFrom, Description: f.Description})
 	if err != nil {
-		if v, st := formErrors(err, "domain"); v != nil {
-			s.renderAppWith(c, st, grantForm{Role: "viewer"}, nil, "", decisionsSection{MappingForm: f, MappingErrors: v})
-			return
-		}
-		s.fail(c, err)
+		s.failForm(c, err, "domain", func(st int, v *errs.Validation) {
+			s.renderDecisions(c, st, decisionsSection{MappingForm: f, MappingErrors: v})
+		})
 		return
 	}
 	s.redirect(c, appURL(app), "Descriptors of domain "+m.Domain+" now map to bucket "+m.Bucket+".")
@@ -149,14 +153,12 @@ func (s *server) createAppToken(c *gin.Context) {
 	name := postValue(c, "name")
 	secret, _, err := s.svc.CreateAppToken(ctx(c), caller(c), manage.CreateAppToken{App: app, Name: name})
 	if err != nil {
-		if v, st := formErrors(err, "name"); v != nil {
-			s.renderAppWith(c, st, grantForm{Role: "viewer"}, nil, "", decisionsSection{TokenName: name, TokenErrors: v})
-			return
-		}
-		s.fail(c, err)
+		s.failForm(c, err, "name", func(st int, v *errs.Validation) {
+			s.renderDecisions(c, st, decisionsSection{TokenName: name, TokenErrors: v})
+		})
 		return
 	}
-	s.renderAppWith(c, http.StatusOK, grantForm{Role: "viewer"}, nil, "", decisionsSection{Secret: secret})
+	s.renderDecisions(c, http.StatusOK, decisionsSection{Secret: secret})
 }
 
 func (s *server) confirmRevokeAppToken(c *gin.Context) {

@@ -115,19 +115,27 @@ func (s *server) createOverride(c *gin.Context) {
 			"Override for "+string(o.Match)+" key "+strconv.Quote(o.Key)+" added.")
 		return
 	}
-	v, st := formErrors(err, "key")
-	if v == nil {
+	s.failForm(c, err, "key", func(st int, v *errs.Validation) {
+		s.bucketDetail(c, st, func(ov *overridesView) { ov.Form, ov.Errors = form, v })
+	})
+}
+
+// editableOverride is overrideFor for a handler: it answers a refusal
+// itself, and returns false.
+func (s *server) editableOverride(c *gin.Context) (*buckets.Override, bool) {
+	o, err := s.overrideFor(c)
+	if err != nil {
 		s.fail(c, err)
-		return
+		return nil, false
 	}
-	s.bucketDetail(c, st, func(ov *overridesView) { ov.Form, ov.Errors = form, v })
+	return o, true
 }
 
 // overrideFor reads the {id} of the path and returns the override if the
 // caller may change it.
 func (s *server) overrideFor(c *gin.Context) (*buckets.Override, error) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id < 1 {
+	id, ok := pathID(c)
+	if !ok {
 		// Checked first, as for any other id: a refusal must not depend on it.
 		if _, err := s.svc.EditableBucket(ctx(c), caller(c), c.Param("bucket")); err != nil {
 			return nil, err
@@ -138,9 +146,8 @@ func (s *server) overrideFor(c *gin.Context) (*buckets.Override, error) {
 }
 
 func (s *server) confirmDeleteOverride(c *gin.Context) {
-	o, err := s.overrideFor(c)
-	if err != nil {
-		s.fail(c, err)
+	o, ok := s.editableOverride(c)
+	if !ok {
 		return
 	}
 	s.render(c, http.StatusOK, "override_delete", &overrideDeletePage{layout: layout{Title: "Delete override", Nav: "buckets"},
@@ -149,9 +156,8 @@ func (s *server) confirmDeleteOverride(c *gin.Context) {
 
 // deleteOverride deletes the version the confirmation page showed.
 func (s *server) deleteOverride(c *gin.Context) {
-	o, err := s.overrideFor(c)
-	if err != nil {
-		s.fail(c, err)
+	o, ok := s.editableOverride(c)
+	if !ok {
 		return
 	}
 	version, err := strconv.ParseInt(c.PostForm("version"), 10, 64)
@@ -195,9 +201,8 @@ func overrideFormOf(o *buckets.Override) overrideForm {
 }
 
 func (s *server) editOverride(c *gin.Context) {
-	o, err := s.overrideFor(c)
-	if err != nil {
-		s.fail(c, err)
+	o, ok := s.editableOverride(c)
+	if !ok {
 		return
 	}
 	s.render(c, http.StatusOK, "override_form", &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"},
@@ -210,9 +215,8 @@ func (s *server) editOverride(c *gin.Context) {
 // them, and the newer version, so that saving again is a deliberate
 // choice (as for a bucket).
 func (s *server) updateOverride(c *gin.Context) {
-	o, err := s.overrideFor(c)
-	if err != nil {
-		s.fail(c, err)
+	o, ok := s.editableOverride(c)
+	if !ok {
 		return
 	}
 	form := overrideForm{

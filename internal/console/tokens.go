@@ -132,11 +132,7 @@ func (s *server) createToken(c *gin.Context) {
 		secret, _, err = s.svc.CreateToken(ctx(c), caller(c), manage.CreateToken{Name: form.Name, Expires: expires})
 	}
 	if err != nil {
-		if v, st := formErrors(err, "name"); v != nil {
-			s.renderTokens(c, st, "", form, v)
-			return
-		}
-		s.fail(c, err)
+		s.failForm(c, err, "name", func(st int, v *errs.Validation) { s.renderTokens(c, st, "", form, v) })
 		return
 	}
 	s.renderTokens(c, http.StatusOK, secret, tokenForm{Expires: defaultExpiry}, nil)

@@ -74,11 +74,7 @@ func (s *server) createUser(c *gin.Context) {
 	form := userForm{Username: postValue(c, "username"), Admin: c.PostForm("admin") == "true"}
 	req := manage.CreateUser{Username: form.Username, Password: c.PostForm("password"), Admin: form.Admin}
 	if _, err := s.svc.CreateUser(ctx(c), caller(c), req); err != nil {
-		if v, st := formErrors(err, "username"); v != nil {
-			s.renderUsers(c, st, form, v)
-			return
-		}
-		s.fail(c, err)
+		s.failForm(c, err, "username", func(st int, v *errs.Validation) { s.renderUsers(c, st, form, v) })
 		return
 	}
 	s.redirect(c, "/users", "User "+form.Username+" created.")
@@ -155,11 +151,7 @@ func (s *server) unlockUser(c *gin.Context) {
 func (s *server) unlockAddress(c *gin.Context) {
 	addr := postValue(c, "address")
 	if err := s.svc.ClearSignInLock(ctx(c), caller(c), manage.ClearSignInLock{Addr: addr}); err != nil {
-		if v, st := formErrors(err, "address"); v != nil {
-			s.renderUsers(c, st, userForm{}, v)
-			return
-		}
-		s.fail(c, err)
+		s.failForm(c, err, "address", func(st int, v *errs.Validation) { s.renderUsers(c, st, userForm{}, v) })
 		return
 	}
 	s.redirect(c, "/users", "Sign-in lock of address "+addr+" cleared.")
