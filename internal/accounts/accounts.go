@@ -361,7 +361,7 @@ func (s *Store) Names(ctx context.Context, prefix string, limit int) ([]string, 
 	}
 	if err := s.db.SelectContext(ctx, &out, `SELECT username FROM users
 		WHERE disabled = FALSE AND username LIKE ? ESCAPE '!' ORDER BY username LIMIT ?`,
-		strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(prefix)+"%", limit); err != nil {
+		database.LikePrefix(prefix), limit); err != nil {
 		return nil, fmt.Errorf("list user names: %w", database.Translate(err))
 	}
 	return out, nil

@@ -4,10 +4,10 @@ package apps
 
 import (
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/names"
 )
@@ -17,14 +17,10 @@ const MaxDescription = 500
 
 // App is an application registered in the console.
 type App struct {
-	ID          int64     `db:"id" json:"id"`
-	Name        string    `db:"name" json:"name"`
-	Description string    `db:"description" json:"description"`
-	Version     int64     `db:"version" json:"version"`
-	CreatedBy   string    `db:"created_by" json:"created_by"`
-	UpdatedBy   string    `db:"updated_by" json:"updated_by"`
-	CreatedAt   time.Time `db:"created_at" json:"created_at"`
-	UpdatedAt   time.Time `db:"updated_at" json:"updated_at"`
+	ID          int64  `db:"id" json:"id"`
+	Name        string `db:"name" json:"name"`
+	Description string `db:"description" json:"description"`
+	database.Stamp
 }
 
 // Validate checks the fields a user sets and returns a *errs.Validation

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
@@ -50,8 +49,6 @@ type Page struct {
 
 const columns = `id, name, description, version, created_by, updated_by, created_at, updated_at`
 
-func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
-
 // Create registers a, setting its ID, Version (1), timestamps and authors.
 // Each of also runs in the same transaction after the insert, so that, for
 // example, the creator's owner role commits or fails together with the app.
@@ -61,12 +58,9 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, a *App, also ...f
 		return err
 	}
 	n := *a
-	n.Version = 1
-	n.CreatedAt = now()
-	n.UpdatedAt = n.CreatedAt
-	n.CreatedBy, n.UpdatedBy = actor.User, actor.User
+	n.Stamp = database.NewStamp(actor.User)
 	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO apps
+		id, err := database.Insert(ctx, tx, `INSERT INTO apps
 			(name, description, version, created_by, created_at, updated_by, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			n.Name, n.Description, n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
@@ -74,11 +68,9 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, a *App, also ...f
 			return errs.Conflictf("an app named %q already exists", n.Name)
 		}
 		if err != nil {
-			return fmt.Errorf("insert app: %w", database.Translate(err))
+			return fmt.Errorf("insert app: %w", err)
 		}
-		if n.ID, err = res.LastInsertId(); err != nil {
-			return fmt.Errorf("insert app: %w", database.Translate(err))
-		}
+		n.ID = id
 		for _, fn := range also {
 			if err := fn(ctx, tx); err != nil {
 				return err
@@ -171,9 +163,6 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	return page, nil
 }
 
-// likeContains turns s into a LIKE pattern (escape character '!') that
-// matches values containing s literally.
-func likeContains(s string) string {
-	r := strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
-	return "%" + r.Replace(strings.ToLower(s)) + "%"
-}
+// likeContains is the LIKE pattern of names containing s, in any case:
+// names are lower case.
+func likeContains(s string) string { return database.LikeContains(strings.ToLower(s)) }

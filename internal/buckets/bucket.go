@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/apps"
+	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/limits"
 	"github.com/sluicehq/sluice/internal/names"
@@ -57,13 +57,7 @@ type Bucket struct {
 	// batches and hand them out in-process for at most this many
 	// milliseconds (docs/protocol.md). 0, the default, is off.
 	LeaseMillis int64 `json:"lease_ms"`
-	// Version counts the saved changes of the bucket, from 1. Updates and
-	// deletes that name a stale version are refused.
-	Version   int64     `json:"version"`
-	CreatedBy string    `json:"created_by"`
-	UpdatedBy string    `json:"updated_by"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	database.Stamp
 }
 
 // Validate checks every field a user sets and returns a *errs.Validation
@@ -80,15 +74,7 @@ func (b *Bucket) Validate() error {
 	if r := names.Problem(b.OwnerApp); r != "" {
 		v.Add("owner_app", r)
 	}
-	if r := apps.DescriptionProblem(b.Description); r != "" {
-		v.Add("description", r)
-	}
-	if b.MaxPermits < 1 || b.MaxPermits > MaxCapacity {
-		v.Add("max_permits", maxPermitsRule)
-	}
-	if err := b.Rate.Validate(); err != nil {
-		v.Add("rate", errs.Fields(err).For("rate"))
-	}
+	checkLimit(&v, b.Description, b.MaxPermits, b.Rate)
 	if b.LeaseMillis != 0 && (b.LeaseMillis < MinLeaseMillis || b.LeaseMillis > MaxLeaseMillis) {
 		v.Add("lease_ms", LeaseRule)
 	}
@@ -96,6 +82,20 @@ func (b *Bucket) Validate() error {
 		v.Add("allowed_apps", r)
 	}
 	return v.Err()
+}
+
+// checkLimit adds to v what is wrong with the fields a bucket and an
+// override both have: the description and the limit.
+func checkLimit(v *errs.Validation, description string, maxPermits int64, rate Rate) {
+	if r := apps.DescriptionProblem(description); r != "" {
+		v.Add("description", r)
+	}
+	if maxPermits < 1 || maxPermits > MaxCapacity {
+		v.Add("max_permits", maxPermitsRule)
+	}
+	if err := rate.Validate(); err != nil {
+		v.Add("rate", errs.Fields(err).For("rate"))
+	}
 }
 
 // LeaseRule is what a lease time must be, in words.
@@ -160,18 +160,10 @@ func allowedAppsProblem(list []string) string {
 	case len(bad) == 0:
 		return ""
 	case len(bad) == 1:
-		return fmt.Sprintf("%q is not a valid app name", clip(bad[0]))
+		return fmt.Sprintf("%q is not a valid app name", errs.Clip(bad[0]))
 	default:
-		return fmt.Sprintf("%q and %d more are not valid app names", clip(bad[0]), len(bad)-1)
+		return fmt.Sprintf("%q and %d more are not valid app names", errs.Clip(bad[0]), len(bad)-1)
 	}
-}
-
-// clip keeps user input quoted in messages short.
-func clip(s string) string {
-	if r := []rune(s); len(r) > 40 {
-		return string(r[:40]) + "..."
-	}
-	return s
 }
 
 func unknownApps(names []string) string {

@@ -75,7 +75,7 @@ func writeEvent(ctx context.Context, tx *sqlx.Tx, op Op, b *Bucket, version int6
 	if _, err := tx.ExecContext(ctx, `INSERT INTO bucket_events (bucket_id, bucket_name, op, version, max_permits,
 		rate_permits, rate_period_seconds, allowed_apps, keyed, shadow, lease_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.ID, b.Name, string(op), version, b.MaxPermits, b.Rate.Permits(), b.Rate.PeriodSeconds(),
-		string(apps), b.Keyed, b.Shadow, b.LeaseMillis, now()); err != nil {
+		string(apps), b.Keyed, b.Shadow, b.LeaseMillis, database.Now()); err != nil {
 		return fmt.Errorf("write change event of %q: %w", b.Name, database.Translate(err))
 	}
 	return nil
@@ -87,7 +87,7 @@ func writeOverrideEvent(ctx context.Context, tx *sqlx.Tx, op Op, b *Bucket, o *O
 		rate_permits, rate_period_seconds, allowed_apps, keyed, shadow, override_id, override_match, override_key, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, '[]', TRUE, ?, ?, ?, ?, ?)`,
 		b.ID, b.Name, string(op), version, o.MaxPermits, o.Rate.Permits(), o.Rate.PeriodSeconds(),
-		o.Shadow, o.ID, string(o.Match), []byte(o.Key), now()); err != nil {
+		o.Shadow, o.ID, string(o.Match), []byte(o.Key), database.Now()); err != nil {
 		return fmt.Errorf("write change event of an override of %q: %w", b.Name, database.Translate(err))
 	}
 	return nil

@@ -3,11 +3,10 @@ package buckets
 import (
 	"fmt"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/sluicehq/sluice/internal/apps"
+	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/names"
 )
@@ -57,12 +56,7 @@ type Override struct {
 	// limit would deny, the caller is allowed and told it would have been
 	// denied. The bucket's own Shadow covers every key, overrides included.
 	Shadow bool `json:"shadow"`
-	// Version counts the saved changes, from 1, like a bucket's.
-	Version   int64     `json:"version"`
-	CreatedBy string    `json:"created_by"`
-	UpdatedBy string    `json:"updated_by"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	database.Stamp
 }
 
 // Validate checks every field a user sets and returns a *errs.Validation
@@ -79,15 +73,7 @@ func (o *Override) Validate() error {
 	if r := KeyProblem(o.Key); r != "" {
 		v.Add("key", r)
 	}
-	if r := apps.DescriptionProblem(o.Description); r != "" {
-		v.Add("description", r)
-	}
-	if o.MaxPermits < 1 || o.MaxPermits > MaxCapacity {
-		v.Add("max_permits", "must be a whole number from 1 to 1000000000")
-	}
-	if err := o.Rate.Validate(); err != nil {
-		v.Add("rate", errs.Fields(err).For("rate"))
-	}
+	checkLimit(&v, o.Description, o.MaxPermits, o.Rate)
 	return v.Err()
 }
 

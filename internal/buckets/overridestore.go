@@ -62,8 +62,7 @@ func (r *overrideRow) override(bucket string) (*Override, error) {
 	}
 	return &Override{
 		ID: r.ID, Bucket: bucket, Match: Match(r.Match), Key: string(r.Key), Description: r.Description,
-		MaxPermits: r.MaxPermits, Rate: rate, Shadow: r.Shadow, Version: r.Version, CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		MaxPermits: r.MaxPermits, Rate: rate, Shadow: r.Shadow, Stamp: r.Stamp,
 	}, nil
 }
 
@@ -163,10 +162,7 @@ func (s *Store) CreateOverride(ctx context.Context, actor audit.Actor, o *Overri
 		return err
 	}
 	n := *o
-	n.Version = 1
-	n.CreatedAt = now()
-	n.UpdatedAt = n.CreatedAt
-	n.CreatedBy, n.UpdatedBy = actor.User, actor.User
+	n.Stamp = database.NewStamp(actor.User)
 	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		b, err := lockKeyed(ctx, tx, n.Bucket)
 		if err != nil {
@@ -183,20 +179,18 @@ func (s *Store) CreateOverride(ctx context.Context, actor audit.Actor, o *Overri
 					b.Name, MaxPrefixOverrides))
 			}
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO bucket_overrides (bucket_id, match_kind, override_key, description,
+		id, err := database.Insert(ctx, tx, `INSERT INTO bucket_overrides (bucket_id, match_kind, override_key, description,
 			max_permits, rate_permits, rate_period_seconds, shadow, version, created_by, created_at, updated_by, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			b.ID, string(n.Match), []byte(n.Key), n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(),
 			n.Shadow, n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
-			return errs.Conflictf("bucket %q already has an %s override for %q", b.Name, n.Match, clip(n.Key))
+			return errs.Conflictf("bucket %q already has an %s override for %q", b.Name, n.Match, errs.Clip(n.Key))
 		}
 		if err != nil {
-			return fmt.Errorf("insert override of %q: %w", b.Name, database.Translate(err))
+			return fmt.Errorf("insert override of %q: %w", b.Name, err)
 		}
-		if n.ID, err = res.LastInsertId(); err != nil {
-			return fmt.Errorf("insert override of %q: %w", b.Name, database.Translate(err))
-		}
+		n.ID = id
 		return recordOverrideChange(ctx, tx, actor, b, nil, &n)
 	})
 	if err != nil {
@@ -234,8 +228,7 @@ func (s *Store) UpdateOverride(ctx context.Context, actor audit.Actor, o *Overri
 		}
 		saved = *old
 		saved.Description, saved.MaxPermits, saved.Rate, saved.Shadow = o.Description, o.MaxPermits, o.Rate, o.Shadow
-		saved.Version = old.Version + 1
-		saved.UpdatedBy, saved.UpdatedAt = actor.User, now()
+		saved.Stamp = old.Stamp.Next(actor.User)
 		if _, err := tx.ExecContext(ctx, `UPDATE bucket_overrides SET description = ?, max_permits = ?, rate_permits = ?,
 			rate_period_seconds = ?, shadow = ?, version = ?, updated_by = ?, updated_at = ? WHERE id = ? AND version = ?`,
 			saved.Description, saved.MaxPermits, saved.Rate.Permits(), saved.Rate.PeriodSeconds(), saved.Shadow, saved.Version,
@@ -381,7 +374,7 @@ func (s *Store) ListOverrides(ctx context.Context, bucket string, f OverrideFilt
 	args := []any{b.ID}
 	if f.Search != "" {
 		where = append(where, `override_key LIKE ? ESCAPE '!'`)
-		args = append(args, []byte(likePrefix(f.Search)))
+		args = append(args, []byte(database.LikePrefix(f.Search)))
 	}
 	if f.Match != "" {
 		where = append(where, `match_kind = ?`)
@@ -469,11 +462,4 @@ func (s *Store) OverrideByID(ctx context.Context, id int64) (*Override, error) {
 		return nil, fmt.Errorf("override %d: %w", id, errs.ErrNotFound)
 	}
 	return os[0], nil
-}
-
-// likePrefix turns s into a LIKE pattern (escape character '!') that
-// matches values starting with s, byte for byte.
-func likePrefix(s string) string {
-	r := strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
-	return r.Replace(s) + "%"
 }

@@ -61,8 +61,6 @@ type Page struct {
 
 func notFound(name string) error { return fmt.Errorf("bucket %q: %w", name, errs.ErrNotFound) }
 
-func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
-
 // row is a bucket as the database returns it.
 type row struct {
 	ID          int64  `db:"id"`
@@ -94,8 +92,8 @@ func (r *row) bucket() (*Bucket, error) {
 	}
 	return &Bucket{
 		ID: r.ID, Name: r.Name, OwnerApp: r.OwnerApp, Description: r.Description,
-		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, Keyed: r.Keyed, Shadow: r.Shadow, LeaseMillis: r.LeaseMillis, Version: r.Version,
-		CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, Keyed: r.Keyed, Shadow: r.Shadow, LeaseMillis: r.LeaseMillis,
+		Stamp: r.Stamp,
 	}, nil
 }
 
@@ -418,16 +416,13 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 	}
 	n := *b
 	n.AllowedApps = slices.Clone(b.AllowedApps)
-	n.Version = 1
-	n.CreatedAt = now()
-	n.UpdatedAt = n.CreatedAt
-	n.CreatedBy, n.UpdatedBy = actor.User, actor.User
+	n.Stamp = database.NewStamp(actor.User)
 	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		owner, allowed, err := appIDs(ctx, tx, &n)
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO buckets (name, owner_app_id, description, max_permits,
+		id, err := database.Insert(ctx, tx, `INSERT INTO buckets (name, owner_app_id, description, max_permits,
 			rate_permits, rate_period_seconds, keyed, shadow, lease_ms, version, created_by, created_at, updated_by, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(), n.Keyed, n.Shadow, n.LeaseMillis,
@@ -438,11 +433,9 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return errs.Conflictf("a bucket named %q already exists; bucket names are unique across Sluice, choose another", n.Name)
 		}
 		if err != nil {
-			return fmt.Errorf("insert bucket %q: %w", n.Name, database.Translate(err))
+			return fmt.Errorf("insert bucket %q: %w", n.Name, err)
 		}
-		if n.ID, err = res.LastInsertId(); err != nil {
-			return fmt.Errorf("insert bucket %q: %w", n.Name, database.Translate(err))
-		}
+		n.ID = id
 		if err := insertApps(ctx, tx, n.ID, allowed); err != nil {
 			return err
 		}
@@ -491,8 +484,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 		saved.Description, saved.MaxPermits, saved.Rate, saved.Shadow = b.Description, b.MaxPermits, b.Rate, b.Shadow
 		saved.LeaseMillis = b.LeaseMillis
 		saved.AllowedApps = slices.Clone(b.AllowedApps)
-		saved.Version = old.Version + 1
-		saved.UpdatedBy, saved.UpdatedAt = actor.User, now()
+		saved.Stamp = old.Stamp.Next(actor.User)
 		_, allowed, err := appIDs(ctx, tx, &saved)
 		if err != nil {
 			return err

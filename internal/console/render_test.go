@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/database"
 )
 
 // A ranked list longer than it counts says "more than N buckets": that
@@ -22,7 +23,8 @@ func TestBucketsPageRendersCappedTotal(t *testing.T) {
 	v.log = slog.New(slog.DiscardHandler)
 	p := &bucketsPage{layout: layout{Title: "Buckets"}, Order: "denied", Ranked: "Most denials in the last hour first.",
 		From: 26, To: 26, Total: buckets.MaxRankedTotal, TotalMore: true,
-		Rows: []bucketRow{{Bucket: &buckets.Bucket{Name: "checkout", OwnerApp: "shop", CreatedAt: time.Now(), UpdatedAt: time.Now()}}}}
+		Rows: []bucketRow{{Bucket: &buckets.Bucket{Name: "checkout", OwnerApp: "shop",
+			Stamp: database.Stamp{CreatedAt: time.Now(), UpdatedAt: time.Now()}}}}}
 	w := httptest.NewRecorder()
 	v.execute(w, http.StatusOK, "buckets", p)
 	if w.Code != http.StatusOK {

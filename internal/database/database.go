@@ -190,13 +190,62 @@ func Translate(err error) error {
 	return err
 }
 
-// Stamp is the columns every versioned, audited table ends with: the
-// version optimistic locking compares, and who created and last changed
-// the row, and when. Row types embed it.
+// Now is the current time as the DATETIME(6) columns keep it: UTC, to the
+// microsecond, so that a value written and read back compares equal.
+func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// Insert runs query, an INSERT of one row, and returns the id the server
+// gave the row. Its error is translated; IsDuplicate and IsReferenced
+// still see the server's.
+func Insert(ctx context.Context, ex sqlx.ExecerContext, query string, args ...any) (int64, error) {
+	res, err := ex.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, Translate(err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, Translate(err)
+	}
+	return id, nil
+}
+
+// ExecCount runs query and returns how many rows it changed. Its error is
+// translated.
+func ExecCount(ctx context.Context, ex sqlx.ExecerContext, query string, args ...any) (int64, error) {
+	res, err := ex.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, Translate(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, Translate(err)
+	}
+	return n, nil
+}
+
+// Stamp is what every versioned, audited record carries, and the columns
+// its table ends with: the version optimistic locking compares, and who
+// created and last changed the record, and when. Domain types and row
+// types embed it; JSON carries its fields flat.
 type Stamp struct {
-	Version   int64     `db:"version"`
-	CreatedBy string    `db:"created_by"`
-	UpdatedBy string    `db:"updated_by"`
-	CreatedAt time.Time `db:"created_at"`
-	UpdatedAt time.Time `db:"updated_at"`
+	// Version counts the saved changes of the record, from 1. Updates and
+	// deletes that name a stale version are refused.
+	Version   int64     `db:"version" json:"version"`
+	CreatedBy string    `db:"created_by" json:"created_by"`
+	UpdatedBy string    `db:"updated_by" json:"updated_by"`
+	CreatedAt time.Time `db:"created_at" json:"created_at"`
+	UpdatedAt time.Time `db:"updated_at" json:"updated_at"`
+}
+
+// NewStamp is the stamp of a record that user creates now: version 1.
+func NewStamp(user string) Stamp {
+	now := Now()
+	return Stamp{Version: 1, CreatedBy: user, UpdatedBy: user, CreatedAt: now, UpdatedAt: now}
+}
+
+// Next is the stamp after user changes the record now: one version higher.
+func (s Stamp) Next(user string) Stamp {
+	s.Version++
+	s.UpdatedBy, s.UpdatedAt = user, Now()
+	return s
 }

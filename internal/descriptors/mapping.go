@@ -11,11 +11,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/apps"
+	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/names"
 )
@@ -47,13 +47,7 @@ type Mapping struct {
 	Bucket      string  `json:"bucket"`
 	KeyFrom     string  `json:"key_from,omitempty"`
 	Description string  `json:"description"`
-	// Version counts the saved changes, from 1; updates and deletes naming
-	// a stale version are refused.
-	Version   int64     `json:"version"`
-	CreatedBy string    `json:"created_by"`
-	UpdatedBy string    `json:"updated_by"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	database.Stamp
 }
 
 // Validate checks every field a user sets and returns a *errs.Validation
@@ -124,25 +118,18 @@ func keyFromProblem(key string, es []Entry) string {
 	for _, e := range es {
 		if e.Key == key {
 			if e.Value != "" {
-				return fmt.Sprintf("entry %q has a fixed value; the key must come from an entry that matches any value", clip(key))
+				return fmt.Sprintf("entry %q has a fixed value; the key must come from an entry that matches any value", errs.Clip(key))
 			}
 			if found {
-				return fmt.Sprintf("entry %q appears more than once", clip(key))
+				return fmt.Sprintf("entry %q appears more than once", errs.Clip(key))
 			}
 			found = true
 		}
 	}
 	if !found {
-		return fmt.Sprintf("must be the key of one of the entries, not %q", clip(key))
+		return fmt.Sprintf("must be the key of one of the entries, not %q", errs.Clip(key))
 	}
 	return ""
-}
-
-func clip(s string) string {
-	if r := []rune(s); len(r) > 40 {
-		return string(r[:40]) + "..."
-	}
-	return s
 }
 
 // matchHash identifies what a mapping matches, for the unique index: two

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -32,8 +31,6 @@ func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
 
 func notFound(id int64) error { return fmt.Errorf("descriptor mapping %d: %w", id, errs.ErrNotFound) }
 
-func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
-
 type row struct {
 	ID          int64  `db:"id"`
 	App         string `db:"app"`
@@ -52,7 +49,7 @@ const selectMappings = `SELECT m.id, a.name AS app, m.domain, m.entries, m.bucke
 func (r *row) mapping() (*Mapping, error) {
 	m := &Mapping{
 		ID: r.ID, App: r.App, Domain: r.Domain, Bucket: r.Bucket, KeyFrom: r.KeyFrom, Description: r.Description,
-		Version: r.Version, CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Stamp: r.Stamp,
 	}
 	if err := json.Unmarshal([]byte(r.Entries), &m.Entries); err != nil {
 		return nil, fmt.Errorf("descriptor mapping %d: decode entries: %w", r.ID, err)
@@ -180,9 +177,7 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, m *Mapping) error
 	}
 	n := *m
 	n.Entries = slices.Clone(m.Entries)
-	n.Version, n.CreatedAt = 1, now()
-	n.UpdatedAt = n.CreatedAt
-	n.CreatedBy, n.UpdatedBy = actor.User, actor.User
+	n.Stamp = database.NewStamp(actor.User)
 	entries, err := encodeEntries(n.Entries)
 	if err != nil {
 		return err
@@ -195,7 +190,7 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, m *Mapping) error
 		if err := checkBucket(ctx, tx, n.Bucket, n.App); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO descriptor_mappings (app_id, domain, entries, match_hash, bucket,
+		id, err := database.Insert(ctx, tx, `INSERT INTO descriptor_mappings (app_id, domain, entries, match_hash, bucket,
 			key_from, description, version, created_by, created_at, updated_by, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			app, n.Domain, entries, n.matchHash(), n.Bucket, n.KeyFrom, n.Description, n.Version,
@@ -204,11 +199,9 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, m *Mapping) error
 			return duplicate(&n)
 		}
 		if err != nil {
-			return fmt.Errorf("insert descriptor mapping: %w", database.Translate(err))
+			return fmt.Errorf("insert descriptor mapping: %w", err)
 		}
-		if n.ID, err = res.LastInsertId(); err != nil {
-			return fmt.Errorf("insert descriptor mapping: %w", database.Translate(err))
-		}
+		n.ID = id
 		if err := BumpRevision(ctx, tx); err != nil {
 			return err
 		}
@@ -225,7 +218,7 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, m *Mapping) error
 }
 
 // objectName names a mapping in the audit log.
-func objectName(m *Mapping) string { return fmt.Sprintf("%d %s", m.ID, clip(m.Domain)) }
+func objectName(m *Mapping) string { return fmt.Sprintf("%d %s", m.ID, errs.Clip(m.Domain)) }
 
 // lock reads the mapping with id for update in tx.
 func lock(ctx context.Context, tx *sqlx.Tx, id int64) (*Mapping, error) {
@@ -269,8 +262,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, m *Mapping) error
 		saved = *old
 		saved.Domain, saved.Entries, saved.Bucket = m.Domain, slices.Clone(m.Entries), m.Bucket
 		saved.KeyFrom, saved.Description = m.KeyFrom, m.Description
-		saved.Version = old.Version + 1
-		saved.UpdatedBy, saved.UpdatedAt = actor.User, now()
+		saved.Stamp = old.Stamp.Next(actor.User)
 		_, err = tx.ExecContext(ctx, `UPDATE descriptor_mappings SET domain = ?, entries = ?, match_hash = ?, bucket = ?,
 			key_from = ?, description = ?, version = ?, updated_by = ?, updated_at = ? WHERE id = ? AND version = ?`,
 			saved.Domain, entries, saved.matchHash(), saved.Bucket, saved.KeyFrom, saved.Description, saved.Version,

@@ -109,6 +109,15 @@ func (e *public) Error() string         { return e.msg }
 func (e *public) Is(target error) bool  { return target == e.kind }
 func (e *public) PublicMessage() string { return e.msg }
 
+// Clip shortens user input that a message quotes to 40 characters, so
+// that a long value cannot swamp the sentence around it.
+func Clip(s string) string {
+	if r := []rune(s); len(r) > 40 {
+		return string(r[:40]) + "..."
+	}
+	return s
+}
+
 // Conflictf returns an error matching ErrConflict whose message, the
 // formatted sentence, is fit to show as is ("a bucket named "x" already
 // exists").
