@@ -123,17 +123,15 @@ func (s *Store) CreateUser(ctx context.Context, actor audit.Actor, username, pas
 	u := &User{Username: username, CreatedAt: s.now()}
 	u.UpdatedAt = u.CreatedAt
 	err = database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO users (username, password_hash, disabled, created_at, updated_at)
+		id, err := database.Insert(ctx, tx, `INSERT INTO users (username, password_hash, disabled, created_at, updated_at)
 			VALUES (?, ?, FALSE, ?, ?)`, username, hash, u.CreatedAt, u.UpdatedAt)
 		if database.IsDuplicate(err) {
 			return errs.Conflictf("a user named %q already exists", username)
 		}
 		if err != nil {
-			return fmt.Errorf("insert user %q: %w", username, database.Translate(err))
+			return fmt.Errorf("insert user %q: %w", username, err)
 		}
-		if u.ID, err = res.LastInsertId(); err != nil {
-			return fmt.Errorf("insert user %q: %w", username, database.Translate(err))
-		}
+		u.ID = id
 		return audit.Write(ctx, tx, actor, audit.Entry{
 			Action: "user.create", ObjectType: "user", ObjectName: username, After: audit.Snapshot(u),
 		})

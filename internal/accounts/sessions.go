@@ -80,14 +80,10 @@ func (s *Store) Session(ctx context.Context, token string) (*Session, *User, err
 		Session
 		U userRow `db:"u"`
 	}
-	err := s.db.GetContext(ctx, &row, `SELECT s.id, s.user_id, s.created_at, s.last_seen_at, s.expires_at,
+	if err := s.credential(ctx, &row, errNoSession, "session", `SELECT s.id, s.user_id, s.created_at, s.last_seen_at, s.expires_at,
 			s.remote_addr, s.user_agent, `+joinedUserColumns+`
-		FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?`, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, errNoSession
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("read session: %w", database.Translate(err))
+		FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?`, id); err != nil {
+		return nil, nil, err
 	}
 	sess, u := &row.Session, row.U.user()
 	now := s.now()
@@ -107,6 +103,21 @@ func (s *Store) Session(ctx context.Context, token string) (*Session, *User, err
 }
 
 var errNoSession = fmt.Errorf("no live session: %w", errs.ErrUnauthenticated)
+
+// credential reads into row what query selects of a presented secret (a
+// session or an API token) joined with its user. No row gives unknown,
+// an error of errs.ErrUnauthenticated; what names the credential in
+// other errors.
+func (s *Store) credential(ctx context.Context, row any, unknown error, what, query string, args ...any) error {
+	err := s.db.GetContext(ctx, row, query, args...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return unknown
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", what, database.Translate(err))
+	}
+	return nil
+}
 
 // EndSession ends the session of token. Ending a session that does not
 // exist (any more) is not an error: signing out twice is harmless.
@@ -137,14 +148,10 @@ func endSessions(ctx context.Context, ex sqlx.ExecerContext, userID int64) error
 // abandoned sessions do not pile up.
 func (s *Store) PurgeSessions(ctx context.Context) (int64, error) {
 	now := s.now()
-	res, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE expires_at <= ? OR last_seen_at <= ?`,
+	n, err := database.ExecCount(ctx, s.db, `DELETE FROM sessions WHERE expires_at <= ? OR last_seen_at <= ?`,
 		now, now.Add(-s.IdleTimeout))
 	if err != nil {
-		return 0, fmt.Errorf("purge sessions: %w", database.Translate(err))
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("purge sessions: %w", database.Translate(err))
+		return 0, fmt.Errorf("purge sessions: %w", err)
 	}
 	return n, nil
 }

@@ -2,7 +2,6 @@ package accounts
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/bearer"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/secrets"
@@ -41,6 +41,9 @@ func (t *Token) Active(now time.Time) bool {
 
 const tokenColumns = `id, user_id, name, prefix, created_at, expires_at, last_used_at, revoked_at`
 
+// apiTokens is the table of personal API tokens.
+var apiTokens = bearer.Table{Name: "api_tokens", Owner: "user_id", Noun: "token"}
+
 // CreateToken creates an API token for the user with userID and returns
 // its secret, shown to the user once and never stored. expires, if set,
 // must be in the future. A name already used by another active token of
@@ -59,22 +62,16 @@ func (s *Store) CreateToken(ctx context.Context, actor audit.Actor, userID int64
 		if err != nil {
 			return err
 		}
-		var taken int
-		if err := tx.GetContext(ctx, &taken, `SELECT COUNT(*) FROM api_tokens
-			WHERE user_id = ? AND name = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
-			userID, name, now); err != nil {
-			return fmt.Errorf("check token names: %w", database.Translate(err))
+		taken, err := apiTokens.NameTaken(ctx, tx, userID, name, now)
+		if err != nil {
+			return err
 		}
-		if taken > 0 {
+		if taken {
 			return errs.Conflictf("you already have an active token named %q; choose another name or revoke it first", name)
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO api_tokens (user_id, name, prefix, token_hash, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, userID, name, t.Prefix, secrets.Digest(plaintext), t.CreatedAt, t.ExpiresAt)
-		if err != nil {
-			return fmt.Errorf("insert token: %w", database.Translate(err))
-		}
-		if t.ID, err = res.LastInsertId(); err != nil {
-			return fmt.Errorf("insert token: %w", database.Translate(err))
+		if t.ID, err = database.Insert(ctx, tx, `INSERT INTO api_tokens (user_id, name, prefix, token_hash, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?)`, userID, name, t.Prefix, secrets.Digest(plaintext), t.CreatedAt, t.ExpiresAt); err != nil {
+			return fmt.Errorf("insert token: %w", err)
 		}
 		return audit.Write(ctx, tx, actor, audit.Entry{
 			Action: "token.create", ObjectType: "token", ObjectName: name,
@@ -106,20 +103,13 @@ func (s *Store) RevokeToken(ctx context.Context, actor audit.Actor, userID, id i
 	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		u, err := userBy(ctx, tx, "id", userID, false)
 		if err != nil {
-			return fmt.Errorf("token %d: %w", id, errs.ErrNotFound)
+			return apiTokens.NotFound(id)
 		}
 		var t Token
-		err = tx.GetContext(ctx, &t, `SELECT `+tokenColumns+` FROM api_tokens
-			WHERE id = ? AND user_id = ? AND revoked_at IS NULL FOR UPDATE`, id, userID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("token %d: %w", id, errs.ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("read token %d: %w", id, database.Translate(err))
-		}
 		now := s.now()
-		if _, err := tx.ExecContext(ctx, `UPDATE api_tokens SET revoked_at = ? WHERE id = ?`, now, id); err != nil {
-			return fmt.Errorf("revoke token %d: %w", id, database.Translate(err))
+		if err := apiTokens.Revoke(ctx, tx, id, now, &t, `SELECT `+tokenColumns+` FROM api_tokens
+			WHERE id = ? AND user_id = ? AND revoked_at IS NULL FOR UPDATE`, id, userID); err != nil {
+			return err
 		}
 		before := t
 		t.RevokedAt = &now
@@ -149,13 +139,9 @@ func (s *Store) TokensOf(ctx context.Context, username string) (*User, []*Token,
 // revokeTokens revokes every token of the user with userID not revoked yet
 // and returns how many, inside tx, the change that calls for it.
 func revokeTokens(ctx context.Context, tx *sqlx.Tx, userID int64, now time.Time) (int64, error) {
-	res, err := tx.ExecContext(ctx, `UPDATE api_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL`, now, userID)
+	n, err := database.ExecCount(ctx, tx, `UPDATE api_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL`, now, userID)
 	if err != nil {
-		return 0, fmt.Errorf("revoke tokens of user %d: %w", userID, database.Translate(err))
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("revoke tokens of user %d: %w", userID, database.Translate(err))
+		return 0, fmt.Errorf("revoke tokens of user %d: %w", userID, err)
 	}
 	return n, nil
 }
@@ -172,14 +158,10 @@ func (s *Store) AuthenticateToken(ctx context.Context, plaintext string) (*Token
 		Token
 		U userRow `db:"u"`
 	}
-	err := s.db.GetContext(ctx, &row, `SELECT t.id, t.user_id, t.name, t.prefix, t.created_at, t.expires_at,
+	if err := s.credential(ctx, &row, errBadToken, "token", `SELECT t.id, t.user_id, t.name, t.prefix, t.created_at, t.expires_at,
 			t.last_used_at, t.revoked_at, `+joinedUserColumns+`
-		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`, secrets.Digest(plaintext))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, errBadToken
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("read token: %w", database.Translate(err))
+		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`, secrets.Digest(plaintext)); err != nil {
+		return nil, nil, err
 	}
 	t, u := &row.Token, row.U.user()
 	now := s.now()

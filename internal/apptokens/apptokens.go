@@ -17,6 +17,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/bearer"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/descriptors"
 	"github.com/sluicehq/sluice/internal/errs"
@@ -76,8 +77,11 @@ type Store struct {
 
 // NewStore returns a Store on db, a pool opened with database.Open.
 func NewStore(db *sqlx.DB) *Store {
-	return &Store{db: db, now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
+	return &Store{db: db, now: database.Now}
 }
+
+// appTokens is the table of app tokens.
+var appTokens = bearer.Table{Name: "app_tokens", Owner: "app_id", Noun: "app token"}
 
 const selectTokens = `SELECT t.id, a.name AS app, t.name, t.scope, t.prefix, t.created_by, t.created_at,
 	t.expires_at, t.revoked_at FROM app_tokens t JOIN apps a ON a.id = t.app_id`
@@ -103,23 +107,17 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, app, name string,
 		if err != nil {
 			return fmt.Errorf("read app %q: %w", app, database.Translate(err))
 		}
-		var taken int
-		if err := tx.GetContext(ctx, &taken, `SELECT COUNT(*) FROM app_tokens
-			WHERE app_id = ? AND name = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
-			appID, name, now); err != nil {
-			return fmt.Errorf("check token names: %w", database.Translate(err))
+		taken, err := appTokens.NameTaken(ctx, tx, appID, name, now)
+		if err != nil {
+			return err
 		}
-		if taken > 0 {
+		if taken {
 			return conflict(fmt.Sprintf("app %q already has an active token named %q; choose another name or revoke it first", app, name))
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO app_tokens (app_id, name, scope, prefix, token_hash, created_by,
+		if t.ID, err = database.Insert(ctx, tx, `INSERT INTO app_tokens (app_id, name, scope, prefix, token_hash, created_by,
 			created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			appID, name, t.Scope, t.Prefix, Digest(secret), t.CreatedBy, t.CreatedAt, t.ExpiresAt)
-		if err != nil {
-			return fmt.Errorf("insert app token: %w", database.Translate(err))
-		}
-		if t.ID, err = res.LastInsertId(); err != nil {
-			return fmt.Errorf("insert app token: %w", database.Translate(err))
+			appID, name, t.Scope, t.Prefix, Digest(secret), t.CreatedBy, t.CreatedAt, t.ExpiresAt); err != nil {
+			return fmt.Errorf("insert app token: %w", err)
 		}
 		if err := descriptors.BumpRevision(ctx, tx); err != nil {
 			return err
@@ -156,16 +154,10 @@ func (s *Store) List(ctx context.Context, app string) ([]*Token, error) {
 func (s *Store) Revoke(ctx context.Context, actor audit.Actor, app string, id int64) error {
 	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		var t Token
-		err := tx.GetContext(ctx, &t, selectTokens+` WHERE t.id = ? AND a.name = ? AND t.revoked_at IS NULL FOR UPDATE`, id, app)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("app token %d: %w", id, errs.ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("read app token %d: %w", id, database.Translate(err))
-		}
 		now := s.now()
-		if _, err := tx.ExecContext(ctx, `UPDATE app_tokens SET revoked_at = ? WHERE id = ?`, now, id); err != nil {
-			return fmt.Errorf("revoke app token %d: %w", id, database.Translate(err))
+		if err := appTokens.Revoke(ctx, tx, id, now, &t,
+			selectTokens+` WHERE t.id = ? AND a.name = ? AND t.revoked_at IS NULL FOR UPDATE`, id, app); err != nil {
+			return err
 		}
 		if err := descriptors.BumpRevision(ctx, tx); err != nil {
 			return err

@@ -27,14 +27,10 @@ const PurgeInterval = time.Hour
 func (s *Store) Purge(ctx context.Context, cutoff time.Time) (int64, error) {
 	var total int64
 	for {
-		res, err := s.db.ExecContext(ctx, `DELETE FROM audit_log WHERE at < ? ORDER BY at LIMIT ?`,
+		n, err := database.ExecCount(ctx, s.db, `DELETE FROM audit_log WHERE at < ? ORDER BY at LIMIT ?`,
 			cutoff.UTC(), purgeBatch)
 		if err != nil {
-			return total, fmt.Errorf("purge audit log: %w", database.Translate(err))
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, fmt.Errorf("purge audit log: %w", database.Translate(err))
+			return total, fmt.Errorf("purge audit log: %w", err)
 		}
 		total += n
 		if n < purgeBatch {

@@ -375,13 +375,9 @@ func (t *Throttle) Purge(ctx context.Context) (int64, error) {
 	if err != nil {
 		return n, err
 	}
-	res, err := t.db.ExecContext(ctx, `DELETE FROM signin_devices WHERE expires_at <= ?`, now)
+	m, err := database.ExecCount(ctx, t.db, `DELETE FROM signin_devices WHERE expires_at <= ?`, now)
 	if err != nil {
-		return n, fmt.Errorf("purge sign-in devices: %w", database.Translate(err))
-	}
-	m, err := res.RowsAffected()
-	if err != nil {
-		return n, fmt.Errorf("purge sign-in devices: %w", database.Translate(err))
+		return n, fmt.Errorf("purge sign-in devices: %w", err)
 	}
 	return n + m, nil
 }
@@ -422,13 +418,9 @@ func setCounter(ctx context.Context, tx *sqlx.Tx, c counter, tat time.Time) erro
 }
 
 func deleteCounters(ctx context.Context, ex sqlx.ExecerContext, where string, args ...any) (int64, error) {
-	res, err := ex.ExecContext(ctx, `DELETE FROM signin_failures WHERE `+where, args...)
+	n, err := database.ExecCount(ctx, ex, `DELETE FROM signin_failures WHERE `+where, args...)
 	if err != nil {
-		return 0, fmt.Errorf("clear sign-in failures: %w", database.Translate(err))
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("clear sign-in failures: %w", database.Translate(err))
+		return 0, fmt.Errorf("clear sign-in failures: %w", err)
 	}
 	return n, nil
 }
