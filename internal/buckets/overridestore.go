@@ -67,19 +67,7 @@ func (r *overrideRow) override(bucket string) (*Override, error) {
 }
 
 func selectOverrideRows(ctx context.Context, q sqlx.QueryerContext, bucket string, query string, args ...any) ([]*Override, error) {
-	var rows []overrideRow
-	if err := sqlx.SelectContext(ctx, q, &rows, query, args...); err != nil {
-		return nil, database.Translate(err)
-	}
-	out := make([]*Override, 0, len(rows))
-	for i := range rows {
-		o, err := rows[i].override(bucket)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, nil
+	return database.SelectAll(ctx, q, func(r *overrideRow) (*Override, error) { return r.override(bucket) }, query, args...)
 }
 
 func overrideNotFound(bucket string, id int64) error {

@@ -152,19 +152,7 @@ func withApps(ctx context.Context, q sqlx.QueryerContext, bs []*Bucket, all bool
 }
 
 func selectRows(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) ([]*Bucket, error) {
-	var rows []row
-	if err := sqlx.SelectContext(ctx, q, &rows, query, args...); err != nil {
-		return nil, database.Translate(err)
-	}
-	out := make([]*Bucket, 0, len(rows))
-	for i := range rows {
-		b, err := rows[i].bucket()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, nil
+	return database.SelectAll(ctx, q, (*row).bucket, query, args...)
 }
 
 func get(ctx context.Context, q sqlx.QueryerContext, name string) (*Bucket, error) {

@@ -198,29 +198,45 @@ func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 // gave the row. Its error is translated; IsDuplicate and IsReferenced
 // still see the server's.
 func Insert(ctx context.Context, ex sqlx.ExecerContext, query string, args ...any) (int64, error) {
-	res, err := ex.ExecContext(ctx, query, args...)
-	if err != nil {
-		return 0, Translate(err)
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		return 0, Translate(err)
-	}
-	return id, nil
+	return execResult(ctx, ex, sql.Result.LastInsertId, query, args...)
 }
 
 // ExecCount runs query and returns how many rows it changed. Its error is
 // translated.
 func ExecCount(ctx context.Context, ex sqlx.ExecerContext, query string, args ...any) (int64, error) {
+	return execResult(ctx, ex, sql.Result.RowsAffected, query, args...)
+}
+
+// execResult runs query and returns the number read reads of its result.
+func execResult(ctx context.Context, ex sqlx.ExecerContext, read func(sql.Result) (int64, error), query string, args ...any) (int64, error) {
 	res, err := ex.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, Translate(err)
 	}
-	n, err := res.RowsAffected()
+	n, err := read(res)
 	if err != nil {
 		return 0, Translate(err)
 	}
 	return n, nil
+}
+
+// SelectAll runs query, scans each row it returns as a Row and converts
+// it with convert: stores scan flat row types and build domain values
+// from them. The query's error is translated.
+func SelectAll[Row, T any](ctx context.Context, q sqlx.QueryerContext, convert func(*Row) (T, error), query string, args ...any) ([]T, error) {
+	var rows []Row
+	if err := sqlx.SelectContext(ctx, q, &rows, query, args...); err != nil {
+		return nil, Translate(err)
+	}
+	out := make([]T, 0, len(rows))
+	for i := range rows {
+		v, err := convert(&rows[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // Stamp is what every versioned, audited record carries, and the columns

@@ -58,19 +58,11 @@ func (r *row) mapping() (*Mapping, error) {
 }
 
 func selectRows(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) ([]*Mapping, error) {
-	var rows []row
-	if err := sqlx.SelectContext(ctx, q, &rows, query, args...); err != nil {
-		return nil, fmt.Errorf("read descriptor mappings: %w", database.Translate(err))
+	ms, err := database.SelectAll(ctx, q, (*row).mapping, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read descriptor mappings: %w", err)
 	}
-	out := make([]*Mapping, 0, len(rows))
-	for i := range rows {
-		m, err := rows[i].mapping()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, nil
+	return ms, nil
 }
 
 // Get returns the mapping with id, or an error matching errs.ErrNotFound.
