@@ -125,30 +125,18 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 		where = append(where, `name IN (?)`)
 		args = append(args, f.Names)
 	}
-	cond := ""
-	if len(where) > 0 {
-		cond = " WHERE " + strings.Join(where, " AND ")
-	}
-
 	var page Page
-	q, qargs, err := sqlx.In(`SELECT COUNT(*) FROM apps`+cond, args...)
-	if err != nil {
-		return Page{}, fmt.Errorf("list apps: %w", err)
-	}
-	if err := s.db.GetContext(ctx, &page.Total, q, qargs...); err != nil {
-		return Page{}, fmt.Errorf("count apps: %w", database.Translate(err))
+	var err error
+	if page.Total, err = database.Count(ctx, s.db, `SELECT COUNT(*) FROM apps`+database.Where(where), args...); err != nil {
+		return Page{}, fmt.Errorf("count apps: %w", err)
 	}
 
 	if f.After != "" {
-		if cond == "" {
-			cond = " WHERE name > ?"
-		} else {
-			cond += " AND name > ?"
-		}
+		where = append(where, `name > ?`)
 		args = append(args, f.After)
 	}
 	args = append(args, limit+1)
-	q, qargs, err = sqlx.In(`SELECT `+columns+` FROM apps`+cond+` ORDER BY name LIMIT ?`, args...)
+	q, qargs, err := sqlx.In(`SELECT `+columns+` FROM apps`+database.Where(where)+` ORDER BY name LIMIT ?`, args...)
 	if err != nil {
 		return Page{}, fmt.Errorf("list apps: %w", err)
 	}

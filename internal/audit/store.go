@@ -264,10 +264,7 @@ func whereSQL(f Filter) (string, []any) {
 	if f.After > 0 {
 		add(`id > ?`, f.After)
 	}
-	if len(where) == 0 {
-		return "", nil
-	}
-	return " WHERE " + strings.Join(where, " AND "), args
+	return database.Where(where), args
 }
 
 // listSQL is the query of at most n entries f selects, newest first, or

@@ -179,14 +179,12 @@ func (s *Store) ListRanked(ctx context.Context, f RankedFilter) (RankedPage, err
 	if f.Search == "" && f.App == "" && f.VisibleTo == nil {
 		countOrder = ` ORDER BY ` + col + ` DESC, u.bucket_name DESC`
 	}
-	cq, cargs, err := sqlx.In(`SELECT COUNT(*) FROM (SELECT 1`+from+` WHERE `+strings.Join(where, " AND ")+
+	total, err := database.Count(ctx, s.db, `SELECT COUNT(*) FROM (SELECT 1`+from+` WHERE `+strings.Join(where, " AND ")+
 		countOrder+` LIMIT ?) t`, append(slices.Clone(args), MaxRankedTotal+1)...)
 	if err != nil {
 		return RankedPage{}, fmt.Errorf("count ranked buckets: %w", err)
 	}
-	if err := s.db.GetContext(ctx, &page.Total, cq, cargs...); err != nil {
-		return RankedPage{}, fmt.Errorf("count ranked buckets: %w", database.Translate(err))
-	}
+	page.Total = total
 	if page.Total > MaxRankedTotal {
 		page.Total, page.More = MaxRankedTotal, true
 	}

@@ -81,6 +81,9 @@ type row struct {
 // start from the few apps and sort every bucket.
 const selectBuckets = bucketColumns + ` FROM buckets b STRAIGHT_JOIN apps o ON o.id = b.owner_app_id`
 
+// countBuckets counts rows of buckets b with their owner app o.
+const countBuckets = `SELECT COUNT(*) FROM buckets b JOIN apps o ON o.id = b.owner_app_id`
+
 // bucketColumns selects a row of buckets b with its owner app o.
 const bucketColumns = `SELECT b.id, b.name, o.name AS owner_app, b.description, b.max_permits,
 	b.rate_permits, b.rate_period_seconds, b.keyed, b.shadow, b.lease_ms, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at`
@@ -258,18 +261,10 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 		return Page{Buckets: []*Bucket{}}, nil
 	}
 	where, args := f.conditions()
-	cond := ""
-	if len(where) > 0 {
-		cond = " WHERE " + strings.Join(where, " AND ")
-	}
-
 	var page Page
-	q, qargs, err := sqlx.In(`SELECT COUNT(*) FROM buckets b JOIN apps o ON o.id = b.owner_app_id`+cond, args...)
-	if err != nil {
-		return Page{}, fmt.Errorf("list buckets: %w", err)
-	}
-	if err := s.db.GetContext(ctx, &page.Total, q, qargs...); err != nil {
-		return Page{}, fmt.Errorf("count buckets: %w", database.Translate(err))
+	var err error
+	if page.Total, err = database.Count(ctx, s.db, countBuckets+database.Where(where), args...); err != nil {
+		return Page{}, fmt.Errorf("count buckets: %w", err)
 	}
 
 	backward := f.After == "" && f.Before != ""
@@ -283,11 +278,8 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 		args = append(args, f.Before)
 		order = ` ORDER BY b.name DESC LIMIT ?`
 	}
-	if len(where) > 0 {
-		cond = " WHERE " + strings.Join(where, " AND ")
-	}
 	args = append(args, limit+1)
-	q, qargs, err = sqlx.In(selectBuckets+cond+order, args...)
+	q, qargs, err := sqlx.In(selectBuckets+database.Where(where)+order, args...)
 	if err != nil {
 		return Page{}, fmt.Errorf("list buckets: %w", err)
 	}
@@ -321,12 +313,8 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 		where, args := f.conditions()
 		where = append(where, `b.name < ?`)
 		args = append(args, bs[0].Name)
-		q, qargs, err := sqlx.In(`SELECT COUNT(*) FROM buckets b JOIN apps o ON o.id = b.owner_app_id WHERE `+strings.Join(where, " AND "), args...)
-		if err != nil {
-			return Page{}, fmt.Errorf("list buckets: %w", err)
-		}
-		if err := s.db.GetContext(ctx, &page.Offset, q, qargs...); err != nil {
-			return Page{}, fmt.Errorf("count buckets: %w", database.Translate(err))
+		if page.Offset, err = database.Count(ctx, s.db, countBuckets+database.Where(where), args...); err != nil {
+			return Page{}, fmt.Errorf("count buckets: %w", err)
 		}
 	}
 	if err := withApps(ctx, s.db, bs, false); err != nil {

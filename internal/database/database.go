@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -215,6 +216,29 @@ func execResult(ctx context.Context, ex sqlx.ExecerContext, read func(sql.Result
 	}
 	n, err := read(res)
 	if err != nil {
+		return 0, Translate(err)
+	}
+	return n, nil
+}
+
+// Where joins conds with AND into a WHERE clause (with a leading space),
+// or "" when there are none.
+func Where(conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
+}
+
+// Count runs query, a SELECT COUNT(*) whose slice arguments each fill an
+// IN (?), and returns the count. The query's error is translated.
+func Count(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (int, error) {
+	query, args, err := sqlx.In(query, args...)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if err := sqlx.GetContext(ctx, q, &n, query, args...); err != nil {
 		return 0, Translate(err)
 	}
 	return n, nil
