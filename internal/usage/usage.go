@@ -32,29 +32,37 @@ const (
 	Week
 )
 
+// windows holds what each Window is: its name, the span it covers and the
+// span of one of its points.
+var windows = [...]struct {
+	name       string
+	span, step time.Duration
+}{
+	Hour: {"hour", time.Hour, time.Minute},
+	Day:  {"day", 24 * time.Hour, 15 * time.Minute},
+	Week: {"week", 7 * 24 * time.Hour, time.Hour},
+}
+
+func (w Window) valid() bool { return w >= Hour && int(w) < len(windows) }
+
 // String returns "hour", "day" or "week", the form ParseWindow reads.
 func (w Window) String() string {
-	switch w {
-	case Hour:
-		return "hour"
-	case Day:
-		return "day"
-	case Week:
-		return "week"
+	if !w.valid() {
+		return "Window(" + strconv.Itoa(int(w)) + ")"
 	}
-	return "Window(" + strconv.Itoa(int(w)) + ")"
+	return windows[w].name
 }
 
 // ParseWindow reads "hour", "day" or "week"; an empty string is Hour.
 // Anything else is an error matching errs.ErrInvalid.
 func ParseWindow(s string) (Window, error) {
-	switch s {
-	case "", "hour":
+	if s == "" {
 		return Hour, nil
-	case "day":
-		return Day, nil
-	case "week":
-		return Week, nil
+	}
+	for w := Hour; w.valid(); w++ {
+		if windows[w].name == s {
+			return w, nil
+		}
 	}
 	v := &errs.Validation{}
 	v.Add("window", "must be hour, day or week")
@@ -63,28 +71,18 @@ func ParseWindow(s string) (Window, error) {
 
 // Duration is the span the window covers.
 func (w Window) Duration() time.Duration {
-	switch w {
-	case Hour:
-		return time.Hour
-	case Day:
-		return 24 * time.Hour
-	case Week:
-		return 7 * 24 * time.Hour
+	if !w.valid() {
+		return 0
 	}
-	return 0
+	return windows[w].span
 }
 
 // Step is the span of one point of the window.
 func (w Window) Step() time.Duration {
-	switch w {
-	case Hour:
-		return time.Minute
-	case Day:
-		return 15 * time.Minute
-	case Week:
-		return time.Hour
+	if !w.valid() {
+		return 0
 	}
-	return 0
+	return windows[w].step
 }
 
 // Series is the usage of one bucket over a window, per app.
