@@ -58,7 +58,7 @@ func (s *Store) NewSession(ctx context.Context, userID int64, addr, userAgent st
 	_, err = s.db.ExecContext(ctx, `INSERT INTO sessions (id, user_id, created_at, last_seen_at, expires_at, remote_addr, user_agent)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		secrets.Digest(token), userID, now, now, now.Add(s.MaxAge), clip(addr, 64), clip(userAgent, 255))
-	if database.IsReferenced(err) || isForeignKey(err) {
+	if database.IsReferenced(err) || database.IsMissingParent(err) {
 		return "", fmt.Errorf("user %d: %w", userID, errs.ErrNotFound)
 	}
 	if err != nil {

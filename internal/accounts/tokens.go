@@ -2,12 +2,10 @@ package accounts
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sluicehq/sluice/internal/audit"
@@ -178,9 +176,3 @@ func (s *Store) AuthenticateToken(ctx context.Context, plaintext string) (*Token
 }
 
 var errBadToken = fmt.Errorf("invalid, revoked or expired API token: %w", errs.ErrUnauthenticated)
-
-// isForeignKey reports whether err is an insert that refers to a missing row.
-func isForeignKey(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == 1452 || me.Number == 1216)
-}

@@ -151,6 +151,8 @@ const (
 	errLockWaitTimeout  = 1205
 	errRowIsReferenced  = 1451
 	errRowIsReferenced2 = 1217
+	errNoReferencedRow  = 1216
+	errNoReferencedRow2 = 1452
 	errTooManyConns     = 1040
 	errServerShutdown   = 1053
 	errConnKilled       = 1927 // MariaDB: the server is killing connections
@@ -166,6 +168,13 @@ func IsDuplicate(err error) bool {
 func IsReferenced(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && (me.Number == errRowIsReferenced || me.Number == errRowIsReferenced2)
+}
+
+// IsMissingParent reports whether err is a foreign-key violation on insert
+// or update: the row refers to one that does not exist.
+func IsMissingParent(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == errNoReferencedRow || me.Number == errNoReferencedRow2)
 }
 
 // Translate wraps errors that mean "the database cannot be reached right
