@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/manage"
@@ -10,20 +9,13 @@ import (
 
 // appJSON is an app as the API returns it.
 type appJSON struct {
-	Name        string    `json:"name"`
-	Description string    `json:"description"`
-	Version     int64     `json:"version"`
-	CreatedBy   string    `json:"created_by"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedBy   string    `json:"updated_by"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	stampJSON
 }
 
 func toAppJSON(a *apps.App) appJSON {
-	return appJSON{
-		Name: a.Name, Description: a.Description, Version: a.Version,
-		CreatedBy: a.CreatedBy, CreatedAt: a.CreatedAt, UpdatedBy: a.UpdatedBy, UpdatedAt: a.UpdatedAt,
-	}
+	return appJSON{Name: a.Name, Description: a.Description, stampJSON: toStampJSON(a.Stamp)}
 }
 
 // listApps: GET /apps?search=&cursor=&limit=. Callers see the apps they

@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"net/http"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/manage"
@@ -17,15 +16,11 @@ type bucketJSON struct {
 	Description string `json:"description"`
 	MaxPermits  int64  `json:"max_permits"`
 	rateJSON
-	AllowedApps []string  `json:"allowed_apps"`
-	Keyed       bool      `json:"keyed"`
-	Shadow      bool      `json:"shadow"`
-	LeaseMillis int64     `json:"lease_ms"`
-	Version     int64     `json:"version"`
-	CreatedBy   string    `json:"created_by"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedBy   string    `json:"updated_by"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	AllowedApps []string `json:"allowed_apps"`
+	Keyed       bool     `json:"keyed"`
+	Shadow      bool     `json:"shadow"`
+	LeaseMillis int64    `json:"lease_ms"`
+	stampJSON
 }
 
 // rateJSON is the rate of a bucket or an override, given twice: as its
@@ -49,8 +44,7 @@ func toBucketJSON(b *buckets.Bucket) bucketJSON {
 	}
 	return bucketJSON{
 		Name: b.Name, OwnerApp: b.OwnerApp, Description: b.Description, MaxPermits: b.MaxPermits, rateJSON: toRateJSON(b.Rate),
-		AllowedApps: allowed, Keyed: b.Keyed, Shadow: b.Shadow, LeaseMillis: b.LeaseMillis, Version: b.Version,
-		CreatedBy: b.CreatedBy, CreatedAt: b.CreatedAt, UpdatedBy: b.UpdatedBy, UpdatedAt: b.UpdatedAt,
+		AllowedApps: allowed, Keyed: b.Keyed, Shadow: b.Shadow, LeaseMillis: b.LeaseMillis, stampJSON: toStampJSON(b.Stamp),
 	}
 }
 

@@ -3,7 +3,6 @@ package api
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/errs"
@@ -19,18 +18,13 @@ type overrideJSON struct {
 	Description string `json:"description"`
 	MaxPermits  int64  `json:"max_permits"`
 	rateJSON
-	Shadow    bool      `json:"shadow"`
-	Version   int64     `json:"version"`
-	CreatedBy string    `json:"created_by"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedBy string    `json:"updated_by"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Shadow bool `json:"shadow"`
+	stampJSON
 }
 
 func toOverrideJSON(o *buckets.Override) overrideJSON {
 	return overrideJSON{ID: o.ID, Bucket: o.Bucket, Match: string(o.Match), Key: o.Key, Description: o.Description,
-		MaxPermits: o.MaxPermits, rateJSON: toRateJSON(o.Rate), Shadow: o.Shadow, Version: o.Version,
-		CreatedBy: o.CreatedBy, CreatedAt: o.CreatedAt, UpdatedBy: o.UpdatedBy, UpdatedAt: o.UpdatedAt}
+		MaxPermits: o.MaxPermits, rateJSON: toRateJSON(o.Rate), Shadow: o.Shadow, stampJSON: toStampJSON(o.Stamp)}
 }
 
 // overrideInput is the body of POST, PUT and PATCH on overrides; like

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
@@ -206,6 +207,22 @@ func writeVersioned(w http.ResponseWriter, status int, location string, version 
 	}
 	w.Header().Set("ETag", etag(version))
 	writeJSON(w, status, v)
+}
+
+// stampJSON ends the API's views of apps, buckets and overrides: the
+// version their ETag carries, and who created and last changed them, and
+// when. Its key order (each "by" before its "at") is the API's own, not
+// the stored stamp's.
+type stampJSON struct {
+	Version   int64     `json:"version"`
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedBy string    `json:"updated_by"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func toStampJSON(s database.Stamp) stampJSON {
+	return stampJSON{Version: s.Version, CreatedBy: s.CreatedBy, CreatedAt: s.CreatedAt, UpdatedBy: s.UpdatedBy, UpdatedAt: s.UpdatedAt}
 }
 
 // etag renders a version as the strong entity tag of an app or a bucket.
