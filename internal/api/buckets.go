@@ -122,19 +122,6 @@ func (s *server) getBucket(w http.ResponseWriter, r *http.Request, c manage.Call
 	return nil
 }
 
-// replaceBucket: PUT /buckets/{bucket} replaces every settable field:
-// absent ones take their defaults (empty description, allowed apps = the
-// owner app) or fail validation (max_permits, rate). name and owner_app
-// may be sent but cannot change.
-func (s *server) replaceBucket(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
-	return s.update(w, r, c, true)
-}
-
-// patchBucket: PATCH /buckets/{bucket} changes only the fields given.
-func (s *server) patchBucket(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
-	return s.update(w, r, c, false)
-}
-
 // bucketEditor is the access check of a change to the bucket in the path
 // or to one of its overrides.
 func (s *server) bucketEditor(r *http.Request, c manage.Caller) func() error {
@@ -144,14 +131,19 @@ func (s *server) bucketEditor(r *http.Request, c manage.Caller) func() error {
 	}
 }
 
-func (s *server) update(w http.ResponseWriter, r *http.Request, c manage.Caller, replace bool) error {
+// updateBucket: PUT and PATCH /buckets/{bucket}, with If-Match. PUT
+// replaces every settable field: absent ones take their defaults (empty
+// description, allowed apps = the owner app) or fail validation
+// (max_permits, rate); name and owner_app may be sent but cannot change.
+// PATCH changes only the fields given.
+func (s *server) updateBucket(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
 	var in bucketInput
 	version, err := precondition(r, &in, s.bucketEditor(r, c))
 	if err != nil {
 		return err
 	}
 	ch, err := s.svc.UpdateBucket(r.Context(), c, manage.UpdateBucket{Name: r.PathValue("bucket"), Version: version,
-		Replace: replace, Fields: in.patch()})
+		Replace: r.Method == http.MethodPut, Fields: in.patch()})
 	if err != nil {
 		return stale(err)
 	}

@@ -110,18 +110,10 @@ func (s *server) getOverride(w http.ResponseWriter, r *http.Request, c manage.Ca
 	return nil
 }
 
-// replaceOverride: PUT /buckets/{bucket}/overrides/{id}: absent fields take
-// their defaults; match and key may be sent but cannot change.
-func (s *server) replaceOverride(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
-	return s.updateOverride(w, r, c, true)
-}
-
-// patchOverride: PATCH /buckets/{bucket}/overrides/{id} changes the fields given.
-func (s *server) patchOverride(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
-	return s.updateOverride(w, r, c, false)
-}
-
-func (s *server) updateOverride(w http.ResponseWriter, r *http.Request, c manage.Caller, replace bool) error {
+// updateOverride: PUT and PATCH /buckets/{bucket}/overrides/{id}, with
+// If-Match. PUT gives absent fields their defaults; match and key may be
+// sent but cannot change. PATCH changes the fields given.
+func (s *server) updateOverride(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
 	var in overrideInput
 	version, err := precondition(r, &in, s.bucketEditor(r, c))
 	if err != nil {
@@ -132,7 +124,7 @@ func (s *server) updateOverride(w http.ResponseWriter, r *http.Request, c manage
 		return err
 	}
 	ch, err := s.svc.UpdateOverride(r.Context(), c, manage.UpdateOverride{Bucket: r.PathValue("bucket"), ID: id,
-		Version: version, Replace: replace, Fields: in.patch()})
+		Version: version, Replace: r.Method == http.MethodPut, Fields: in.patch()})
 	if err != nil {
 		return stale(err)
 	}
