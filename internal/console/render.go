@@ -81,8 +81,6 @@ func parseViews() (*views, error) {
 		"roughly":    roughly,
 		"join":       strings.Join,
 		"query":      url.QueryEscape,
-		"percent":    percentClass,
-		"tokens":     formatTokens,
 		"prettyjson": prettyJSON,
 		"count":      chart.Count,
 		"share":      share,
@@ -266,17 +264,6 @@ func ago(t time.Time) string {
 	}
 }
 
-// percentClass maps a fill ratio to one of the width classes of app.css;
-// inline styles are not allowed by the CSP.
-func percentClass(tokens float64, capacity int64) string {
-	if capacity <= 0 || math.IsNaN(tokens) || tokens <= 0 {
-		return "w0"
-	}
-	p := int(math.Round(tokens / float64(capacity) * 10))
-	p = max(0, min(p, 10))
-	return "w" + strconv.Itoa(p*10)
-}
-
 // share shows part as a percentage of whole, "—" when whole is 0.
 func share(part, whole int64) string {
 	if whole <= 0 {
@@ -287,14 +274,4 @@ func share(part, whole int64) string {
 		return "<0.1%"
 	}
 	return strconv.FormatFloat(math.Round(p*10)/10, 'f', -1, 64) + "%"
-}
-
-// formatTokens shows a fractional token count with at most 3 decimals.
-func formatTokens(f float64) string {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return "—"
-	}
-	s := strconv.FormatFloat(f, 'f', 3, 64)
-	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	return s
 }

@@ -409,13 +409,6 @@ func (e *Enforcer) log() *slog.Logger {
 	return slog.Default()
 }
 
-// Revision returns the policy revision loaded last.
-func (e *Enforcer) Revision() int64 {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.rev
-}
-
 // Can reports whether user may do a on app. Admins may do everything.
 // Invalid names are never allowed.
 func (e *Enforcer) Can(user, app string, a Action) bool {

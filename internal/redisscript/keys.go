@@ -62,10 +62,6 @@ func (ks Keyspace) prefix() string {
 	return ks.Prefix
 }
 
-// KeyPrefix is the prefix every key of ks starts with, DefaultPrefix for
-// the zero Keyspace.
-func (ks Keyspace) KeyPrefix() string { return ks.prefix() }
-
 // Bucket returns the key of the hash of bucket name: "<prefix>{<name>}".
 func (ks Keyspace) Bucket(name string) string {
 	return ks.prefix() + "{" + name + "}"

@@ -19,8 +19,8 @@ func TestScriptLimitsMatchGo(t *testing.T) {
 func TestSyncMarkerIsNotABucket(t *testing.T) {
 	for _, ks := range []Keyspace{{}, {Prefix: "x:"}} {
 		m := ks.SyncMarker()
-		if !strings.HasPrefix(m, ks.KeyPrefix()) {
-			t.Errorf("marker %q is outside the prefix %q", m, ks.KeyPrefix())
+		if !strings.HasPrefix(m, ks.prefix()) {
+			t.Errorf("marker %q is outside the prefix %q", m, ks.prefix())
 		}
 		if name, ok := ks.NameOf(m); ok {
 			t.Errorf("marker %q reads as bucket %q", m, name)

@@ -112,9 +112,6 @@ func (w *Worker) LastReconcile() time.Time { return unixNano(w.lastReconcile.Loa
 // PollInterval returns the effective poll interval.
 func (w *Worker) PollInterval() time.Duration { return w.poll }
 
-// ReconcileInterval returns the effective reconcile period.
-func (w *Worker) ReconcileInterval() time.Duration { return w.period }
-
 var errNotConfigured = errors.New("syncer: Config.Buckets and Config.Redis are required")
 
 func (w *Worker) check() error {
