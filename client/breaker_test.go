@@ -3,6 +3,8 @@ package client
 import (
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The breaker's rule on a clock the test controls.
@@ -133,6 +135,27 @@ func TestWaitStep(t *testing.T) {
 		got, ok := waitStep(c.retry, 100*time.Millisecond, c.left, c.deadline, most)
 		if got != c.want || ok != c.ok {
 			t.Errorf("waitStep(%v, left %v, %v) = %v %v; want %v %v", c.retry, c.left, c.deadline, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// WithBreaker sets the breaker's rule, and New refuses one that could
+// never or always open.
+func TestWithBreaker(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	l, err := New(rdb, "svc", WithBreaker(5, 2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.brk.minFailures != 5 || l.brk.span != 2*time.Second {
+		t.Fatalf("breaker %d failures over %v; want 5 over 2s", l.brk.minFailures, l.brk.span)
+	}
+	for _, o := range []Option{WithBreaker(0, time.Second), WithBreaker(1, -time.Second)} {
+		if l, err := New(rdb, "svc", o); err == nil {
+			l.Close()
+			t.Error("New accepted a breaker with no failures or a negative span")
 		}
 	}
 }

@@ -234,3 +234,33 @@ func TestWaitOnTheInterface(t *testing.T) {
 		t.Errorf("wait for more than capacity: %v", err)
 	}
 }
+
+// WithObserver hears every Acquire with its arguments and answer.
+func TestWithObserver(t *testing.T) {
+	var seen []client.Decision
+	l := memlimit.New("svc", memlimit.WithObserver(func(d client.Decision) { seen = append(seen, d) }))
+	if err := l.Define("orders", memlimit.Bucket{Capacity: 1, Permits: 1, Per: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		if _, err := l.Acquire(ctx, "orders", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Acquire(ctx, "nope", 1); err == nil {
+		t.Fatal("an unknown bucket was granted")
+	}
+	if len(seen) != 3 {
+		t.Fatalf("observer heard %d decisions; want 3", len(seen))
+	}
+	if d := seen[0]; d.Bucket != "orders" || d.N != 1 || !d.Result.Allowed || d.Err != nil {
+		t.Errorf("first decision %+v; want orders, 1, allowed", d)
+	}
+	if d := seen[1]; d.Result.Allowed || d.Err != nil {
+		t.Errorf("second decision %+v; want denied", d)
+	}
+	if d := seen[2]; d.Bucket != "nope" || d.Err == nil {
+		t.Errorf("third decision %+v; want the unknown bucket's error", d)
+	}
+}
