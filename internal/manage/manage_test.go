@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/accounts"
@@ -24,6 +25,7 @@ import (
 // with the stores behind it for arranging and checking.
 type fixture struct {
 	t       *testing.T
+	db      *sqlx.DB
 	svc     *manage.Service
 	acc     *accounts.Store
 	enf     *rbac.Enforcer
@@ -51,7 +53,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	return &fixture{t: t, svc: svc, acc: acc, enf: enf, buckets: buckets.NewStore(db), audit: audit.NewStore(db),
+	return &fixture{t: t, db: db, svc: svc, acc: acc, enf: enf, buckets: buckets.NewStore(db), audit: audit.NewStore(db),
 		rdb: rdb, ks: ks}
 }
 
@@ -680,5 +682,104 @@ func TestKeyedBucketStateReadsTheKeyGroups(t *testing.T) {
 	_, st, err = f.svc.BucketState(ctx, olga, b.Name)
 	if err != nil || !st.Keyed || !st.InRedis || st.Sync != manage.InSync || st.Config.Capacity != 10 {
 		t.Fatalf("synced: %+v %v", st, err)
+	}
+}
+
+// savedMeanwhile runs change, an override change of bucket, while another
+// transaction holds the bucket's row lock, which every override change
+// takes before it writes. Once change waits for that lock (it has read the
+// override by then), the other transaction saves override id as version
+// with capacity and commits, so change writes on top of a save it did not
+// see. It returns what change returned.
+func (f *fixture) savedMeanwhile(bucket string, id, version, capacity int64, change func() error) error {
+	f.t.Helper()
+	ctx := context.Background()
+	tx, err := f.db.BeginTxx(ctx, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `SELECT version FROM buckets WHERE name = ? FOR UPDATE`, bucket); err != nil {
+		f.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- change() }()
+	for waiting := false; !waiting; {
+		select {
+		case err := <-done:
+			f.t.Fatalf("the change did not wait for the bucket's row lock: %v", err)
+		default:
+		}
+		var n int
+		if err := f.db.GetContext(ctx, &n, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND INFO LIKE 'SELECT id FROM buckets %FOR UPDATE'`); err != nil {
+			f.t.Fatal(err)
+		}
+		waiting = n > 0
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE bucket_overrides SET max_permits = ?, version = ? WHERE id = ?`, capacity, version, id); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		f.t.Fatal(err)
+	}
+	return <-done
+}
+
+func TestOverrideChangesRacingAnotherSaveAreStale(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	olga := f.user("olga", false)
+	f.app(olga, "alpha")
+	fields := bucketFields("per-key", "alpha", 10, "1/s")
+	fields.Keyed = ptr(true)
+	if _, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: fields}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := f.svc.CreateOverride(ctx, olga, manage.CreateOverride{Bucket: "per-key", Fields: manage.OverridePatch{
+		Match: ptr("exact"), Key: ptr("premium:1"), MaxPermits: ptr(int64(100)), Rate: ptr("10/s")}})
+	if err != nil || o.Version != 1 {
+		t.Fatalf("create: %+v %v", o, err)
+	}
+	before, err := f.buckets.PendingEvents(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The update read version 1; version 2 is saved before it writes.
+	var stale *manage.StaleError[*buckets.Override]
+	err = f.savedMeanwhile("per-key", o.ID, 2, 150, func() error {
+		_, err := f.svc.UpdateOverride(ctx, olga, manage.UpdateOverride{Bucket: "per-key", ID: o.ID, Version: 1,
+			Fields: manage.OverridePatch{MaxPermits: ptr(int64(300))}})
+		return err
+	})
+	if !errors.As(err, &stale) || !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("update racing a save: %v, want a stale override", err)
+	}
+	if c := stale.Current; c.ID != o.ID || c.Version != 2 || c.MaxPermits != 150 || stale.Based != 1 {
+		t.Fatalf("stale update: current %+v based on %d, want version 2 with capacity 150 based on 1", c, stale.Based)
+	}
+
+	// The delete read version 2; version 3 is saved before it deletes.
+	err = f.savedMeanwhile("per-key", o.ID, 3, 80, func() error {
+		return f.svc.DeleteOverride(ctx, olga, manage.DeleteOverride{Bucket: "per-key", ID: o.ID, Version: 2})
+	})
+	if !errors.As(err, &stale) || !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("delete racing a save: %v, want a stale override", err)
+	}
+	if c := stale.Current; c.ID != o.ID || c.Version != 3 || c.MaxPermits != 80 || stale.Based != 2 {
+		t.Fatalf("stale delete: current %+v based on %d, want version 3 with capacity 80 based on 2", c, stale.Based)
+	}
+
+	// Neither stale change wrote anything.
+	got, err := f.svc.Override(ctx, olga, "per-key", o.ID)
+	if err != nil || got.Version != 3 || got.MaxPermits != 80 {
+		t.Fatalf("after the stale changes: %+v %v, want version 3 with capacity 80", got, err)
+	}
+	if n := len(f.entries("override.update")) + len(f.entries("override.delete")); n != 0 {
+		t.Fatalf("stale changes were audited %d times", n)
+	}
+	if after, err := f.buckets.PendingEvents(ctx, 100); err != nil || len(after) != len(before) {
+		t.Fatalf("stale changes sent events: %d before, %d after (%v)", len(before), len(after), err)
 	}
 }
