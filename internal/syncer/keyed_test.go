@@ -211,6 +211,52 @@ func TestKeyedReconcileRepairs(t *testing.T) {
 	}
 }
 
+// A key group whose prefix lengths were edited by hand no longer finds its
+// prefix overrides; the reconcile rebuilds the lengths from the group's
+// live prefix overrides.
+func TestKeyedReconcileRepairsPrefixLengths(t *testing.T) {
+	e := newEnv(t, nil)
+	w := e.worker(Config{})
+	ctx := context.Background()
+	e.createKeyed(t, "api", 5, "1/h")
+	e.createOverride(t, "api", buckets.MatchPrefix, "tenant:", 20)
+	syncOnce(t, w)
+
+	// The group of "tenant:acme" claims prefixes of 3 characters, none of
+	// 7 ("tenant:"), and counts that match neither.
+	k := e.ks.Keyed("api", "tenant:acme")
+	if err := e.rdb.HSet(ctx, k.Config, redisscript.FieldLens, "3,", "#3", "2", "#7", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.limit(t, "api", "tenant:acme"); got != 5 {
+		t.Fatalf("with corrupt lengths, limit of %q = %d; want the bucket's 5", "tenant:acme", got)
+	}
+
+	if _, err := w.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := redisscript.ReadGroup(ctx, e.rdb, e.ks, "api", k.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Lens != "7," || st.WantLens() != "7," {
+		t.Errorf("group %d lens %q; want \"7,\" (its prefix overrides call for %q)", k.Group, st.Lens, st.WantLens())
+	}
+	counts, err := e.rdb.HMGet(ctx, k.Config, "#3", "#7").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[0] != nil || counts[1] != "1" {
+		t.Errorf("group %d counts #3 = %v, #7 = %v; want none and 1", k.Group, counts[0], counts[1])
+	}
+	if d := e.keyedDiff(t, "api"); len(d) > 0 {
+		t.Errorf("after reconcile: %v", d)
+	}
+	if got := e.limit(t, "api", "tenant:acme"); got != 20 {
+		t.Errorf("after reconcile, limit of %q = %d; want the override's 20", "tenant:acme", got)
+	}
+}
+
 // 100,000 exact overrides of one bucket: the reconcile writes them all
 // after Redis lost them, then compares them without writing anything.
 func TestKeyedReconcileManyOverrides(t *testing.T) {
