@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/internal/descriptors"
+	"github.com/sluicehq/sluice/internal/redisscript"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -253,6 +254,57 @@ func TestUnmatchedDeny(t *testing.T) {
 	resp, err = e.ask(request("edge", 0, desc("generic_key", "nobody")))
 	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || resp.GetStatuses()[0].GetCurrentLimit().GetName() != "search" {
 		t.Fatalf("new mapping: %v %v", resp, err)
+	}
+}
+
+// A mapping whose bucket Redis does not know, or does not let the app take
+// from, is answered as unmatched, as the unmatched policy says, with the
+// bucket named: not an error, and not over the limit unless the policy
+// denies.
+func TestMisconfiguredMappingsAnswerAsUnmatched(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		policy Unmatched
+		code   Code
+	}{
+		{UnmatchedAllow, CodeOK},
+		{UnmatchedDeny, CodeOverLimit},
+	} {
+		t.Run(tt.policy.String(), func(t *testing.T) {
+			t.Parallel()
+			st := newStack(t, ServerConfig{Unmatched: tt.policy}, gatewayBuckets, gatewayMappings)
+			ks := redisscript.Keyspace{Prefix: st.prefix}
+			// Redis lost search, and its checkout no longer lists edge.
+			if err := st.rdb.Del(bg, ks.Bucket("search")).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.rdb.HSet(bg, ks.Bucket("checkout"), redisscript.FieldApps, ",other,").Err(); err != nil {
+				t.Fatal(err)
+			}
+			statuses, overall, err := st.srv.Service.ShouldRateLimit(bg, "edge", "edge", []Descriptor{
+				{Entries: entries("generic_key", "search"), Hits: 1},
+				{Entries: entries("generic_key", "checkout"), Hits: 1},
+				{Entries: entries("generic_key", "slow"), Hits: 1},
+			})
+			if err != nil || len(statuses) != 3 {
+				t.Fatalf("ShouldRateLimit: %+v %v", statuses, err)
+			}
+			for i, want := range []Status{
+				{Code: tt.code, Bucket: "search", Note: "unknown_bucket"},
+				{Code: tt.code, Bucket: "checkout", Note: "app_not_allowed"},
+			} {
+				if got := statuses[i]; got.Code != want.Code || got.Bucket != want.Bucket || got.Note != want.Note {
+					t.Errorf("descriptor %d: code %v, bucket %q, note %q; want %v, %q, %q",
+						i+1, got.Code, got.Bucket, got.Note, want.Code, want.Bucket, want.Note)
+				}
+			}
+			if s := statuses[2]; s.Code != CodeOK || s.Bucket != "slow" || s.Note != "" || !s.Result.Allowed {
+				t.Errorf("slow beside them: %+v", s)
+			}
+			if overall != tt.code {
+				t.Errorf("overall %v; want %v", overall, tt.code)
+			}
+		})
 	}
 }
 
