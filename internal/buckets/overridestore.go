@@ -96,17 +96,12 @@ func lockKeyed(ctx context.Context, tx *sqlx.Tx, name string) (*Bucket, error) {
 // lockOverride takes the row lock of override id, which must belong to
 // bucket b, and returns it as committed.
 func lockOverride(ctx context.Context, tx *sqlx.Tx, b *Bucket, id int64) (*Override, error) {
-	var locked int64
-	err := tx.GetContext(ctx, &locked, `SELECT id FROM bucket_overrides WHERE id = ? AND bucket_id = ? FOR UPDATE`, id, b.ID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, overrideNotFound(b.Name, id)
-	}
+	// A locking read returns the latest saved row, not the snapshot of an
+	// earlier read in tx, so the version checked is the version replaced
+	// even for a writer that did not take the bucket's lock first.
+	os, err := selectOverrideRows(ctx, tx, b.Name, selectOverrides+` WHERE id = ? AND bucket_id = ? FOR UPDATE`, id, b.ID)
 	if err != nil {
-		return nil, fmt.Errorf("lock override %d of %q: %w", id, b.Name, database.Translate(err))
-	}
-	os, err := selectOverrideRows(ctx, tx, b.Name, selectOverrides+` WHERE id = ?`, id)
-	if err != nil {
-		return nil, fmt.Errorf("get override %d of %q: %w", id, b.Name, err)
+		return nil, fmt.Errorf("lock override %d of %q: %w", id, b.Name, err)
 	}
 	if len(os) == 0 {
 		return nil, overrideNotFound(b.Name, id)
