@@ -136,16 +136,18 @@ func TestWait(t *testing.T) {
 	var calls atomic.Int64
 	l := e.limiter(t, "svc", client.WithObserver(func(client.Decision) { calls.Add(1) }))
 	ctx := context.Background()
+	// Each token exists 100 ms after the one before, the first of which
+	// was taken after start: a stalled test only waits longer.
+	start := time.Now()
 	if !l.Allow(ctx, "w") {
 		t.Fatal("first token")
 	}
-	start := time.Now()
 	for range 3 {
 		if err := l.Wait(ctx, "w", 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if d := time.Since(start); d < 250*time.Millisecond {
+	if d := time.Since(start); d < 280*time.Millisecond {
 		t.Errorf("three tokens at 10/s came in %v", d)
 	}
 	// Sleeping on RetryAfter, not spinning: a handful of calls per token.
