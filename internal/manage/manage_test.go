@@ -85,6 +85,19 @@ func bucketFields(name, owner string, capacity int64, rate string) manage.Bucket
 	return manage.BucketPatch{Name: &name, OwnerApp: &owner, MaxPermits: &capacity, Rate: &rate}
 }
 
+// keyedBucket creates the keyed bucket "per-key" of app owner as c: 10
+// tokens per key, 1/s.
+func (f *fixture) keyedBucket(c manage.Caller, owner string) *buckets.Bucket {
+	f.t.Helper()
+	fields := bucketFields("per-key", owner, 10, "1/s")
+	fields.Keyed = ptr(true)
+	b, err := f.svc.CreateBucket(context.Background(), c, manage.CreateBucket{Fields: fields})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
 // entries returns the audit entries with action, newest first.
 func (f *fixture) entries(action string) []audit.Entry {
 	f.t.Helper()
@@ -540,11 +553,7 @@ func TestOverrides(t *testing.T) {
 	if _, err := f.svc.GrantRole(ctx, olga, manage.GrantRole{App: "alpha", User: "vera", Role: string(rbac.RoleViewer)}); err != nil {
 		t.Fatal(err)
 	}
-	fields := bucketFields("per-key", "alpha", 10, "1/s")
-	fields.Keyed = ptr(true)
-	if _, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: fields}); err != nil {
-		t.Fatal(err)
-	}
+	f.keyedBucket(olga, "alpha")
 	if _, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: bucketFields("shared", "alpha", 10, "1/s")}); err != nil {
 		t.Fatal(err)
 	}
@@ -664,12 +673,7 @@ func TestKeyedBucketStateReadsTheKeyGroups(t *testing.T) {
 	ctx := context.Background()
 	olga := f.user("olga", false)
 	f.app(olga, "alpha")
-	fields := bucketFields("per-key", "alpha", 10, "1/s")
-	fields.Keyed = ptr(true)
-	b, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: fields})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := f.keyedBucket(olga, "alpha")
 	_, st, err := f.svc.BucketState(ctx, olga, b.Name)
 	if err != nil || !st.Keyed || st.InRedis || st.Sync != manage.Pending || st.RedisTime.IsZero() {
 		t.Fatalf("before sync: %+v %v", st, err)
@@ -715,7 +719,9 @@ func (f *fixture) savedMeanwhile(bucket string, id, version, capacity int64, cha
 			WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND INFO LIKE 'SELECT id FROM buckets %FOR UPDATE'`); err != nil {
 			f.t.Fatal(err)
 		}
-		waiting = n > 0
+		if waiting = n > 0; !waiting {
+			time.Sleep(time.Millisecond) // a pause between polls, not a wait for the change
+		}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE bucket_overrides SET max_permits = ?, version = ? WHERE id = ?`, capacity, version, id); err != nil {
 		f.t.Fatal(err)
@@ -731,11 +737,7 @@ func TestOverrideChangesRacingAnotherSaveAreStale(t *testing.T) {
 	ctx := context.Background()
 	olga := f.user("olga", false)
 	f.app(olga, "alpha")
-	fields := bucketFields("per-key", "alpha", 10, "1/s")
-	fields.Keyed = ptr(true)
-	if _, err := f.svc.CreateBucket(ctx, olga, manage.CreateBucket{Fields: fields}); err != nil {
-		t.Fatal(err)
-	}
+	f.keyedBucket(olga, "alpha")
 	o, err := f.svc.CreateOverride(ctx, olga, manage.CreateOverride{Bucket: "per-key", Fields: manage.OverridePatch{
 		Match: ptr("exact"), Key: ptr("premium:1"), MaxPermits: ptr(int64(100)), Rate: ptr("10/s")}})
 	if err != nil || o.Version != 1 {
