@@ -520,6 +520,21 @@ func printGoals(out io.Writer, results map[string]map[int]*result, fb *fallbackR
 			sr.opsPerSec(), fmtDur(sr.hist.quantile(0.5)), pn, pr.opsPerSec(), fmtDur(pr.hist.quantile(0.5)),
 			rn, rr.opsPerSec(), fmtDur(rr.hist.quantile(0.5)), xp, lp, xr)
 	}
+	if _, ur := best(results, "unbatched acquire", conc[0]); ur != nil {
+		fmt.Fprintf(out, "\nsluice against its own acquire script sent alone per call (the same work in Redis):\n")
+		fmt.Fprintf(out, "%5s %10s %10s | %-26s %10s %10s | %8s %8s\n", "gor.", "sluice", "p50",
+			"unbatched acquire (best)", "ops/s", "p50", "x", "p50 x")
+		for _, g := range conc {
+			sr := s[g]
+			un, ur := best(results, "unbatched acquire", g)
+			if sr == nil || ur == nil {
+				continue
+			}
+			fmt.Fprintf(out, "%5d %10.0f %10s | %-26s %10.0f %10s | %7.2fx %7.2fx\n", g,
+				sr.opsPerSec(), fmtDur(sr.hist.quantile(0.5)), un, ur.opsPerSec(), fmtDur(ur.hist.quantile(0.5)),
+				sr.opsPerSec()/ur.opsPerSec(), float64(sr.hist.quantile(0.5))/float64(ur.hist.quantile(0.5)))
+		}
+	}
 	fmt.Fprintf(out, "\ngoals:\n")
 	for _, g := range conc {
 		sr := s[g]

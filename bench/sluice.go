@@ -138,10 +138,52 @@ func newLimiters(ctx context.Context, opts *redis.Options, w workload, timeout t
 		if size > 0 {
 			suffix = fmt.Sprintf(" pool=%d", size)
 		}
-		impls = append(impls, newRedisRate(&o, w, "redis_rate"+suffix), newPlain(&o, w, "plain"+suffix))
+		impls = append(impls, newRedisRate(&o, w, "redis_rate"+suffix), newPlain(&o, w, "plain"+suffix),
+			newUnbatched(&o, w, "unbatched acquire"+suffix))
 	}
 	return impls, nil
 }
+
+// unbatched is Sluice's own acquire script sent as one EVALSHA per call,
+// each caller on its own pooled connection as the plain peer does: the
+// same work in Redis as Sluice's, without its batching. Set beside
+// Sluice, it tells what the engine adds or saves from what the script
+// costs.
+type unbatched struct {
+	rdb   *redis.Client
+	label string
+	keys  [][]string
+}
+
+func newUnbatched(opts *redis.Options, w workload, label string) *unbatched {
+	u := &unbatched{rdb: redis.NewClient(opts), label: label}
+	ks := redisscript.Keyspace{Prefix: w.prefix}
+	for i := range w.buckets {
+		u.keys = append(u.keys, []string{ks.Bucket(w.bucketName(i))})
+	}
+	return u
+}
+
+func (u *unbatched) name() string { return u.label }
+
+func (u *unbatched) acquire(ctx context.Context, i int) (bool, error) {
+	// The arguments the client sends: app, n and the answer's version.
+	keys := u.keys[i%len(u.keys)]
+	v, err := redisscript.AcquireScript.EvalSha(ctx, u.rdb, keys, benchApp, "1", "2").Int64Slice()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		v, err = redisscript.AcquireScript.Eval(ctx, u.rdb, keys, benchApp, "1", "2").Int64Slice()
+	}
+	if err != nil {
+		return false, err
+	}
+	a, err := redisscript.AnswerOf(v)
+	if err != nil {
+		return false, err
+	}
+	return a.Code == redisscript.Allowed, nil
+}
+
+func (u *unbatched) close() error { return u.rdb.Close() }
 
 type fallbackResult struct {
 	calls                    int
