@@ -178,47 +178,53 @@ func TestAcquireAnswers(t *testing.T) {
 }
 
 func TestAcquireRefill(t *testing.T) {
+	// Rates are per minute or hour, so that a stalled test (a loaded
+	// machine) only shortens each expected wait by the time it ran, which
+	// Redis's clock measures, and never changes an answer.
 	each(t, func(t *testing.T, s server) {
-		s.apply(t, cfg("fast", 100, 2_000_000, 1, "svc"), false) // 2 per second
-		s.apply(t, cfg("half", 5, 500_000, 1, "svc"), false)     // 0.5 per second
-		s.apply(t, cfg("slow", 10, 7_000_000, 60, "svc"), false) // 7 per minute
+		s.apply(t, cfg("fast", 100, 2_000_000, 60, "svc"), false)  // 2 per minute
+		s.apply(t, cfg("half", 5, 500_000, 60, "svc"), false)      // 0.5 per minute
+		s.apply(t, cfg("slow", 10, 7_000_000, 3600, "svc"), false) // 7 per hour
+		// waits checks a denial whose wait, when the state was written at
+		// now, was want µs: refill since then shortens it by up to the time
+		// that has passed.
+		waits := func(what string, a redisscript.Answer, now, want int64) {
+			t.Helper()
+			ran := int64(s.secondsSince(t, now)*1e6) + 1
+			if a.Code != redisscript.Denied || a.RetryAfterMicros > want || a.RetryAfterMicros < want-ran {
+				t.Fatalf("%s: %+v, want denied with a wait from %d to %d µs", what, a, want-ran, want)
+			}
+		}
+
+		// 150 s at 2/min refill 5 tokens onto 0.
 		now := s.nowMicros(t)
-
-		// 2.5 s at 2/s refill 5 tokens onto 0.
-		s.setState(t, "fast", 0, now-2_500_000)
+		s.setState(t, "fast", 0, now-150_000_000)
 		if a := s.acquire(t, "fast", "svc", 5); a.Code != redisscript.Allowed {
-			t.Fatalf("after 2.5 s at 2/s: %+v", a)
+			t.Fatalf("after 150 s at 2/min: %+v", a)
 		}
-		if a := s.acquire(t, "fast", "svc", 1); a.Code != redisscript.Denied || a.RetryAfterMicros > 500_000 || a.RetryAfterMicros < 400_000 {
-			t.Fatalf("bucket should be nearly empty: %+v", a)
-		}
+		waits("bucket should be empty", s.acquire(t, "fast", "svc", 1), now, 30_000_000)
 
-		// Fractions are kept: 1 s at 0.5/s is half a token, not zero and not one.
+		// Fractions are kept: 60 s at 0.5/min is half a token, not zero and not one.
 		now = s.nowMicros(t)
-		s.setState(t, "half", 0, now-1_000_000)
-		a := s.acquire(t, "half", "svc", 1)
-		if a.Code != redisscript.Denied || a.RetryAfterMicros > 1_000_000 || a.RetryAfterMicros < 900_000 {
-			t.Fatalf("half a token: %+v", a)
-		}
+		s.setState(t, "half", 0, now-60_000_000)
+		waits("half a token", s.acquire(t, "half", "svc", 1), now, 60_000_000)
 		// What is left is what refilled while the test ran: at most the
-		// time since now was read, at 0.5/s.
+		// time since now was read, at 0.5/min.
 		now = s.nowMicros(t)
-		s.setState(t, "half", 0.5, now-1_000_000)
+		s.setState(t, "half", 0.5, now-60_000_000)
 		if a := s.acquire(t, "half", "svc", 1); a.Code != redisscript.Allowed {
 			t.Fatalf("0.5 + 0.5 tokens: %+v", a)
 		}
-		most := 0.5 * s.secondsSince(t, now)
+		most := 0.5 / 60 * s.secondsSince(t, now)
 		if tok, _ := strconv.ParseFloat(s.fields(t, "half")[redisscript.FieldTokens], 64); tok < 0 || tok > most {
 			t.Fatalf("tokens after taking the whole one: %v, want 0 to %v", tok, most)
 		}
 
-		// 7/min: 60/7 s for one token.
+		// 7/h: 3600/7 s for one token; 480 s leave 1/15 of one to wait for,
+		// 34,285,714.3 µs, rounded up.
 		now = s.nowMicros(t)
-		s.setState(t, "slow", 0, now-8_000_000)
-		a = s.acquire(t, "slow", "svc", 1)
-		if a.Code != redisscript.Denied || a.RetryAfterMicros > 571_429 || a.RetryAfterMicros < 400_000 {
-			t.Fatalf("7/min after 8 s: %+v", a)
-		}
+		s.setState(t, "slow", 0, now-480_000_000)
+		waits("7/h after 480 s", s.acquire(t, "slow", "svc", 1), now, 34_285_715)
 
 		// Never above capacity, however long it has been.
 		now = s.nowMicros(t)
