@@ -89,10 +89,7 @@ func (c *plain) name() string { return c.label }
 
 func (c *plain) acquire(ctx context.Context, i int) (bool, error) {
 	keys := c.keys[i%len(c.keys)]
-	v, err := plainScript.EvalSha(ctx, c.rdb, keys, c.capacity, c.rate, 1).Slice()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = plainScript.Eval(ctx, c.rdb, keys, c.capacity, c.rate, 1).Slice()
-	}
+	v, err := plainScript.Run(ctx, c.rdb, keys, c.capacity, c.rate, 1).Slice()
 	if err != nil {
 		return false, err
 	}

@@ -169,10 +169,7 @@ func (u *unbatched) name() string { return u.label }
 func (u *unbatched) acquire(ctx context.Context, i int) (bool, error) {
 	// The arguments the client sends: app, n and the answer's version.
 	keys := u.keys[i%len(u.keys)]
-	v, err := redisscript.AcquireScript.EvalSha(ctx, u.rdb, keys, benchApp, "1", "2").Int64Slice()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = redisscript.AcquireScript.Eval(ctx, u.rdb, keys, benchApp, "1", "2").Int64Slice()
-	}
+	v, err := redisscript.AcquireScript.Run(ctx, u.rdb, keys, benchApp, "1", "2").Int64Slice()
 	if err != nil {
 		return false, err
 	}
