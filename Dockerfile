@@ -13,8 +13,6 @@ COPY go.mod go.sum ./
 COPY client/go.mod client/go.sum ./client/
 COPY client/clientmetrics/go.mod client/clientmetrics/go.sum ./client/clientmetrics/
 COPY client/usage/go.mod client/usage/go.sum ./client/usage/
-COPY internal/limits/go.mod ./internal/limits/
-COPY internal/names/go.mod ./internal/names/
 COPY internal/redisscript/go.mod internal/redisscript/go.sum ./internal/redisscript/
 RUN GOWORK=off go mod download
 COPY . .

@@ -20,8 +20,6 @@ require (
 	github.com/sluicehq/sluice/client v0.0.0-00010101000000-000000000000
 	github.com/sluicehq/sluice/client/clientmetrics v0.0.0-00010101000000-000000000000
 	github.com/sluicehq/sluice/client/usage v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/internal/limits v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/internal/names v0.0.0-00010101000000-000000000000
 	github.com/sluicehq/sluice/internal/redisscript v0.0.0-00010101000000-000000000000
 	golang.org/x/crypto v0.58.0
 	google.golang.org/grpc v1.84.0
@@ -99,7 +97,5 @@ replace (
 	github.com/sluicehq/sluice/client => ./client
 	github.com/sluicehq/sluice/client/clientmetrics => ./client/clientmetrics
 	github.com/sluicehq/sluice/client/usage => ./client/usage
-	github.com/sluicehq/sluice/internal/limits => ./internal/limits
-	github.com/sluicehq/sluice/internal/names => ./internal/names
 	github.com/sluicehq/sluice/internal/redisscript => ./internal/redisscript
 )

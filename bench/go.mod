@@ -8,8 +8,6 @@ replace (
 	github.com/sluicehq/sluice/client => ../client
 	github.com/sluicehq/sluice/client/clientmetrics => ../client/clientmetrics
 	github.com/sluicehq/sluice/client/usage => ../client/usage
-	github.com/sluicehq/sluice/internal/limits => ../internal/limits
-	github.com/sluicehq/sluice/internal/names => ../internal/names
 	github.com/sluicehq/sluice/internal/redisscript => ../internal/redisscript
 )
 
@@ -39,8 +37,6 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/sluicehq/sluice/client/clientmetrics v0.0.0-00010101000000-000000000000 // indirect
-	github.com/sluicehq/sluice/internal/limits v0.0.0-00010101000000-000000000000 // indirect
-	github.com/sluicehq/sluice/internal/names v0.0.0-00010101000000-000000000000 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

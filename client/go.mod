@@ -9,15 +9,9 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/sluicehq/sluice/internal/limits v0.0.0-00010101000000-000000000000 // indirect
-	github.com/sluicehq/sluice/internal/names v0.0.0-00010101000000-000000000000 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
 
 // Modules of this repository, built from the checkout.
-replace (
-	github.com/sluicehq/sluice/internal/limits => ../internal/limits
-	github.com/sluicehq/sluice/internal/names => ../internal/names
-	github.com/sluicehq/sluice/internal/redisscript => ../internal/redisscript
-)
+replace github.com/sluicehq/sluice/internal/redisscript => ../internal/redisscript

@@ -17,8 +17,6 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/sluicehq/sluice/internal/limits v0.0.0-00010101000000-000000000000 // indirect
-	github.com/sluicehq/sluice/internal/names v0.0.0-00010101000000-000000000000 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
@@ -27,7 +25,5 @@ require (
 // Modules of this repository, built from the checkout.
 replace (
 	github.com/sluicehq/sluice/client => ..
-	github.com/sluicehq/sluice/internal/limits => ../../internal/limits
-	github.com/sluicehq/sluice/internal/names => ../../internal/names
 	github.com/sluicehq/sluice/internal/redisscript => ../../internal/redisscript
 )

@@ -31,8 +31,6 @@ require (
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.59.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
-	github.com/sluicehq/sluice/internal/limits v0.0.0-00010101000000-000000000000 // indirect
-	github.com/sluicehq/sluice/internal/names v0.0.0-00010101000000-000000000000 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.1 // indirect
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
@@ -49,7 +47,5 @@ require (
 replace (
 	github.com/sluicehq/sluice/client => ..
 	github.com/sluicehq/sluice/client/clientmetrics => ../clientmetrics
-	github.com/sluicehq/sluice/internal/limits => ../../internal/limits
-	github.com/sluicehq/sluice/internal/names => ../../internal/names
 	github.com/sluicehq/sluice/internal/redisscript => ../../internal/redisscript
 )

@@ -21,8 +21,6 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/sluicehq/sluice/internal/limits v0.0.0-00010101000000-000000000000 // indirect
-	github.com/sluicehq/sluice/internal/names v0.0.0-00010101000000-000000000000 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
@@ -35,7 +33,5 @@ replace (
 	github.com/sluicehq/sluice => ../..
 	github.com/sluicehq/sluice/client => ..
 	github.com/sluicehq/sluice/client/clientmetrics => ../clientmetrics
-	github.com/sluicehq/sluice/internal/limits => ../../internal/limits
-	github.com/sluicehq/sluice/internal/names => ../../internal/names
 	github.com/sluicehq/sluice/internal/redisscript => ../../internal/redisscript
 )

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/internal/redisscript/limits"
 	"github.com/sluicehq/sluice/internal/router"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
-	"github.com/sluicehq/sluice/internal/names"
+	"github.com/sluicehq/sluice/internal/redisscript/names"
 )
 
 // MaxDescription is the longest description of an app or a bucket, in characters.

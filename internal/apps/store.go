@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
-	"github.com/sluicehq/sluice/internal/names"
+	"github.com/sluicehq/sluice/internal/redisscript/names"
 )
 
 // Store keeps apps in MySQL. It is safe for concurrent use.

@@ -13,8 +13,8 @@ import (
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
-	"github.com/sluicehq/sluice/internal/limits"
-	"github.com/sluicehq/sluice/internal/names"
+	"github.com/sluicehq/sluice/internal/redisscript/limits"
+	"github.com/sluicehq/sluice/internal/redisscript/names"
 )
 
 // Limits of a Bucket.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
-	"github.com/sluicehq/sluice/internal/names"
+	"github.com/sluicehq/sluice/internal/redisscript/names"
 )
 
 // Match says which keys an Override applies to.

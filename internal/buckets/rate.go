@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/errs"
-	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/internal/redisscript/limits"
 )
 
 // tooManyPermits says what a rate's permits may not exceed.

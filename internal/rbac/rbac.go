@@ -30,7 +30,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sluicehq/sluice/internal/database"
-	"github.com/sluicehq/sluice/internal/names"
+	"github.com/sluicehq/sluice/internal/redisscript/names"
 	"github.com/sluicehq/sluice/internal/periodic"
 )
 

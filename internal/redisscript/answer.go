@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/internal/redisscript/limits"
 )
 
 // Code is the first field of an acquire answer.

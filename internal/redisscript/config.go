@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/internal/redisscript/limits"
 )
 
 // Limits of a Config, checked by Validate and so by Apply.

@@ -2,20 +2,10 @@ module github.com/sluicehq/sluice/internal/redisscript
 
 go 1.26.0
 
-require (
-	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sluicehq/sluice/internal/limits v0.0.0-00010101000000-000000000000
-	github.com/sluicehq/sluice/internal/names v0.0.0-00010101000000-000000000000
-)
+require github.com/redis/go-redis/v9 v9.23.0
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-)
-
-// Modules of this repository, built from the checkout.
-replace (
-	github.com/sluicehq/sluice/internal/limits => ../limits
-	github.com/sluicehq/sluice/internal/names => ../names
 )

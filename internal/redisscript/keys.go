@@ -8,7 +8,7 @@ package redisscript
 import (
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/names"
+	"github.com/sluicehq/sluice/internal/redisscript/names"
 )
 
 // DefaultPrefix is the key prefix of the zero Keyspace.

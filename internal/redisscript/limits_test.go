@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/limits"
+	"github.com/sluicehq/sluice/internal/redisscript/limits"
 )
 
 // TestScriptLimitsMatchGo: the acquire script repeats the largest n, which

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/errs"
-	"github.com/sluicehq/sluice/internal/names"
+	"github.com/sluicehq/sluice/internal/redisscript/names"
 )
 
 // Len is the number of random bytes in a secret.

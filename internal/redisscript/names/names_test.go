@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/names"
+	"github.com/sluicehq/sluice/internal/redisscript/names"
 )
 
 var rule = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)

@@ -1,3 +1,0 @@
-module github.com/sluicehq/sluice/internal/names
-
-go 1.26.0
