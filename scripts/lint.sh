@@ -26,3 +26,10 @@ for tags in "" dev; do
 	go vet -tags "$tags" "${module_patterns[@]}"
 	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags "$tags" "${module_patterns[@]}"
 done
+# A service that imports only the client loads the client's module graph:
+# it stays small (docs/decisions.md, "The client's module graph").
+client_modules="$(cd client && GOWORK=off go list -m all | wc -l)"
+if [ "$client_modules" -gt 15 ]; then
+	echo "the client's module graph lists $client_modules modules (at most 15)"
+	exit 1
+fi
