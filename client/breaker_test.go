@@ -1,10 +1,15 @@
 package client
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/testenv"
 )
 
 // The breaker's rule on a clock the test controls.
@@ -156,6 +161,45 @@ func TestWithBreaker(t *testing.T) {
 		if l, err := New(rdb, "svc", o); err == nil {
 			l.Close()
 			t.Error("New accepted a breaker with no failures or a negative span")
+		}
+	}
+}
+
+// TestErrorReplyIsAnAnswer: an error reply (here WRONGTYPE, a key of
+// another type at the bucket's key) means Redis answered: acquire and
+// acquireKey alike end a streak of failures (settle is their one rule).
+func TestErrorReplyIsAnAnswer(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testenv.Redis(t)
+	ks := redisscript.Keyspace{Prefix: prefix}
+	ctx := context.Background()
+	kk := ks.Keyed("wrongk", "alice")
+	if err := rdb.Set(ctx, ks.Bucket("wrong"), "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, kk.Config, "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(rdb, "svc", WithKeyPrefix(prefix), WithTimeout(5*time.Second), WithFailurePolicy(FailClosed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for name, call := range map[string]func() error{
+		"acquire":     func() error { _, err := l.Acquire(ctx, "wrong", 1); return err },
+		"acquire key": func() error { _, err := l.AcquireKey(ctx, "wrongk", "alice", 1); return err },
+		"acquire all": func() error { _, err := l.AcquireAll(ctx, []Request{{Bucket: "wrong", N: 1}}); return err },
+	} {
+		now := l.now()
+		l.brk.failure(now-l.opt.timeout, now)
+		if l.brk.streak.Load() == 0 {
+			t.Fatalf("%s: no streak to end", name)
+		}
+		if err := call(); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("%s: %v, want the policy's answer to an error reply", name, err)
+		}
+		if s := l.brk.streak.Load(); s != 0 {
+			t.Errorf("%s: an error reply left a streak of %d failures; it is an answer of Redis", name, s)
 		}
 	}
 }

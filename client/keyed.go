@@ -150,11 +150,10 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 		return Result{}, ctx.Err()
 	case errors.Is(err, ErrClosed):
 		return Result{}, ErrClosed
-	case !unavailable(err):
-		l.opt.log.Debug("sluice: keyed acquire failed", "bucket", name, "err", err)
-		return l.keyFallback(kb, name, key, state, n)
 	default:
-		l.failed()
+		if l.settle(err) {
+			l.opt.log.Debug("sluice: keyed acquire failed", "bucket", name, "err", err)
+		}
 		return l.keyFallback(kb, name, key, state, n)
 	}
 	a, err := redisscript.KeyedAnswerOf(reply)
@@ -187,9 +186,8 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 
 // learn records the bucket's own limit from an answer that applied it.
 func (kb *keyedBucket) learn(a redisscript.Answer) {
-	if c := kb.def.Load(); c == nil || c.capacity != a.Capacity || c.permitsMicro != a.PermitsMicro ||
-		c.period != a.PeriodSeconds {
-		kb.def.Store(&learned{capacity: a.Capacity, permitsMicro: a.PermitsMicro, period: a.PeriodSeconds})
+	if c := kb.def.Load(); learnedOf(a, c) != c {
+		kb.def.Store(learnedOf(a, c))
 	}
 }
 

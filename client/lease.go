@@ -170,13 +170,10 @@ func (ls *lease) renew(ctx context.Context, now, n int64) (Result, error) {
 		close(ch)
 		ls.mu.Unlock()
 	}()
+	ls.l.settle(err)
 	if err != nil {
-		if unavailable(err) {
-			ls.l.failed() // counts toward the breaker like a failed acquire
-		}
 		return ls.l.fallback(ls.b, n)
 	}
-	ls.l.answered()
 	switch a.Code {
 	case redisscript.UnknownBucket, redisscript.AppNotAllowed, redisscript.InvalidN:
 		ls.b.lease.Store(nil)
@@ -287,9 +284,8 @@ func (ls *lease) giveBack(back int64) {
 	if ls.l.open.Load() {
 		return // Redis is away: the tokens are lost, which admits less, never more
 	}
-	if _, err := ls.l.leaseCall(ls.b, 0, back); err != nil && unavailable(err) {
-		ls.l.failed()
-	}
+	_, err := ls.l.leaseCall(ls.b, 0, back)
+	ls.l.settle(err)
 }
 
 // leaseCall runs the lease script: give back back tokens, take up to want.

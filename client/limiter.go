@@ -361,14 +361,12 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		return Result{}, ctx.Err()
 	case errors.Is(err, ErrClosed):
 		return Result{}, ErrClosed
-	case !unavailable(err):
-		// Redis answered, with an error of this call alone (a key of the
-		// wrong type, say): the policy answers it, the breaker stays closed.
-		l.answered()
-		l.opt.log.Debug("sluice: acquire failed", "bucket", name, "err", err)
-		return l.fallback(b, n)
 	default:
-		l.failed()
+		// An error reply of this call alone (a key of the wrong type, say)
+		// is answered by the policy too.
+		if l.settle(err) {
+			l.opt.log.Debug("sluice: acquire failed", "bucket", name, "err", err)
+		}
 		return l.fallback(b, n)
 	}
 	a, err := redisscript.AnswerOf(reply)
@@ -453,6 +451,22 @@ func (l *Limiter) now() time.Duration { return time.Since(l.start) }
 
 // answered records an answer from Redis.
 func (l *Limiter) answered() { l.brk.success(l.now) }
+
+// settle records on the breaker what a call's error says about Redis, and
+// reports whether Redis answered. It is the one home of the rule: no
+// error, or an error reply about this call alone (a key of the wrong type,
+// a script error), means Redis answered, which ends a streak of failures;
+// a timeout, a network error or a server that says it cannot serve
+// (unavailable) is a failure. Every call that runs a script goes through
+// it.
+func (l *Limiter) settle(err error) bool {
+	if err == nil || !unavailable(err) {
+		l.answered()
+		return true
+	}
+	l.failed()
+	return false
+}
 
 // failed records a call that Redis did not answer; a breaker that became
 // suspect gets its confirming probe.

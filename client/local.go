@@ -8,11 +8,35 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/tokens"
 )
 
-// learned is a bucket config as the acquire script reported it.
+// learned is a bucket config as the acquire script reported it, with its
+// shadow mode: a bucket in shadow mode is never refused by FailLocal
+// either.
 type learned struct {
 	capacity, permitsMicro, period int64
+	shadow                         bool
+}
+
+// learnedOf is the config of answer a. Shadow mode is in a protocol 2
+// answer of the acquire script; other answers tell it only by their code
+// (would deny: in shadow mode; denied: not), else prev's holds.
+func learnedOf(a redisscript.Answer, prev *learned) *learned {
+	c := &learned{capacity: a.Capacity, permitsMicro: a.PermitsMicro, period: a.PeriodSeconds}
+	switch {
+	case a.HasShadow:
+		c.shadow = a.Shadow
+	case a.Code == redisscript.WouldDeny:
+		c.shadow = true
+	case a.Code == redisscript.Denied:
+	case prev != nil:
+		c.shadow = prev.shadow
+	}
+	if prev != nil && *prev == *c {
+		return prev
+	}
+	return c
 }
 
 // bucket is what a Limiter keeps per bucket name: the key, the last config
@@ -32,7 +56,7 @@ type bucket struct {
 
 	mu     sync.Mutex
 	tokens float64 // local tokens
-	last   int64   // ns since the Limiter started up to which tokens are filled
+	last   int64   // µs since the Limiter started up to which tokens are filled
 
 	waiters waitQueue
 }
@@ -40,9 +64,8 @@ type bucket struct {
 // learn records the config of a Redis answer; an answer with tokens ends
 // a loss of the bucket's state.
 func (b *bucket) learn(l *Limiter, name string, a redisscript.Answer) {
-	if c := b.cfg.Load(); c == nil || c.capacity != a.Capacity || c.permitsMicro != a.PermitsMicro ||
-		c.period != a.PeriodSeconds {
-		b.cfg.Store(&learned{capacity: a.Capacity, permitsMicro: a.PermitsMicro, period: a.PeriodSeconds})
+	if c := b.cfg.Load(); learnedOf(a, c) != c {
+		b.cfg.Store(learnedOf(a, c))
 	}
 	now := int64(l.now())
 	// One store per millisecond at most: the field is shared by every caller.
@@ -170,7 +193,9 @@ func (l *Limiter) fallback(b *bucket, n int64) (Result, error) {
 // holds are left to Redis. (A bucket restarted from Redis's last reported
 // count at each outage would grant that count once more at every outage.)
 // A bucket whose config this process never saw is refused: there is no
-// safe rate to guess.
+// safe rate to guess. The arithmetic is the Go core's (package tokens),
+// the scripts' own; a bucket in shadow mode is never refused: where it
+// would be, the answer is a would-deny, as Redis gives.
 func (b *bucket) local(l *Limiter, n int64) (Result, error) {
 	cfg := b.cfg.Load()
 	if cfg == nil {
@@ -179,56 +204,45 @@ func (b *bucket) local(l *Limiter, n int64) (Result, error) {
 	if n > cfg.capacity {
 		return Result{Limit: cfg.capacity, Fallback: true}, ErrExceedsCapacity
 	}
-	inst := float64(l.opt.instances)
-	capacity := math.Max(1, math.Floor(float64(cfg.capacity)/inst))
-	// tokens per nanosecond
-	rate := float64(cfg.permitsMicro) / (float64(cfg.period) * 1e15) / inst
-	now := int64(l.now())
+	share := localShare(cfg, l.opt.instances)
+	now := int64(l.now() / time.Microsecond)
 	// The start of the span the local bucket answers in, if it does now.
 	from := int64(-1)
 	if since, ok := l.brk.fallbackSince(); ok {
-		from = int64(since)
+		from = int64(since / time.Microsecond)
 	}
-	if at := b.lostAt.Load(); at != 0 && (from < 0 || at-1 < from) {
-		from = at - 1
+	if at := b.lostAt.Load(); at != 0 && (from < 0 || (at-1)/1000 < from) {
+		from = (at - 1) / 1000
 	}
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if from >= 0 {
-		if from = max(from, b.last); now > from {
-			b.tokens = math.Min(b.tokens+float64(now-from)*rate, capacity)
-		}
+		b.tokens, _ = share.Refill(b.tokens, max(from, b.last), now)
 		b.last = max(b.last, now)
 	}
-	b.tokens = math.Min(b.tokens, capacity) // the capacity may have shrunk
-	res := Result{Limit: int64(capacity), Fallback: true}
-	if float64(n) > capacity {
+	b.tokens = math.Min(b.tokens, float64(share.Capacity)) // the capacity may have shrunk
+	if n > share.Capacity {
 		// Grantable in Redis but not by this instance's share.
-		res.RetryAfter = l.opt.probe
-		res.Remaining = int64(b.tokens)
+		res := Result{Limit: share.Capacity, Fallback: true, RetryAfter: l.opt.probe,
+			Remaining: int64(math.Max(b.tokens, 0))}
+		if cfg.shadow {
+			res.Allowed, res.WouldDeny = true, true
+		}
 		return res, nil
 	}
-	if b.tokens >= float64(n) {
-		b.tokens -= float64(n)
-		res.Allowed = true
-	} else {
-		res.RetryAfter = ceilDuration((float64(n) - b.tokens) / rate)
-	}
-	res.Remaining = int64(b.tokens)
-	res.ResetAfter = ceilDuration((capacity - b.tokens) / rate)
-	return res, nil
+	left, _, a := share.Take(b.tokens, n, cfg.shadow)
+	b.tokens = left
+	return Result{Allowed: a.Code != tokens.Denied, WouldDeny: a.Code == tokens.WouldDeny, Remaining: a.Remaining,
+		RetryAfter: time.Duration(a.RetryMicros) * time.Microsecond, Limit: share.Capacity,
+		ResetAfter: time.Duration(a.ResetMicros) * time.Microsecond, Fallback: true}, nil
 }
 
-// ceilDuration converts nanoseconds to a Duration, rounding up and capping
-// at about 31 years like the script.
-func ceilDuration(ns float64) time.Duration {
-	const maxNS = 1e15 * 1e3
-	if !(ns < maxNS) {
-		return time.Duration(maxNS)
-	}
-	if ns <= 0 {
-		return 0
-	}
-	return time.Duration(math.Ceil(ns))
+// localShare is one instance's share of a bucket's limit: capacity /
+// instances (at least 1) and rate / instances (the period times instances,
+// exact).
+func localShare(cfg *learned, instances int) tokens.Limit {
+	inst := int64(max(instances, 1))
+	return tokens.Limit{Capacity: max(1, cfg.capacity/inst), PermitsMicro: cfg.permitsMicro,
+		Period: float64(cfg.period) * float64(inst)}
 }

@@ -52,15 +52,17 @@ func (l *Limiter) runScript(ctx context.Context, sha, src string, keys []string,
 	}
 	switch {
 	case err == nil:
-		l.answered()
+		l.settle(nil)
 		return reply, nil
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
-	case redis.HasErrorPrefix(err, "CROSSSLOT"):
-		return nil, ErrCrossSlot
-	case tctx.Err() != nil || unavailable(err):
+	case tctx.Err() != nil:
 		l.failed()
 		return nil, ErrUnavailable
+	case !l.settle(err):
+		return nil, ErrUnavailable
+	case redis.HasErrorPrefix(err, "CROSSSLOT"):
+		return nil, ErrCrossSlot
 	}
 	l.opt.log.Debug("sluice: script failed", "err", err)
 	return nil, errReply{err}

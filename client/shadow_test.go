@@ -104,3 +104,34 @@ func TestShadowAnswerTeachesFailLocal(t *testing.T) {
 		t.Fatalf("blind: %v, want unavailable", err)
 	}
 }
+
+// TestFailLocalHonoursShadow: FailLocal never refuses a bucket in shadow
+// mode. The limiter learns the mode from a grant (protocol 2 answers carry
+// it), and while Redis is away its local bucket, which starts empty,
+// answers would deny where it lacks tokens, as Redis does.
+func TestFailLocalHonoursShadow(t *testing.T) {
+	t.Parallel()
+	e, srv := privateRedis(t)
+	e.define(t, "trial", 2, slow, 3600, "svc")
+	e.shadow(t, "trial", 2, true)
+	ctx := context.Background()
+	local := e.limiter(t, "svc", client.WithFailurePolicy(client.FailLocal), quiet())
+	if res, err := local.Acquire(ctx, "trial", 1); err != nil || !res.Allowed || res.WouldDeny {
+		t.Fatalf("the only answer of Redis: %+v %v, want a plain grant", res, err)
+	}
+	srv.Kill()
+	waitFallback(t, local, "trial")
+	wouldDeny := 0
+	for i := range 20 {
+		res, err := local.Acquire(ctx, "trial", 1)
+		if err != nil || !res.Allowed || !res.Fallback {
+			t.Fatalf("call %d in fallback: %+v %v, want allowed by the local bucket", i, res, err)
+		}
+		if res.WouldDeny {
+			wouldDeny++
+		}
+	}
+	if wouldDeny == 0 {
+		t.Fatal("the local bucket, empty at the outage's start, reported no would-deny")
+	}
+}

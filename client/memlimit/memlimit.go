@@ -1,7 +1,10 @@
 // Package memlimit is an in-memory Sluice limiter for unit tests: the same
-// Acquire, Allow, Wait, AcquireAll, Refund and Charge as client.Limiter,
-// with the same token math, results and errors, but buckets defined in
-// the test and a clock the test can move. It implements client.Acquirer,
+// Acquire, Allow, Wait, AcquireKey, AcquireAll, Refund and Charge as
+// client.Limiter, with the same token math (the Go core the scripts'
+// arithmetic is mirrored in, internal/redisscript/tokens), results and
+// errors, keyed buckets and their overrides included, but buckets defined
+// in the test and a clock the test can move. docs/conformance.json runs
+// through it as through Redis. It implements client.Acquirer,
 // so a handler wrapped in client.Middleware can be tested without Redis:
 //
 //	clock := memlimit.NewManualClock(time.Unix(0, 0))
@@ -18,10 +21,12 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/redisscript/tokens"
 )
 
 // Clock tells the time. The zero Limiter uses the system clock.
@@ -64,7 +69,8 @@ type Bucket struct {
 	// starts full.
 	Capacity int64
 	// Permits tokens are added every Per, continuously: Permits 5 and Per
-	// time.Second is 5 per second.
+	// time.Second is 5 per second. Permits is kept in millionths, as
+	// Redis keeps it (at least 0.000001).
 	Permits float64
 	Per     time.Duration
 	// Apps are the apps allowed to take tokens; empty allows every app.
@@ -72,6 +78,25 @@ type Bucket struct {
 	// Shadow puts the bucket in shadow mode: where it would deny, it
 	// allows with Result.WouldDeny set and takes nothing.
 	Shadow bool
+	// Keyed makes it a keyed bucket: every key has its own tokens under
+	// the bucket's limit, or an override's (Override); take them with
+	// AcquireKey or a Request with a Key. As in Redis, a plain call on a
+	// keyed bucket, or a keyed call on a plain one, answers
+	// client.ErrUnknownBucket.
+	Keyed bool
+}
+
+// Override is the limit of some keys of a keyed bucket: the key Key
+// exactly, or with Prefix every key starting with Key. The most specific
+// wins: the exact override, else the longest matching prefix, else the
+// bucket's own limit. Shadow puts the keys it applies to in shadow mode.
+type Override struct {
+	Key      string
+	Prefix   bool
+	Capacity int64
+	Permits  float64
+	Per      time.Duration
+	Shadow   bool
 }
 
 // Option configures a Limiter.
@@ -80,8 +105,8 @@ type Option func(*Limiter)
 // WithClock sets the clock (default: the system clock).
 func WithClock(c Clock) Option { return func(l *Limiter) { l.clock = c } }
 
-// WithObserver calls f after every Acquire, Allow and AcquireAll request,
-// like client.WithObserver.
+// WithObserver calls f after every Acquire, Allow, AcquireKey and
+// AcquireAll request, like client.WithObserver.
 func WithObserver(f func(client.Decision)) Option { return func(l *Limiter) { l.observe = f } }
 
 // Limiter is an in-memory limiter for one app. It is safe for concurrent
@@ -95,17 +120,29 @@ type Limiter struct {
 	buckets map[string]*bucket
 }
 
+type limit struct {
+	tokens.Limit
+	shadow bool
+}
+
 type bucket struct {
 	def    Bucket
-	rate   float64 // tokens per nanosecond
-	tokens float64
-	last   time.Time
+	lim    limit
+	tokens float64 // plain bucket: tokens (negative in debt) at ts
+	ts     int64   // µs
+	// A keyed bucket: each key's full_at (µs), and the overrides.
+	keys   map[string]float64
+	exact  map[string]limit
+	prefix map[string]limit
 }
 
 var _ client.Acquirer = (*Limiter)(nil)
 
-// maxN is the largest n and capacity, as in Redis.
-const maxN = 1_000_000_000
+// maxN is the largest n and capacity, as in Redis; maxKey the longest key.
+const (
+	maxN   = 1_000_000_000
+	maxKey = 256
+)
 
 // New returns an empty Limiter that takes tokens as app.
 func New(app string, opts ...Option) *Limiter {
@@ -116,29 +153,82 @@ func New(app string, opts ...Option) *Limiter {
 	return l
 }
 
-// Define creates bucket name, full, or replaces its definition keeping its
-// tokens (clamped to the new capacity), as the sync worker does in Redis.
-func (l *Limiter) Define(name string, def Bucket) error {
+func limitOf(what string, capacity int64, permits float64, per time.Duration, shadow bool) (limit, error) {
+	pm := math.Round(permits * 1e6)
 	switch {
-	case def.Capacity < 1 || def.Capacity > maxN:
-		return fmt.Errorf("memlimit: bucket %q: capacity %d must be between 1 and 1000000000", name, def.Capacity)
-	case !(def.Permits > 0) || math.IsInf(def.Permits, 0) || def.Per <= 0:
-		return fmt.Errorf("memlimit: bucket %q: permits and per must be positive", name)
+	case capacity < 1 || capacity > maxN:
+		return limit{}, fmt.Errorf("memlimit: %s: capacity %d must be between 1 and 1000000000", what, capacity)
+	case !(pm >= 1) || pm > 1e15 || per <= 0:
+		return limit{}, fmt.Errorf("memlimit: %s: permits (at least 0.000001) and per must be positive", what)
+	}
+	return limit{tokens.Limit{Capacity: capacity, PermitsMicro: int64(pm), Period: per.Seconds()}, shadow}, nil
+}
+
+func (l *Limiter) now() int64 { return l.clock.Now().UnixMicro() }
+
+// Define creates bucket name, full, or replaces its definition keeping its
+// tokens (clamped to the new capacity; a debt is forgiven), as the sync
+// worker does in Redis. A keyed bucket keeps its keys and overrides;
+// changing Keyed makes a new bucket.
+func (l *Limiter) Define(name string, def Bucket) error {
+	lim, err := limitOf("bucket "+name, def.Capacity, def.Permits, def.Per, def.Shadow)
+	if err != nil {
+		return err
 	}
 	def.Apps = slices.Clone(def.Apps)
-	now := l.clock.Now()
+	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buckets[name]
-	if b == nil {
-		b = &bucket{tokens: float64(def.Capacity), last: now}
+	if b == nil || b.def.Keyed != def.Keyed {
+		b = &bucket{tokens: float64(def.Capacity), ts: now}
+		if def.Keyed {
+			b.keys, b.exact, b.prefix = map[string]float64{}, map[string]limit{}, map[string]limit{}
+		}
 		l.buckets[name] = b
 	} else {
-		b.refill(now)
+		b.tokens, b.ts = b.lim.Refill(b.tokens, b.ts, now)
 	}
-	b.def, b.rate = def, def.Permits/float64(def.Per)
-	b.tokens = math.Min(b.tokens, float64(def.Capacity))
+	b.def, b.lim = def, lim
+	b.tokens = math.Max(0, math.Min(b.tokens, float64(def.Capacity)))
 	return nil
+}
+
+// Override sets an override of keyed bucket name (replacing one of the
+// same key and kind).
+func (l *Limiter) Override(name string, o Override) error {
+	lim, err := limitOf("override of "+name, o.Capacity, o.Permits, o.Per, o.Shadow)
+	if err != nil {
+		return err
+	}
+	if len(o.Key) < 1 || len(o.Key) > maxKey {
+		return fmt.Errorf("memlimit: override of %s: %w", name, client.ErrInvalidKey)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[name]
+	if b == nil || !b.def.Keyed {
+		return fmt.Errorf("memlimit: override of %s: not a keyed bucket: %w", name, client.ErrUnknownBucket)
+	}
+	if o.Prefix {
+		b.prefix[o.Key] = lim
+	} else {
+		b.exact[o.Key] = lim
+	}
+	return nil
+}
+
+// DeleteOverride removes an override of keyed bucket name.
+func (l *Limiter) DeleteOverride(name, key string, prefix bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b := l.buckets[name]; b != nil && b.def.Keyed {
+		delete(b.exact, key)
+		if prefix {
+			delete(b.prefix, key)
+			return
+		}
+	}
 }
 
 // Delete removes bucket name: later calls get client.ErrUnknownBucket.
@@ -148,102 +238,97 @@ func (l *Limiter) Delete(name string) {
 	l.mu.Unlock()
 }
 
-// Tokens returns the tokens bucket name holds now (negative in debt), and
-// false for an unknown bucket.
+// Tokens returns the tokens plain bucket name holds now (negative in
+// debt), and false for an unknown or keyed bucket.
 func (l *Limiter) Tokens(name string) (float64, bool) {
-	now := l.clock.Now()
+	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buckets[name]
-	if b == nil {
+	if b == nil || b.def.Keyed {
 		return 0, false
 	}
-	b.refill(now)
+	b.tokens, b.ts = b.lim.Refill(b.tokens, b.ts, now)
 	return b.tokens, true
 }
 
-// refill brings the tokens up to now; a clock that went back adds nothing.
-func (b *bucket) refill(now time.Time) {
-	if d := now.Sub(b.last); d > 0 {
-		b.tokens = math.Min(b.tokens+float64(d)*b.rate, float64(b.def.Capacity))
-		b.last = now
-	}
+func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+func resultOf(a tokens.Answer, capacity int64) client.Result {
+	return client.Result{Allowed: a.Code != tokens.Denied, WouldDeny: a.Code == tokens.WouldDeny,
+		Remaining: a.Remaining, RetryAfter: micros(a.RetryMicros), Limit: capacity, ResetAfter: micros(a.ResetMicros)}
 }
 
-// until is how long until want more tokens are there, rounded up to a
-// microsecond like the script.
-func (b *bucket) until(want float64) time.Duration {
-	if want <= 0 {
-		return 0
-	}
-	ns := math.Ceil(want/b.rate/1e3) * 1e3
-	if ns > 1e18 {
-		return time.Duration(1e18)
-	}
-	return time.Duration(ns)
-}
-
-func (b *bucket) result(allowed bool, n int64) client.Result {
-	r := client.Result{Allowed: allowed, Remaining: int64(math.Floor(math.Max(b.tokens, 0))), Limit: b.def.Capacity,
-		ResetAfter: b.until(float64(b.def.Capacity) - b.tokens)}
-	if !allowed {
-		r.RetryAfter = b.until(float64(n) - b.tokens)
-	}
-	return r
-}
-
-// lookup returns the refilled bucket name for the Limiter's app, or the
-// error of a call that can never succeed. l.mu must be held.
-func (l *Limiter) lookup(name string, n int64, now time.Time) (*bucket, error) {
+// lookup returns bucket name for the Limiter's app, or the error of a call
+// that can never succeed, with the capacity the client reports with it. l.mu
+// must be held.
+func (l *Limiter) lookup(name string, keyed bool, n int64) (*bucket, int64, error) {
 	if n < 1 || n > maxN {
-		return nil, client.ErrInvalidN
+		return nil, 0, client.ErrInvalidN
 	}
 	b := l.buckets[name]
-	if b == nil {
-		return nil, client.ErrUnknownBucket
+	if b == nil || b.def.Keyed != keyed {
+		return nil, 0, client.ErrUnknownBucket
 	}
 	if len(b.def.Apps) > 0 && !slices.Contains(b.def.Apps, l.app) {
-		return nil, client.ErrAppNotAllowed
+		return nil, b.def.Capacity, client.ErrAppNotAllowed
 	}
-	b.refill(now)
-	return b, nil
+	return b, 0, nil
+}
+
+// keyLimit is the limit of key: the exact override, else the longest
+// matching prefix override, else the bucket's. Shadow mode: the bucket's
+// covers every key, an override's its keys.
+func (b *bucket) keyLimit(key string) limit {
+	lim, ok := b.exact[key]
+	if !ok {
+		best := -1
+		for p, pl := range b.prefix {
+			if len(p) > best && strings.HasPrefix(key, p) {
+				lim, ok, best = pl, true, len(p)
+			}
+		}
+	}
+	if !ok {
+		return b.lim
+	}
+	lim.shadow = lim.shadow || b.lim.shadow
+	return lim
 }
 
 // Acquire takes n tokens from bucket, with client.Limiter's results and
 // errors.
 func (l *Limiter) Acquire(ctx context.Context, bucket string, n int64) (client.Result, error) {
-	res, err := l.acquire(ctx, bucket, n)
+	res, err := l.one(ctx, bucket, "", false, n)
 	if l.observe != nil {
 		l.observe(client.Decision{Bucket: bucket, N: n, Result: res, Err: err})
 	}
 	return res, err
 }
 
-func (l *Limiter) acquire(ctx context.Context, name string, n int64) (client.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return client.Result{}, err
+// AcquireKey takes n tokens for key from keyed bucket bucket, with
+// client.Limiter.AcquireKey's results and errors.
+func (l *Limiter) AcquireKey(ctx context.Context, bucket, key string, n int64) (client.Result, error) {
+	res, err := l.one(ctx, bucket, key, true, n)
+	if l.observe != nil {
+		l.observe(client.Decision{Bucket: bucket, Key: key, N: n, Result: res, Err: err})
 	}
-	now := l.clock.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, err := l.lookup(name, n, now)
-	if err != nil {
-		var res client.Result
-		if b != nil {
-			res.Limit = b.def.Capacity
-		}
-		return res, err
-	}
-	if n > b.def.Capacity {
-		return client.Result{Limit: b.def.Capacity}, client.ErrExceedsCapacity
-	}
-	if b.tokens >= float64(n) {
-		b.tokens -= float64(n)
-		return b.result(true, n), nil
-	}
-	res := b.result(false, n)
-	res.Allowed, res.WouldDeny = b.def.Shadow, b.def.Shadow
-	return res, nil
+	return res, err
+}
+
+// one answers a single request: a set of one, without the set's wrapping
+// of errors.
+func (l *Limiter) one(ctx context.Context, name, key string, keyed bool, n int64) (client.Result, error) {
+	res, _, err := l.acquireAll(ctx, []request{{Bucket: name, Key: key, N: n, keyed: keyed}})
+	return res.Each[0], err
+}
+
+// request is a client.Request that says whether it is keyed: AcquireKey
+// with key "" is an invalid key, not a plain request.
+type request struct {
+	Bucket, Key string
+	N           int64
+	keyed       bool
 }
 
 // Allow takes one token from bucket and reports whether it was granted.
@@ -260,12 +345,20 @@ func (l *Limiter) Wait(ctx context.Context, bucket string, n int64) error {
 }
 
 // AcquireAll takes the tokens of every request, or none, like
-// client.Limiter.AcquireAll.
+// client.Limiter.AcquireAll: a request with a Key takes from that key of
+// a keyed bucket.
 func (l *Limiter) AcquireAll(ctx context.Context, reqs []client.Request) (client.Results, error) {
-	res, err := l.acquireAll(ctx, reqs)
+	rs := make([]request, len(reqs))
+	for i, r := range reqs {
+		rs[i] = request{Bucket: r.Bucket, Key: r.Key, N: r.N, keyed: r.Key != ""}
+	}
+	res, failed, err := l.acquireAll(ctx, rs)
+	if err != nil && failed >= 0 {
+		err = fmt.Errorf("memlimit: request %d (bucket %q): %w", failed, reqs[failed].Bucket, err)
+	}
 	if l.observe != nil {
 		for i, r := range reqs {
-			d := client.Decision{Bucket: r.Bucket, N: r.N, Err: err}
+			d := client.Decision{Bucket: r.Bucket, Key: r.Key, N: r.N, Err: err}
 			if i < len(res.Each) {
 				d.Result = res.Each[i]
 			}
@@ -275,94 +368,132 @@ func (l *Limiter) AcquireAll(ctx context.Context, reqs []client.Request) (client
 	return res, err
 }
 
-func (l *Limiter) acquireAll(ctx context.Context, reqs []client.Request) (client.Results, error) {
+// state is one bucket, or one key of a keyed bucket, during a set.
+type state struct {
+	lim    limit
+	tokens float64 // plain
+	ts     int64   // plain
+	fullAt float64 // keyed
+	want   int64   // what the set asks of it so far
+	took   bool
+}
+
+// acquireAll answers a set as the acquire-all script does: every request
+// as if the earlier ones were taken, an error beating a denial, then all
+// or nothing. failed is the index of the request whose error is returned,
+// or -1.
+func (l *Limiter) acquireAll(ctx context.Context, reqs []request) (client.Results, int, error) {
 	if len(reqs) == 0 || len(reqs) > client.MaxRequests {
-		return client.Results{}, fmt.Errorf("memlimit: %d requests: %w", len(reqs), client.ErrInvalidN)
+		return client.Results{Each: make([]client.Result, 1)}, -1,
+			fmt.Errorf("memlimit: %d requests: %w", len(reqs), client.ErrInvalidN)
 	}
+	res := client.Results{Allowed: true, Each: make([]client.Result, len(reqs))}
 	if err := ctx.Err(); err != nil {
-		return client.Results{}, err
+		return res, -1, err
 	}
-	now := l.clock.Now()
+	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	// Answer every request as if the earlier ones were taken, as the
-	// script does, then take all or nothing.
-	want := map[*bucket]float64{}
-	left := map[*bucket]float64{}
-	res := client.Results{Allowed: true, Each: make([]client.Result, len(reqs))}
-	for i, r := range reqs {
-		b, err := l.lookup(r.Bucket, r.N, now)
-		if err == nil && want[b]+float64(r.N) > float64(b.def.Capacity) {
-			err = client.ErrExceedsCapacity
-		}
-		if err != nil {
-			return client.Results{}, fmt.Errorf("memlimit: request %d (bucket %q): %w", i, r.Bucket, err)
-		}
-		want[b] += float64(r.N)
-		tokens, seen := left[b]
-		if !seen {
-			tokens = b.tokens
-		}
-		n := float64(r.N)
-		e := client.Result{Limit: b.def.Capacity}
-		if math.Max(tokens, 0) >= n {
-			tokens -= n
-		} else {
-			e.RetryAfter = b.until(n - tokens)
-			e.WouldDeny = b.def.Shadow
-			res.Allowed = res.Allowed && b.def.Shadow
-		}
-		left[b] = tokens
-		e.Remaining = int64(math.Floor(math.Max(tokens, 0)))
-		e.ResetAfter = b.until(float64(b.def.Capacity) - tokens)
-		res.Each[i] = e
+	type id struct {
+		name, key string
+		keyed     bool
 	}
-	for _, e := range res.Each {
+	states := map[id]*state{}
+	var order []id
+	for i, r := range reqs {
+		key, plain := r.Key, !r.keyed
+		if r.N >= 1 && r.N <= maxN && r.keyed && (len(key) < 1 || len(key) > maxKey) {
+			return res, i, client.ErrInvalidKey
+		}
+		b, capacity, err := l.lookup(r.Bucket, r.keyed, r.N)
+		if err != nil {
+			res.Each[i].Limit = capacity
+			return res, i, err
+		}
+		at := id{r.Bucket, key, r.keyed}
+		s := states[at]
+		if s == nil {
+			s = &state{}
+			if plain {
+				s.lim = b.lim
+				s.tokens, s.ts = b.lim.Refill(b.tokens, b.ts, now)
+			} else {
+				s.lim = b.keyLimit(key)
+				fa, ok := b.keys[key]
+				s.fullAt = s.lim.KeyFullAt(fa, ok, now)
+			}
+			states[at] = s
+			order = append(order, at)
+		}
+		// Alone or with the earlier requests of this bucket or key, more
+		// than it ever holds.
+		if s.want+r.N > s.lim.Capacity {
+			res.Each[i].Limit = s.lim.Capacity
+			return res, i, client.ErrExceedsCapacity
+		}
+		s.want += r.N
+		var a tokens.Answer
+		var ok bool
+		if plain {
+			s.tokens, ok, a = s.lim.Take(s.tokens, r.N, s.lim.shadow)
+		} else {
+			s.fullAt, ok, a = s.lim.KeyTake(s.fullAt, r.N, now, s.lim.shadow)
+		}
+		s.took = s.took || ok
+		res.Each[i] = resultOf(a, s.lim.Capacity)
+		if a.Code == tokens.Denied {
+			res.Allowed = false
+		}
+	}
+	for i := range res.Each {
+		e := &res.Each[i]
+		e.Allowed = res.Allowed
+		if res.Allowed && !e.WouldDeny {
+			e.RetryAfter = 0
+		}
 		if !res.Allowed {
 			res.RetryAfter = max(res.RetryAfter, e.RetryAfter)
 		}
 	}
-	for i := range res.Each {
-		res.Each[i].Allowed = res.Allowed
-		if res.Allowed && !res.Each[i].WouldDeny {
-			res.Each[i].RetryAfter = 0
+	if !res.Allowed {
+		return res, -1, nil
+	}
+	for _, at := range order {
+		s, b := states[at], l.buckets[at.name]
+		if !at.keyed {
+			b.tokens, b.ts = s.tokens, s.ts
+		} else if s.took {
+			b.keys[at.key] = s.fullAt
 		}
 	}
-	if res.Allowed {
-		for b, tokens := range left {
-			b.tokens = tokens
-		}
-	}
-	return res, nil
+	return res, -1, nil
 }
 
 // Refund gives n tokens back to bucket, never above capacity.
 func (l *Limiter) Refund(ctx context.Context, bucket string, n int64) (client.Adjustment, error) {
-	return l.adjust(ctx, bucket, n)
+	return l.adjust(ctx, bucket, n, n)
 }
 
 // Charge takes n tokens from bucket after the fact; the bucket may go into
 // debt, never deeper than its capacity.
 func (l *Limiter) Charge(ctx context.Context, bucket string, n int64) (client.Adjustment, error) {
-	return l.adjust(ctx, bucket, -n)
+	return l.adjust(ctx, bucket, n, -n)
 }
 
-func (l *Limiter) adjust(ctx context.Context, name string, delta int64) (client.Adjustment, error) {
+func (l *Limiter) adjust(ctx context.Context, name string, n, delta int64) (client.Adjustment, error) {
 	if err := ctx.Err(); err != nil {
 		return client.Adjustment{}, err
 	}
-	now := l.clock.Now()
+	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b, err := l.lookup(name, max(delta, -delta), now)
+	b, capacity, err := l.lookup(name, false, n)
 	if err != nil {
-		return client.Adjustment{}, err
+		return client.Adjustment{Limit: capacity}, err
 	}
-	capacity := float64(b.def.Capacity)
-	before := b.tokens
-	b.tokens = math.Max(-capacity, math.Min(capacity, b.tokens+float64(delta)))
-	return client.Adjustment{
-		Applied: int64(math.Floor(math.Abs(b.tokens-before) + 0.5)), Remaining: int64(math.Floor(b.tokens)),
-		Limit: b.def.Capacity, ResetAfter: b.until(capacity - b.tokens),
-	}, nil
+	b.tokens, b.ts = b.lim.Refill(b.tokens, b.ts, now)
+	var applied int64
+	b.tokens, applied = b.lim.Adjust(b.tokens, delta)
+	return client.Adjustment{Applied: applied, Remaining: int64(math.Floor(b.tokens)), Limit: b.def.Capacity,
+		ResetAfter: micros(b.lim.Until(float64(b.def.Capacity) - b.tokens))}, nil
 }

@@ -3,6 +3,7 @@ package memlimit_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -262,5 +263,84 @@ func TestWithObserver(t *testing.T) {
 	}
 	if d := seen[2]; d.Bucket != "nope" || d.Err == nil {
 		t.Errorf("third decision %+v; want the unknown bucket's error", d)
+	}
+}
+
+// TestKeysOverridesAndUnknownBuckets: memlimit answers keyed requests as
+// the Redis client does: each key has its own tokens, the most specific
+// override sets a key's limit, and a keyed request on a plain bucket (or a
+// plain one on a keyed bucket) is an unknown bucket.
+func TestKeysOverridesAndUnknownBuckets(t *testing.T) {
+	clock := memlimit.NewManualClock(time.Unix(0, 0))
+	l := memlimit.New("svc", memlimit.WithClock(clock))
+	if err := l.Define("per-user", memlimit.Bucket{Capacity: 1, Permits: 1, Per: time.Hour, Keyed: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Define("global", memlimit.Bucket{Capacity: 10, Permits: 1, Per: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, key := range []string{"alice", "bob"} {
+		res, err := l.AcquireAll(ctx, []client.Request{{Bucket: "per-user", Key: key, N: 1}, {Bucket: "global", N: 1}})
+		if err != nil || !res.Allowed {
+			t.Fatalf("%s: %+v %v, want allowed (a key of its own)", key, res, err)
+		}
+	}
+	if res, err := l.AcquireKey(ctx, "per-user", "alice", 1); err != nil || res.Allowed || res.RetryAfter != time.Hour {
+		t.Fatalf("alice again: %+v %v, want denied for an hour", res, err)
+	}
+	if err := l.Override("per-user", memlimit.Override{Key: "vip:", Prefix: true, Capacity: 3, Permits: 1, Per: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Override("per-user", memlimit.Override{Key: "vip:carol", Capacity: 2, Permits: 1, Per: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.AcquireKey(ctx, "per-user", "vip:dave", 3); err != nil || !res.Allowed || res.Limit != 3 {
+		t.Fatalf("prefix override: %+v %v", res, err)
+	}
+	if _, err := l.AcquireKey(ctx, "per-user", "vip:carol", 3); !errors.Is(err, client.ErrExceedsCapacity) {
+		t.Fatalf("the exact override beats the prefix: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		req  client.Request
+		want error
+	}{
+		{"keyed request on a plain bucket", client.Request{Bucket: "global", Key: "alice", N: 1}, client.ErrUnknownBucket},
+		{"plain request on a keyed bucket", client.Request{Bucket: "per-user", N: 1}, client.ErrUnknownBucket},
+		{"unknown bucket", client.Request{Bucket: "nope", Key: "alice", N: 1}, client.ErrUnknownBucket},
+		{"key too long", client.Request{Bucket: "per-user", Key: strings.Repeat("k", 257), N: 1}, client.ErrInvalidKey},
+	} {
+		if _, err := l.AcquireAll(ctx, []client.Request{tc.req}); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if _, err := l.Acquire(ctx, "per-user", 1); !errors.Is(err, client.ErrUnknownBucket) {
+		t.Errorf("Acquire on a keyed bucket: %v", err)
+	}
+	if _, err := l.AcquireKey(ctx, "per-user", "", 1); !errors.Is(err, client.ErrInvalidKey) {
+		t.Errorf("empty key: %v", err)
+	}
+}
+
+// TestDebtWait: a bucket in debt answers the wait for its debt and then n,
+// as the scripts do (docs/protocol.md, "Debt").
+func TestDebtWait(t *testing.T) {
+	clock := memlimit.NewManualClock(time.Unix(0, 0))
+	l := memlimit.New("svc", memlimit.WithClock(clock))
+	if err := l.Define("b", memlimit.Bucket{Capacity: 10, Permits: 1, Per: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if a, err := l.Charge(ctx, "b", 15); err != nil || a.Remaining != -5 {
+		t.Fatalf("charge: %+v %v", a, err)
+	}
+	if res, err := l.Acquire(ctx, "b", 1); err != nil || res.Allowed || res.RetryAfter != 12*time.Second ||
+		res.Remaining != 0 || res.ResetAfter != 30*time.Second {
+		t.Fatalf("in debt: %+v %v, want denied, retry 12 s, reset 30 s", res, err)
+	}
+	res, err := l.AcquireAll(ctx, []client.Request{{Bucket: "b", N: 1}})
+	if err != nil || res.Allowed || res.RetryAfter != 12*time.Second {
+		t.Fatalf("in debt, a set: %+v %v, want retry 12 s", res, err)
 	}
 }

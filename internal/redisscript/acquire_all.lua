@@ -1,3 +1,223 @@
+-- Sluice token core, shared by every script that takes or returns tokens
+-- (docs/protocol.md, "The Lua core"). Lua has no include: the scripts are
+-- this file followed by their own part. The only clock is Redis TIME, in
+-- microseconds. Numbers are written with string.format, never tostring,
+-- which loses precision.
+local MAX_N = 1000000000
+local MAX_US = 1000000000000000 -- durations are capped at 1e15 us (about 31 years)
+
+-- count parses a plain decimal integer 0..1e9: no sign, exponent,
+-- fraction, spaces or leading zero. Anything else is nil.
+local function count(s)
+  if type(s) ~= 'string' or #s > 10 then return nil end
+  if s == '0' then return 0 end
+  if not string.find(s, '^[1-9][0-9]*$') then return nil end
+  local v = tonumber(s)
+  if v > MAX_N then return nil end
+  return v
+end
+
+-- limit_of checks a stored limit: capacity, permits in millionths (permits
+-- has at most 6 decimals, so this is exact) and period, or nil.
+local function limit_of(c, p, d)
+  local capacity, permits, period = tonumber(c), tonumber(p), tonumber(d)
+  if not capacity or not permits or not period or capacity < 1 or permits <= 0 or period < 1 then
+    return nil
+  end
+  return capacity, math.floor(permits * 1000000 + 0.5), period
+end
+
+-- app_ok is the exact match of app in ",a,b,"; an app containing a comma
+-- could straddle two entries, so it never matches.
+local function app_ok(app, apps)
+  return type(app) == 'string' and app ~= '' and apps ~= nil and apps ~= false
+    and not string.find(app, ',', 1, true) and string.find(apps, ',' .. app .. ',', 1, true) ~= nil
+end
+
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- refill returns the tokens and ts of a bucket that held tokens at ts, at
+-- now: no state is a full bucket; a clock that went backwards adds
+-- nothing and ts never moves back; never above capacity. A debt (negative
+-- tokens) is kept: it refills like any count.
+local function refill(tokens, ts, now, capacity, pm, period)
+  tokens, ts = tonumber(tokens), tonumber(ts)
+  if not tokens or not ts then return capacity, now end
+  if now > ts then
+    tokens = tokens + (now - ts) * pm / (period * 1000000000000)
+    ts = now
+  end
+  if tokens > capacity then tokens = capacity end
+  return tokens, ts
+end
+
+-- us rounds a duration up to whole microseconds, 0..MAX_US.
+local function us(x)
+  if x <= 0 then return 0 end
+  x = math.ceil(x)
+  if x > MAX_US then return MAX_US end
+  return x
+end
+
+-- per_token is the time in microseconds one token takes to refill.
+local function per_token(pm, period)
+  return period * 1000000000000 / pm
+end
+
+-- until_us is the time until the bucket gains want tokens at this rate.
+local function until_us(want, pm, period)
+  if want <= 0 then return 0 end
+  return us(want * period * 1000000000000 / pm)
+end
+
+-- take answers a request of n tokens from a bucket holding tokens: the
+-- tokens left (nil when nothing is taken) and the seven integers {code,
+-- remaining, retry_us, reset_us, capacity, permits_micro, period}. Granted
+-- when tokens >= n. Otherwise nothing is taken and the code is 0 denied,
+-- or 2 would deny for a bucket in shadow mode; retry_us is the wait until
+-- the bucket holds n, from its actual count: a bucket in debt waits for
+-- the debt and then n (docs/protocol.md, "Debt"). remaining is never
+-- below 0.
+local function take(tokens, n, capacity, pm, period, shadow)
+  if tokens >= n then
+    local left = tokens - n
+    return left, {1, math.floor(left), 0, until_us(capacity - left, pm, period), capacity, pm, period}
+  end
+  local code = 0
+  if shadow then code = 2 end
+  local rem = math.floor(tokens)
+  if rem < 0 then rem = 0 end
+  return nil, {code, rem, until_us(n - tokens, pm, period), until_us(capacity - tokens, pm, period), capacity, pm,
+    period}
+end
+
+-- put writes a bucket's tokens and ts: a whole count prints the same with
+-- '%d' as with '%.17g', and faster.
+local function put(key, tokens, ts)
+  local fmt = '%.17g'
+  if math.floor(tokens) == tokens then fmt = '%d' end
+  redis.call('HSET', key, 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
+end
+
+-- The keyed part of the core: the key and override rules (docs/protocol.md,
+-- "Keyed buckets"), shared by the keyed acquire and acquire-all scripts.
+local MAX_KEY = 256
+
+-- key_refusal answers a key and state pair that cannot be served: nil when
+-- they are fine, else the code invalid key (-5). The state must be one of
+-- this group's: the group key followed by 16 hex digits. Which group and
+-- digits a key has is the caller's computation: checking it here with
+-- SHA-1 costs a quarter of the call.
+local function key_refusal(base, state, key)
+  if type(key) ~= 'string' or #key < 1 or #key > MAX_KEY then return -5 end
+  if type(base) ~= 'string' or type(state) ~= 'string' or string.byte(base, -1) ~= 125
+      or #state ~= #base + 16 or string.find(state, base, 1, true) ~= 1
+      or not string.find(state, '^[0-9a-f]+$', #base + 1) then
+    return -5
+  end
+  return nil
+end
+
+-- The fields of a group hash every keyed decision reads, in this order;
+-- the key's exact override 'e:<key>' follows them.
+local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow'}
+
+-- override parses an override value "<id> <version> <capacity> <permits>
+-- <period>", followed by " s" in shadow mode, into its limit (capacity,
+-- permits in millionths, period, shadow); a tombstone, or anything else,
+-- is nil.
+local function override(v)
+  if not v then return nil end
+  local c, p, d, s = string.match(v, '^%d+ %d+ (%d+) ([%d.]+) (%d+)( ?s?)$')
+  if not c or (s ~= '' and s ~= ' s') then return nil end
+  local capacity, pm, period = limit_of(c, p, d)
+  if not capacity then return nil end
+  return capacity, pm, period, s == ' s'
+end
+
+-- key_limit decides the limit of key in the group hash base whose fields
+-- f are GROUP_FIELDS and whose exact override is exact: it returns a
+-- refusal code (-1 unknown bucket, -2 app not allowed, with the bucket's
+-- limit) or 0, then capacity, permits in millionths, period, shadow and the
+-- source (0 the bucket's limit, 1 the exact override, 2 the longest
+-- matching prefix override; lens lists the prefix lengths, longest first).
+-- Shadow mode: the bucket's covers every key, an override's its keys.
+local function key_limit(base, key, app, f, exact)
+  local capacity, pm, period = limit_of(f[1], f[2], f[3])
+  if not capacity or not f[5] then return -1, 0, 0, 0 end
+  if not app_ok(app, f[4]) then return -2, capacity, pm, period end
+  local shadow = f[7] == '1'
+  local oc, opm, od, osh = override(exact)
+  local src = 1
+  if not oc and f[6] and f[6] ~= '' then
+    local fields = {}
+    for l in string.gmatch(f[6], '%d+') do
+      local len = tonumber(l)
+      if len <= #key then fields[#fields + 1] = 'p:' .. string.sub(key, 1, len) end
+    end
+    if #fields > 0 then
+      local vals = redis.call('HMGET', base, unpack(fields))
+      for j = 1, #fields do
+        oc, opm, od, osh = override(vals[j])
+        if oc then break end
+      end
+    end
+    src = 2
+  end
+  if not oc then return 0, capacity, pm, period, shadow, 0 end
+  return 0, oc, opm, od, shadow or osh, src
+end
+
+-- key_full_at reads a key's state "<id> <full_at>": the time in
+-- microseconds at which the key's bucket is full again. A missing state,
+-- another incarnation's (id) or a full_at in the past is a full bucket
+-- (now); a key can owe no more than it holds (now + a full bucket).
+local function key_full_at(sv, id, now, capacity, pm, period)
+  local full_at = now
+  if sv then
+    local sid, sfa = string.match(sv, '^(%d+) ([0-9.e+]+)$')
+    if sid == id and tonumber(sfa) then full_at = tonumber(sfa) end
+  end
+  local full = capacity * per_token(pm, period)
+  if full_at > now + full then full_at = now + full end
+  if full_at < now then full_at = now end
+  return full_at
+end
+
+-- key_take answers a request of n tokens of a key whose bucket is full at
+-- full_at: the new full_at (nil when nothing is taken) and the seven
+-- integers of take. A billionth of a token is the tolerance for the
+-- rounding of full_at (a double).
+local function key_take(full_at, n, now, capacity, pm, period, shadow)
+  local per = per_token(pm, period)
+  local tokens = capacity - (full_at - now) / per
+  if tokens < 0 then tokens = 0 end
+  if tokens + 0.000000001 >= n then
+    full_at = full_at + n * per
+    tokens = tokens - n
+    if tokens < 0 then tokens = 0 end
+    return full_at, {1, math.floor(tokens), 0, us(full_at - now), capacity, pm, period}
+  end
+  local code = 0
+  if shadow then code = 2 end
+  return nil, {code, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period}
+end
+
+-- key_put writes a key's state; it expires when the key's bucket is full
+-- again (in milliseconds, at least 1, capped like every duration: '%d' of
+-- a larger double is undefined).
+local function key_put(state, id, full_at, now)
+  local ttl = math.ceil((full_at - now) / 1000)
+  if ttl < 1 then ttl = 1 end
+  if ttl > MAX_US / 1000 then ttl = MAX_US / 1000 end
+  local v = id .. ' ' .. string.format('%.17g', full_at)
+  redis.call('SET', state, v, 'PX', string.format('%d', ttl))
+  return v
+end
+
 -- Sluice acquire-all: take tokens from several buckets for app ARGV[1] in
 -- one atomic call: either every entry is granted, or nothing is written.
 -- ARGV[2] is the number of entries m (1..32); entry i is the three
@@ -7,21 +227,15 @@
 -- keyed bucket, two KEYS elements (the key group's hash and the key's
 -- state, as for the keyed acquire script), and its key argument is the
 -- caller's key. The answer is {overall, then seven integers per entry in
--- the acquire script's layout} (docs/protocol.md). A bucket (or an
--- override) in shadow mode never refuses: an entry it would deny answers 2
--- and takes nothing.
-local MAX_N = 1000000000
+-- the acquire script's layout}; a malformed call as a whole answers the
+-- one-element array {-4} (docs/protocol.md). A bucket (or an override) in
+-- shadow mode never refuses: an entry it would deny answers 2 and takes
+-- nothing.
 local MAX_ENTRIES = 32
-local MAX_KEY = 256
-local MAX_US = 1000000000000000
 local INVALID = {-4, 0, 0, 0, 0, 0, 0}
 
-local m = ARGV[2]
-if type(m) ~= 'string' or #m > 2 or not string.find(m, '^[1-9][0-9]*$') then
-  return {-4}
-end
-m = tonumber(m)
-if m > MAX_ENTRIES or #ARGV ~= 2 + 3 * m then
+local m = count(ARGV[2])
+if not m or m < 1 or m > MAX_ENTRIES or #ARGV ~= 2 + 3 * m then
   return {-4}
 end
 -- Entry i's first key is KEYS[first[i]].
@@ -35,9 +249,7 @@ if #KEYS ~= nkeys then
   return {-4}
 end
 local app = ARGV[1]
-local app_ok = type(app) == 'string' and app ~= '' and not string.find(app, ',', 1, true)
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = now_us()
 
 -- One state per distinct key (a bucket hash, or a key's state), so that an
 -- entry naming a bucket or key twice sees what the earlier entry took.
@@ -52,163 +264,76 @@ local function worse(code)
   if overall >= 0 and (code < 0 or code < overall) then overall = code end
 end
 
-local function us(x)
-  if x <= 0 then return 0 end
-  x = math.ceil(x)
-  if x > MAX_US then return MAX_US end
-  return x
-end
-
 -- plain answers an entry of n tokens from the bucket hash key.
 local function plain(key, n)
   local s = state[key]
   if not s then
     local f = redis.call('HMGET', key, 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'shadow')
-    s = {capacity = tonumber(f[1]), permits = tonumber(f[2]), period = tonumber(f[3]), apps = f[4],
-      want = 0, shadow = f[7] == '1'}
-    if s.capacity and s.permits and s.period and s.capacity >= 1 and s.permits > 0 and s.period >= 1 then
-      s.pm = math.floor(s.permits * 1000000 + 0.5)
-      local tokens, ts = tonumber(f[5]), tonumber(f[6])
-      if not tokens or not ts then tokens, ts = s.capacity, now end
-      if now > ts then
-        tokens = tokens + (now - ts) * s.pm / (s.period * 1000000000000)
-        ts = now
-      end
-      if tokens > s.capacity then tokens = s.capacity end
-      s.tokens, s.ts = tokens, ts
+    s = {want = 0}
+    s.capacity, s.pm, s.period = limit_of(f[1], f[2], f[3])
+    if not s.capacity then
+      s.fail = {-1, 0, 0, 0, 0, 0, 0}
+    elseif not app_ok(app, f[4]) then
+      s.fail = {-2, 0, 0, 0, s.capacity, s.pm, s.period}
+    else
+      s.tokens, s.ts = refill(f[5], f[6], now, s.capacity, s.pm, s.period)
+      s.shadow = f[7] == '1'
     end
     state[key] = s
     order[#order + 1] = key
   end
-  local function until_us(want)
-    if want <= 0 then return 0 end
-    return us(want * s.period * 1000000000000 / s.pm)
-  end
-  if not s.pm then
-    return {-1, 0, 0, 0, 0, 0, 0}
-  elseif not app_ok or not s.apps or not string.find(s.apps, ',' .. app .. ',', 1, true) then
-    return {-2, 0, 0, 0, s.capacity, s.pm, s.period}
-  elseif s.want + n > s.capacity then
-    -- Alone or together with the earlier entries of this bucket, more
-    -- than the bucket ever holds.
-    return {-3, 0, 0, 0, s.capacity, s.pm, s.period}
-  end
+  if s.fail then return s.fail end
+  -- Alone or together with the earlier entries of this bucket, more than
+  -- the bucket ever holds.
+  if s.want + n > s.capacity then return {-3, 0, 0, 0, s.capacity, s.pm, s.period} end
   s.want = s.want + n
-  local avail = s.tokens
-  if avail < 0 then avail = 0 end -- in debt: nothing to take
-  if avail >= n then
-    s.tokens = s.tokens - n
-    return {1, math.floor(s.tokens), 0, until_us(s.capacity - s.tokens), s.capacity, s.pm, s.period}
-  end
-  -- A bucket in shadow mode never refuses: it answers 2 (would deny),
-  -- takes nothing, and does not hold back the set.
-  local code = 0
-  if s.shadow then code = 2 end
-  return {code, math.floor(avail), until_us(n - s.tokens), until_us(s.capacity - s.tokens), s.capacity, s.pm,
-    s.period}
-end
-
--- An override is "<id> <version> <capacity> <permits> <period>", followed
--- by " s" when it is in shadow mode; a tombstone matches nothing.
-local function limit(v)
-  if not v then return nil end
-  local c, p, d, sh = string.match(v, '^%d+ %d+ (%d+) ([%d.]+) (%d+)( ?s?)$')
-  if not c or (sh ~= '' and sh ~= ' s') then return nil end
-  return tonumber(c), tonumber(p), tonumber(d), sh == ' s'
+  local left, a = take(s.tokens, n, s.capacity, s.pm, s.period, s.shadow)
+  if left then s.tokens = left end
+  return a
 end
 
 -- keyed answers an entry of n tokens for key, whose group hash is base and
 -- whose state is skey, with the keyed acquire script's rules (its eighth
 -- field, the source of the limit, is left out).
 local function keyed(base, skey, key, n)
-  if type(key) ~= 'string' or #key < 1 or #key > MAX_KEY then
-    return {-5, 0, 0, 0, 0, 0, 0}
-  end
-  if type(base) ~= 'string' or type(skey) ~= 'string' or string.byte(base, -1) ~= 125
-      or #skey ~= #base + 16 or string.find(skey, base, 1, true) ~= 1
-      or not string.find(skey, '^[0-9a-f]+$', #base + 1) then
-    return {-5, 0, 0, 0, 0, 0, 0}
-  end
+  if key_refusal(base, skey, key) then return {-5, 0, 0, 0, 0, 0, 0} end
   local s = state[skey]
   if not s then
     s = {keyed = true, want = 0}
     state[skey] = s
     order[#order + 1] = skey
-    local f = redis.call('HMGET', base, 'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'e:' .. key)
-    local capacity, permits, period, id = tonumber(f[1]), tonumber(f[2]), tonumber(f[3]), f[5]
-    if not capacity or not permits or not period or not id or capacity < 1 or permits <= 0 or period < 1 then
-      s.fail = {-1, 0, 0, 0, 0, 0, 0}
-    elseif not app_ok or not f[4] or not string.find(f[4], ',' .. app .. ',', 1, true) then
-      s.fail = {-2, 0, 0, 0, capacity, math.floor(permits * 1000000 + 0.5), period}
+    local fields = {unpack(GROUP_FIELDS)}
+    fields[#fields + 1] = 'e:' .. key
+    local f = redis.call('HMGET', base, unpack(fields))
+    local code
+    code, s.capacity, s.pm, s.period, s.shadow = key_limit(base, key, app, f, f[#fields])
+    if code ~= 0 then
+      s.fail = {code, 0, 0, 0, s.capacity, s.pm, s.period}
     else
-      -- The most specific override wins: the exact key, else the longest
-      -- matching prefix (lens lists the prefix lengths, longest first).
-      local oc, op, od, osh = limit(f[8])
-      if not oc and f[6] and f[6] ~= '' then
-        local fields = {}
-        for l in string.gmatch(f[6], '%d+') do
-          local len = tonumber(l)
-          if len <= #key then fields[#fields + 1] = 'p:' .. string.sub(key, 1, len) end
-        end
-        if #fields > 0 then
-          local vals = redis.call('HMGET', base, unpack(fields))
-          for j = 1, #fields do
-            oc, op, od, osh = limit(vals[j])
-            if oc then break end
-          end
-        end
-      end
-      -- Shadow mode: the bucket's covers every key, an override's its keys.
-      local shadow = f[7] == '1'
-      if oc and oc >= 1 and op > 0 and od >= 1 then
-        capacity, permits, period = oc, op, od
-        shadow = shadow or osh
-      end
-      s.id, s.capacity, s.period, s.shadow = id, capacity, period, shadow
-      s.pm = math.floor(permits * 1000000 + 0.5)
-      s.per = period * 1000000000000 / s.pm
-      -- full_at in the past (or no state, or another incarnation's): full.
-      -- A key can owe no more than it holds.
-      local full_at = now
-      local sv = redis.call('MGET', skey)[1]
-      if sv then
-        local sid, sfa = string.match(sv, '^(%d+) ([0-9.e+]+)$')
-        if sid == id and tonumber(sfa) then full_at = tonumber(sfa) end
-      end
-      if full_at > now + capacity * s.per then full_at = now + capacity * s.per end
-      if full_at < now then full_at = now end
-      s.full_at = full_at
+      s.id = f[5]
+      s.full_at = key_full_at(redis.call('MGET', skey)[1], s.id, now, s.capacity, s.pm, s.period)
     end
   end
   if s.fail then return s.fail end
-  if s.want + n > s.capacity then
-    return {-3, 0, 0, 0, s.capacity, s.pm, s.period}
-  end
+  if s.want + n > s.capacity then return {-3, 0, 0, 0, s.capacity, s.pm, s.period} end
   s.want = s.want + n
-  local tokens = s.capacity - (s.full_at - now) / s.per
-  if tokens < 0 then tokens = 0 end
-  -- Tolerance for the rounding of full_at: a billionth of a token.
-  if tokens + 0.000000001 >= n then
-    s.full_at = s.full_at + n * s.per
+  local full_at, a = key_take(s.full_at, n, now, s.capacity, s.pm, s.period, s.shadow)
+  if full_at then
+    s.full_at = full_at
     s.took = true
-    tokens = tokens - n
-    if tokens < 0 then tokens = 0 end
-    return {1, math.floor(tokens), 0, us(s.full_at - now), s.capacity, s.pm, s.period}
   end
-  local code = 0
-  if s.shadow then code = 2 end
-  return {code, math.floor(tokens), us((n - tokens) * s.per), us(s.full_at - now), s.capacity, s.pm, s.period}
+  return a
 end
 
 for i = 1, m do
-  local kind, ekey, nstr = ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]
+  local kind, ekey, n = ARGV[3 * i], ARGV[3 * i + 1], count(ARGV[3 * i + 2])
   local ans
-  if type(nstr) ~= 'string' or #nstr > 10 or not string.find(nstr, '^[1-9][0-9]*$') or tonumber(nstr) > MAX_N then
+  if not n or n < 1 then
     ans = INVALID
   elseif kind == 'b' and ekey == '' then
-    ans = plain(KEYS[first[i]], tonumber(nstr))
+    ans = plain(KEYS[first[i]], n)
   elseif kind == 'k' then
-    ans = keyed(KEYS[first[i]], KEYS[first[i] + 1], ekey, tonumber(nstr))
+    ans = keyed(KEYS[first[i]], KEYS[first[i] + 1], ekey, n)
   else
     ans = INVALID
   end
@@ -220,13 +345,9 @@ if overall == 1 then
   for _, key in ipairs(order) do
     local s = state[key]
     if not s.keyed then
-      redis.call('HSET', key, 'tokens', string.format('%.17g', s.tokens), 'ts', string.format('%d', s.ts))
+      if not s.fail then put(key, s.tokens, s.ts) end
     elseif s.took then
-      -- The key's state expires when its bucket is full again.
-      local ttl = math.ceil((s.full_at - now) / 1000)
-      if ttl < 1 then ttl = 1 end
-      if ttl > MAX_US / 1000 then ttl = MAX_US / 1000 end
-      redis.call('SET', key, s.id .. ' ' .. string.format('%.17g', s.full_at), 'PX', string.format('%d', ttl))
+      key_put(key, s.id, s.full_at, now)
     end
   end
 end

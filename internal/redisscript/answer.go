@@ -58,21 +58,28 @@ type Answer struct {
 	// LeaseMillis is the bucket's lease time when it is in lease mode and
 	// the call asked for it (protocol 2); else 0.
 	LeaseMillis int64
+	// HasShadow says the answer tells the bucket's shadow mode (the ninth
+	// integer of a protocol 2 answer), and Shadow what it is.
+	HasShadow, Shadow bool
 }
 
 // ErrBadAnswer is returned by AnswerOf for a malformed answer.
 var ErrBadAnswer = errors.New("malformed acquire answer")
 
 // AnswerOf interprets the acquire script's reply: seven integers, or
-// eight (the lease time) when the call passed protocol 2.
+// nine (the lease time and shadow mode) when the call passed protocol 2
+// (eight from a script of an older release).
 func AnswerOf(v []int64) (Answer, error) {
-	if (len(v) != 7 && len(v) != 8) || v[0] < int64(InvalidN) || v[0] > int64(WouldDeny) {
+	if len(v) < 7 || len(v) > 9 || v[0] < int64(InvalidN) || v[0] > int64(WouldDeny) {
 		return Answer{}, fmt.Errorf("%w: %v", ErrBadAnswer, v)
 	}
 	a := Answer{Code: Code(v[0]), Remaining: v[1], RetryAfterMicros: v[2], ResetAfterMicros: v[3],
 		Capacity: v[4], PermitsMicro: v[5], PeriodSeconds: v[6]}
-	if len(v) == 8 {
+	if len(v) >= 8 {
 		a.LeaseMillis = v[7]
+	}
+	if len(v) == 9 {
+		a.HasShadow, a.Shadow = true, v[8] == 1
 	}
 	return a, nil
 }

@@ -1,15 +1,232 @@
--- Sluice keyed acquire: take ARGV[2] tokens for app ARGV[1] from the state of
--- key ARGV[3] in a keyed bucket. KEYS[1] is the hash of the key's group
+-- Sluice token core, shared by every script that takes or returns tokens
+-- (docs/protocol.md, "The Lua core"). Lua has no include: the scripts are
+-- this file followed by their own part. The only clock is Redis TIME, in
+-- microseconds. Numbers are written with string.format, never tostring,
+-- which loses precision.
+local MAX_N = 1000000000
+local MAX_US = 1000000000000000 -- durations are capped at 1e15 us (about 31 years)
+
+-- count parses a plain decimal integer 0..1e9: no sign, exponent,
+-- fraction, spaces or leading zero. Anything else is nil.
+local function count(s)
+  if type(s) ~= 'string' or #s > 10 then return nil end
+  if s == '0' then return 0 end
+  if not string.find(s, '^[1-9][0-9]*$') then return nil end
+  local v = tonumber(s)
+  if v > MAX_N then return nil end
+  return v
+end
+
+-- limit_of checks a stored limit: capacity, permits in millionths (permits
+-- has at most 6 decimals, so this is exact) and period, or nil.
+local function limit_of(c, p, d)
+  local capacity, permits, period = tonumber(c), tonumber(p), tonumber(d)
+  if not capacity or not permits or not period or capacity < 1 or permits <= 0 or period < 1 then
+    return nil
+  end
+  return capacity, math.floor(permits * 1000000 + 0.5), period
+end
+
+-- app_ok is the exact match of app in ",a,b,"; an app containing a comma
+-- could straddle two entries, so it never matches.
+local function app_ok(app, apps)
+  return type(app) == 'string' and app ~= '' and apps ~= nil and apps ~= false
+    and not string.find(app, ',', 1, true) and string.find(apps, ',' .. app .. ',', 1, true) ~= nil
+end
+
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- refill returns the tokens and ts of a bucket that held tokens at ts, at
+-- now: no state is a full bucket; a clock that went backwards adds
+-- nothing and ts never moves back; never above capacity. A debt (negative
+-- tokens) is kept: it refills like any count.
+local function refill(tokens, ts, now, capacity, pm, period)
+  tokens, ts = tonumber(tokens), tonumber(ts)
+  if not tokens or not ts then return capacity, now end
+  if now > ts then
+    tokens = tokens + (now - ts) * pm / (period * 1000000000000)
+    ts = now
+  end
+  if tokens > capacity then tokens = capacity end
+  return tokens, ts
+end
+
+-- us rounds a duration up to whole microseconds, 0..MAX_US.
+local function us(x)
+  if x <= 0 then return 0 end
+  x = math.ceil(x)
+  if x > MAX_US then return MAX_US end
+  return x
+end
+
+-- per_token is the time in microseconds one token takes to refill.
+local function per_token(pm, period)
+  return period * 1000000000000 / pm
+end
+
+-- until_us is the time until the bucket gains want tokens at this rate.
+local function until_us(want, pm, period)
+  if want <= 0 then return 0 end
+  return us(want * period * 1000000000000 / pm)
+end
+
+-- take answers a request of n tokens from a bucket holding tokens: the
+-- tokens left (nil when nothing is taken) and the seven integers {code,
+-- remaining, retry_us, reset_us, capacity, permits_micro, period}. Granted
+-- when tokens >= n. Otherwise nothing is taken and the code is 0 denied,
+-- or 2 would deny for a bucket in shadow mode; retry_us is the wait until
+-- the bucket holds n, from its actual count: a bucket in debt waits for
+-- the debt and then n (docs/protocol.md, "Debt"). remaining is never
+-- below 0.
+local function take(tokens, n, capacity, pm, period, shadow)
+  if tokens >= n then
+    local left = tokens - n
+    return left, {1, math.floor(left), 0, until_us(capacity - left, pm, period), capacity, pm, period}
+  end
+  local code = 0
+  if shadow then code = 2 end
+  local rem = math.floor(tokens)
+  if rem < 0 then rem = 0 end
+  return nil, {code, rem, until_us(n - tokens, pm, period), until_us(capacity - tokens, pm, period), capacity, pm,
+    period}
+end
+
+-- put writes a bucket's tokens and ts: a whole count prints the same with
+-- '%d' as with '%.17g', and faster.
+local function put(key, tokens, ts)
+  local fmt = '%.17g'
+  if math.floor(tokens) == tokens then fmt = '%d' end
+  redis.call('HSET', key, 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
+end
+
+-- The keyed part of the core: the key and override rules (docs/protocol.md,
+-- "Keyed buckets"), shared by the keyed acquire and acquire-all scripts.
+local MAX_KEY = 256
+
+-- key_refusal answers a key and state pair that cannot be served: nil when
+-- they are fine, else the code invalid key (-5). The state must be one of
+-- this group's: the group key followed by 16 hex digits. Which group and
+-- digits a key has is the caller's computation: checking it here with
+-- SHA-1 costs a quarter of the call.
+local function key_refusal(base, state, key)
+  if type(key) ~= 'string' or #key < 1 or #key > MAX_KEY then return -5 end
+  if type(base) ~= 'string' or type(state) ~= 'string' or string.byte(base, -1) ~= 125
+      or #state ~= #base + 16 or string.find(state, base, 1, true) ~= 1
+      or not string.find(state, '^[0-9a-f]+$', #base + 1) then
+    return -5
+  end
+  return nil
+end
+
+-- The fields of a group hash every keyed decision reads, in this order;
+-- the key's exact override 'e:<key>' follows them.
+local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow'}
+
+-- override parses an override value "<id> <version> <capacity> <permits>
+-- <period>", followed by " s" in shadow mode, into its limit (capacity,
+-- permits in millionths, period, shadow); a tombstone, or anything else,
+-- is nil.
+local function override(v)
+  if not v then return nil end
+  local c, p, d, s = string.match(v, '^%d+ %d+ (%d+) ([%d.]+) (%d+)( ?s?)$')
+  if not c or (s ~= '' and s ~= ' s') then return nil end
+  local capacity, pm, period = limit_of(c, p, d)
+  if not capacity then return nil end
+  return capacity, pm, period, s == ' s'
+end
+
+-- key_limit decides the limit of key in the group hash base whose fields
+-- f are GROUP_FIELDS and whose exact override is exact: it returns a
+-- refusal code (-1 unknown bucket, -2 app not allowed, with the bucket's
+-- limit) or 0, then capacity, permits in millionths, period, shadow and the
+-- source (0 the bucket's limit, 1 the exact override, 2 the longest
+-- matching prefix override; lens lists the prefix lengths, longest first).
+-- Shadow mode: the bucket's covers every key, an override's its keys.
+local function key_limit(base, key, app, f, exact)
+  local capacity, pm, period = limit_of(f[1], f[2], f[3])
+  if not capacity or not f[5] then return -1, 0, 0, 0 end
+  if not app_ok(app, f[4]) then return -2, capacity, pm, period end
+  local shadow = f[7] == '1'
+  local oc, opm, od, osh = override(exact)
+  local src = 1
+  if not oc and f[6] and f[6] ~= '' then
+    local fields = {}
+    for l in string.gmatch(f[6], '%d+') do
+      local len = tonumber(l)
+      if len <= #key then fields[#fields + 1] = 'p:' .. string.sub(key, 1, len) end
+    end
+    if #fields > 0 then
+      local vals = redis.call('HMGET', base, unpack(fields))
+      for j = 1, #fields do
+        oc, opm, od, osh = override(vals[j])
+        if oc then break end
+      end
+    end
+    src = 2
+  end
+  if not oc then return 0, capacity, pm, period, shadow, 0 end
+  return 0, oc, opm, od, shadow or osh, src
+end
+
+-- key_full_at reads a key's state "<id> <full_at>": the time in
+-- microseconds at which the key's bucket is full again. A missing state,
+-- another incarnation's (id) or a full_at in the past is a full bucket
+-- (now); a key can owe no more than it holds (now + a full bucket).
+local function key_full_at(sv, id, now, capacity, pm, period)
+  local full_at = now
+  if sv then
+    local sid, sfa = string.match(sv, '^(%d+) ([0-9.e+]+)$')
+    if sid == id and tonumber(sfa) then full_at = tonumber(sfa) end
+  end
+  local full = capacity * per_token(pm, period)
+  if full_at > now + full then full_at = now + full end
+  if full_at < now then full_at = now end
+  return full_at
+end
+
+-- key_take answers a request of n tokens of a key whose bucket is full at
+-- full_at: the new full_at (nil when nothing is taken) and the seven
+-- integers of take. A billionth of a token is the tolerance for the
+-- rounding of full_at (a double).
+local function key_take(full_at, n, now, capacity, pm, period, shadow)
+  local per = per_token(pm, period)
+  local tokens = capacity - (full_at - now) / per
+  if tokens < 0 then tokens = 0 end
+  if tokens + 0.000000001 >= n then
+    full_at = full_at + n * per
+    tokens = tokens - n
+    if tokens < 0 then tokens = 0 end
+    return full_at, {1, math.floor(tokens), 0, us(full_at - now), capacity, pm, period}
+  end
+  local code = 0
+  if shadow then code = 2 end
+  return nil, {code, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period}
+end
+
+-- key_put writes a key's state; it expires when the key's bucket is full
+-- again (in milliseconds, at least 1, capped like every duration: '%d' of
+-- a larger double is undefined).
+local function key_put(state, id, full_at, now)
+  local ttl = math.ceil((full_at - now) / 1000)
+  if ttl < 1 then ttl = 1 end
+  if ttl > MAX_US / 1000 then ttl = MAX_US / 1000 end
+  local v = id .. ' ' .. string.format('%.17g', full_at)
+  redis.call('SET', state, v, 'PX', string.format('%d', ttl))
+  return v
+end
+
+-- Sluice keyed acquire: take ARGV[2] tokens for app ARGV[1] from the state
+-- of key ARGV[3] in a keyed bucket. KEYS[1] is the hash of the key's group
 -- (the bucket's config and its overrides), KEYS[2] the key's state; both
--- share the group's hash tag. One atomic call; the only
--- clock is Redis TIME. The answer is the plain acquire's seven integers
--- {code, remaining, retry_us, reset_us, capacity, permits_micro, period}
--- and an eighth, the source of the limit (0 the bucket's, 1 an exact
--- override, 2 a prefix override); code -5 is an invalid key
--- (docs/protocol.md). Shadow mode: where the bucket (its shadow field is
--- '1') or the override that applies (its value ends in " s") is in shadow
--- mode, a call that would be denied answers code 2 (would deny) and takes
--- nothing.
+-- share the group's hash tag. The answer is the plain acquire's seven
+-- integers and an eighth, the source of the limit (0 the bucket's, 1 an
+-- exact override, 2 a prefix override); code -5 is an invalid key
+-- (docs/protocol.md). Shadow mode: where the bucket or the override that
+-- applies is in shadow mode, a call that would be denied answers code 2
+-- (would deny) and takes nothing.
 --
 -- Several acquires of one app in one call: KEYS holds a pair (group hash,
 -- state) per acquire, ARGV the app and then n and the key of each; the
@@ -22,155 +239,22 @@
 -- bucket ignores the state of the old one) and the time in microseconds at
 -- which the key's bucket is full again. The key expires then, so an idle
 -- key costs nothing and a missing key is a full bucket.
-local MAX_N = 1000000000
-local MAX_US = 1000000000000000 -- durations are capped at 1e15 us (about 31 years)
-local MAX_KEY = 256
-
 local app = ARGV[1]
-local count = math.floor(#KEYS / 2)
-if count < 1 then
+local count_ = math.floor(#KEYS / 2)
+if count_ < 1 then
   return {-5, 0, 0, 0, 0, 0, 0, 0}
-end
-
-local function us(x)
-  if x <= 0 then return 0 end
-  x = math.ceil(x)
-  if x > MAX_US then return MAX_US end
-  return x
-end
-
--- An override is "<id> <version> <capacity> <permits> <period>", followed
--- by " s" when it is in shadow mode; a deleted one is a tombstone starting
--- with "d", which matches nothing.
-local function limit(v)
-  if not v then return nil end
-  local c, p, d, s = string.match(v, '^%d+ %d+ (%d+) ([%d.]+) (%d+)( ?s?)$')
-  if not c or (s ~= '' and s ~= ' s') then return nil end
-  return tonumber(c), tonumber(p), tonumber(d), s == ' s'
-end
-
--- check returns n, or the answer of an acquire refused before its state
--- matters (invalid n or key; the state must be one of this group's: the
--- group key followed by 16 hex digits. Which group and digits a key has is
--- the caller's computation: checking it here with SHA-1 costs a quarter of
--- the call.)
-local function check(base, state, nstr, key)
-  if type(nstr) ~= 'string' or #nstr > 10 or not string.find(nstr, '^[1-9][0-9]*$') then
-    return nil, {-4, 0, 0, 0, 0, 0, 0, 0}
-  end
-  local n = tonumber(nstr)
-  if n > MAX_N then
-    return nil, {-4, 0, 0, 0, 0, 0, 0, 0}
-  end
-  if type(key) ~= 'string' or #key < 1 or #key > MAX_KEY then
-    return nil, {-5, 0, 0, 0, 0, 0, 0, 0}
-  end
-  if type(base) ~= 'string' or type(state) ~= 'string' or string.byte(base, -1) ~= 125
-      or #state ~= #base + 16 or string.find(state, base, 1, true) ~= 1
-      or not string.find(state, '^[0-9a-f]+$', #base + 1) then
-    return nil, {-5, 0, 0, 0, 0, 0, 0, 0}
-  end
-  return n
 end
 
 -- decide answers one acquire of n tokens for key, whose state string is s
 -- (false when absent), at time now, and writes the state when it grants.
--- f holds the group's fields capacity, permits, period, apps, id, lens,
--- shadow, and exact the key's exact override (false when none).
 local function decide(base, state, n, key, s, now, f, exact)
-  local capacity = tonumber(f[1])
-  local permits = tonumber(f[2])
-  local period = tonumber(f[3])
-  local id = f[5]
-  if not capacity or not permits or not period or not id or capacity < 1 or permits <= 0 or period < 1 then
-    return {-1, 0, 0, 0, 0, 0, 0, 0}
-  end
-
-  local apps = f[4]
-  if type(app) ~= 'string' or app == '' or string.find(app, ',', 1, true)
-      or not apps or not string.find(apps, ',' .. app .. ',', 1, true) then
-    return {-2, 0, 0, 0, capacity, math.floor(permits * 1000000 + 0.5), period, 0}
-  end
-
-  -- The most specific override wins: the exact key, else the longest
-  -- matching prefix (lens lists the prefix lengths present, longest first).
-  local src = 0 -- 0 the bucket's own limit, 1 an exact override, 2 a prefix override
-  local oc, op, od, osh = limit(exact)
-  if oc then
-    src = 1
-  elseif f[6] and f[6] ~= '' then
-    local fields = {}
-    for l in string.gmatch(f[6], '%d+') do
-      local len = tonumber(l)
-      if len <= #key then
-        fields[#fields + 1] = 'p:' .. string.sub(key, 1, len)
-      end
-    end
-    if #fields > 0 then
-      local vals = redis.call('HMGET', base, unpack(fields))
-      for i = 1, #fields do
-        oc, op, od, osh = limit(vals[i])
-        if oc then
-          src = 2
-          break
-        end
-      end
-    end
-  end
-  -- Shadow mode: the bucket's switches off refusals for every key; an
-  -- override's for the keys it applies to.
-  local shadow = f[7] == '1'
-  if oc and oc >= 1 and op > 0 and od >= 1 then
-    capacity, permits, period = oc, op, od
-    shadow = shadow or osh
-  else
-    src = 0
-  end
-  -- permits has at most 6 decimals, so this is the exact count of millionths.
-  local pm = math.floor(permits * 1000000 + 0.5)
-  if n > capacity then
-    return {-3, 0, 0, 0, capacity, pm, period, src}
-  end
-
-  -- Microseconds per token, and from empty to full.
-  local per = period * 1000000000000 / pm
-  local full = capacity * per
-
-  -- full_at in the past (or no state, or another incarnation's): full.
-  local full_at = now
-  if s then
-    local sid, sfa = string.match(s, '^(%d+) ([0-9.e+]+)$')
-    if sid == id and tonumber(sfa) then
-      full_at = tonumber(sfa)
-    end
-  end
-  -- A bucket can owe no more than it holds: after a config change to a
-  -- smaller limit the key holds 0 tokens, not less.
-  if full_at > now + full then full_at = now + full end
-  if full_at < now then full_at = now end
-  local tokens = capacity - (full_at - now) / per
-  if tokens < 0 then tokens = 0 end
-
-  -- Tolerance for the rounding of full_at (a double of microseconds): a
-  -- billionth of a token.
-  if tokens + 0.000000001 >= n then
-    full_at = full_at + n * per
-    tokens = tokens - n
-    if tokens < 0 then tokens = 0 end
-    -- In milliseconds, capped like every duration (a slow rate and a large
-    -- capacity can be centuries away; '%d' of a larger double is undefined).
-    local ttl = math.ceil((full_at - now) / 1000)
-    if ttl < 1 then ttl = 1 end
-    if ttl > MAX_US / 1000 then ttl = MAX_US / 1000 end
-    local v = id .. ' ' .. string.format('%.17g', full_at)
-    redis.call('SET', state, v, 'PX', string.format('%d', ttl))
-    return {1, math.floor(tokens), 0, us(full_at - now), capacity, pm, period, src}, v
-  end
-  -- Denied (or, in shadow mode, would deny): nothing is written; the stored
-  -- full_at still holds.
-  local code = 0
-  if shadow then code = 2 end
-  return {code, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period, src}
+  local code, capacity, pm, period, shadow, src = key_limit(base, key, app, f, exact)
+  if code ~= 0 then return {code, 0, 0, 0, capacity, pm, period, 0} end
+  if n > capacity then return {-3, 0, 0, 0, capacity, pm, period, src} end
+  local full_at, a = key_take(key_full_at(s, f[5], now, capacity, pm, period), n, now, capacity, pm, period, shadow)
+  a[8] = src
+  if full_at then return a, key_put(state, f[5], full_at, now) end
+  return a
 end
 
 -- Check every acquire, then read the states of those that passed in one
@@ -179,21 +263,23 @@ end
 -- the groups first reads what each acquire would read alone.
 local ns, answers, states = {}, {}, {}
 local groups, order = {}, {}
-for i = 1, count do
-  local base = KEYS[2 * i - 1]
-  local n, refused = check(base, KEYS[2 * i], ARGV[2 * i], ARGV[2 * i + 1])
-  if n then
+for i = 1, count_ do
+  local base, key = KEYS[2 * i - 1], ARGV[2 * i + 1]
+  local n = count(ARGV[2 * i])
+  if not n or n < 1 then
+    answers[i] = {-4, 0, 0, 0, 0, 0, 0, 0}
+  elseif key_refusal(base, KEYS[2 * i], key) then
+    answers[i] = {-5, 0, 0, 0, 0, 0, 0, 0}
+  else
     ns[i] = n
     states[#states + 1] = KEYS[2 * i]
     local g = groups[base]
     if not g then
-      g = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow'}
+      g = {unpack(GROUP_FIELDS)}
       groups[base] = g
       order[#order + 1] = base
     end
-    g[#g + 1] = 'e:' .. ARGV[2 * i + 1]
-  else
-    answers[i] = refused
+    g[#g + 1] = 'e:' .. key
   end
 end
 local stored = {}
@@ -203,17 +289,16 @@ end
 local fields, next_exact = {}, {}
 for _, base in ipairs(order) do
   fields[base] = redis.call('HMGET', base, unpack(groups[base]))
-  next_exact[base] = 8
+  next_exact[base] = #GROUP_FIELDS + 1
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = now_us()
 
 -- A state written by an earlier acquire of this call is the one a later
 -- acquire of the same key reads.
 local written = {}
 local out = {}
 local j = 0
-for i = 1, count do
+for i = 1, count_ do
   local a = answers[i]
   if not a then
     j = j + 1

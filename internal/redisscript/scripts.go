@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redisscript/tokens"
 )
 
 // Script is one of the Lua scripts of docs/protocol.md. Its Run sends
@@ -19,7 +21,7 @@ type Script struct {
 	src string
 }
 
-//go:embed *.lua
+//go:embed *.lua lua/*.lua
 var lua embed.FS
 
 // script joins the named files of lua into one script (Lua has no
@@ -43,14 +45,36 @@ func (s Script) Source() string { return s.src }
 // SHA returns the SHA1 of the script's source, for EVALSHA.
 func (s Script) SHA() string { return s.Hash() }
 
+// The Lua core (docs/protocol.md, "The Lua core"): the token arithmetic,
+// the app check and the answer format in lua/bucket.lua, the key and
+// override rules in lua/keyed.lua. Every script that takes or returns
+// tokens is the core followed by its own part.
+const (
+	coreBucket = "lua/bucket.lua"
+	coreKeyed  = "lua/keyed.lua"
+)
+
 // The scripts a client runs to take tokens.
 var (
-	AcquireScript      = script("acquire.lua")
-	KeyedAcquireScript = script("keyed_acquire.lua")
-	AcquireAllScript   = script("acquire_all.lua")
-	AdjustScript       = script("adjust.lua")
-	LeaseScript        = script("lease.lua")
+	AcquireScript      = script(coreBucket, "lua/acquire.lua")
+	KeyedAcquireScript = script(coreBucket, coreKeyed, "lua/keyed_acquire.lua")
+	AcquireAllScript   = script(coreBucket, coreKeyed, "lua/acquire_all.lua")
+	AdjustScript       = script(coreBucket, "lua/adjust.lua")
+	LeaseScript        = script(coreBucket, "lua/lease.lua")
 )
+
+// Published maps the file names of the stand-alone token scripts, which
+// clients in other languages load (this directory, with their SHA1 in
+// docs/protocol.md), to the scripts: each file is byte for byte the
+// script's Source. A test keeps them so; `SLUICE_WRITE_SCRIPTS=1 go test
+// -run TestPublishedScripts` rewrites them after a change to lua/.
+var Published = map[string]Script{
+	"acquire.lua":       AcquireScript,
+	"keyed_acquire.lua": KeyedAcquireScript,
+	"acquire_all.lua":   AcquireAllScript,
+	"adjust.lua":        AdjustScript,
+	"lease.lua":         LeaseScript,
+}
 
 // configGuards holds the argument checks and (id, version) guards of the
 // scripts that write definitions; each is sent after it.
@@ -233,11 +257,15 @@ func Read(ctx context.Context, rdb redis.Scripter, ks Keyspace, name string) (St
 // at ts, at time now (both in microseconds), as the acquire script
 // computes them: a clock that went backwards adds nothing, and the result
 // is capped at capacity.
+//
+// A bucket in debt reads as 0 here (what a console shows); the acquire
+// script keeps the debt.
 func Refill(cfg Config, tokens float64, ts, now int64) float64 {
-	if now > ts && cfg.PeriodSeconds > 0 {
-		tokens += float64(now-ts) * float64(cfg.PermitsMicro) / (float64(cfg.PeriodSeconds) * 1e12)
+	if cfg.PeriodSeconds <= 0 || cfg.PermitsMicro <= 0 {
+		return math.Max(0, math.Min(tokens, float64(cfg.Capacity)))
 	}
-	return math.Max(0, math.Min(tokens, float64(cfg.Capacity)))
+	tokens, _ = cfg.Limit().Refill(tokens, ts, now)
+	return math.Max(0, tokens)
 }
 
 func parseConfig(h map[string]string) (Config, bool) {
@@ -322,4 +350,9 @@ func ReadMany(ctx context.Context, rdb redis.Cmdable, ks Keyspace, names []strin
 		out[n] = st
 	}
 	return out, nil
+}
+
+// Limit is the config's limit for the Go core of the token bucket.
+func (c Config) Limit() tokens.Limit {
+	return tokens.Limit{Capacity: c.Capacity, PermitsMicro: c.PermitsMicro, Period: float64(c.PeriodSeconds)}
 }

@@ -1,0 +1,103 @@
+-- Sluice token core, shared by every script that takes or returns tokens
+-- (docs/protocol.md, "The Lua core"). Lua has no include: the scripts are
+-- this file followed by their own part. The only clock is Redis TIME, in
+-- microseconds. Numbers are written with string.format, never tostring,
+-- which loses precision.
+local MAX_N = 1000000000
+local MAX_US = 1000000000000000 -- durations are capped at 1e15 us (about 31 years)
+
+-- count parses a plain decimal integer 0..1e9: no sign, exponent,
+-- fraction, spaces or leading zero. Anything else is nil.
+local function count(s)
+  if type(s) ~= 'string' or #s > 10 then return nil end
+  if s == '0' then return 0 end
+  if not string.find(s, '^[1-9][0-9]*$') then return nil end
+  local v = tonumber(s)
+  if v > MAX_N then return nil end
+  return v
+end
+
+-- limit_of checks a stored limit: capacity, permits in millionths (permits
+-- has at most 6 decimals, so this is exact) and period, or nil.
+local function limit_of(c, p, d)
+  local capacity, permits, period = tonumber(c), tonumber(p), tonumber(d)
+  if not capacity or not permits or not period or capacity < 1 or permits <= 0 or period < 1 then
+    return nil
+  end
+  return capacity, math.floor(permits * 1000000 + 0.5), period
+end
+
+-- app_ok is the exact match of app in ",a,b,"; an app containing a comma
+-- could straddle two entries, so it never matches.
+local function app_ok(app, apps)
+  return type(app) == 'string' and app ~= '' and apps ~= nil and apps ~= false
+    and not string.find(app, ',', 1, true) and string.find(apps, ',' .. app .. ',', 1, true) ~= nil
+end
+
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- refill returns the tokens and ts of a bucket that held tokens at ts, at
+-- now: no state is a full bucket; a clock that went backwards adds
+-- nothing and ts never moves back; never above capacity. A debt (negative
+-- tokens) is kept: it refills like any count.
+local function refill(tokens, ts, now, capacity, pm, period)
+  tokens, ts = tonumber(tokens), tonumber(ts)
+  if not tokens or not ts then return capacity, now end
+  if now > ts then
+    tokens = tokens + (now - ts) * pm / (period * 1000000000000)
+    ts = now
+  end
+  if tokens > capacity then tokens = capacity end
+  return tokens, ts
+end
+
+-- us rounds a duration up to whole microseconds, 0..MAX_US.
+local function us(x)
+  if x <= 0 then return 0 end
+  x = math.ceil(x)
+  if x > MAX_US then return MAX_US end
+  return x
+end
+
+-- per_token is the time in microseconds one token takes to refill.
+local function per_token(pm, period)
+  return period * 1000000000000 / pm
+end
+
+-- until_us is the time until the bucket gains want tokens at this rate.
+local function until_us(want, pm, period)
+  if want <= 0 then return 0 end
+  return us(want * period * 1000000000000 / pm)
+end
+
+-- take answers a request of n tokens from a bucket holding tokens: the
+-- tokens left (nil when nothing is taken) and the seven integers {code,
+-- remaining, retry_us, reset_us, capacity, permits_micro, period}. Granted
+-- when tokens >= n. Otherwise nothing is taken and the code is 0 denied,
+-- or 2 would deny for a bucket in shadow mode; retry_us is the wait until
+-- the bucket holds n, from its actual count: a bucket in debt waits for
+-- the debt and then n (docs/protocol.md, "Debt"). remaining is never
+-- below 0.
+local function take(tokens, n, capacity, pm, period, shadow)
+  if tokens >= n then
+    local left = tokens - n
+    return left, {1, math.floor(left), 0, until_us(capacity - left, pm, period), capacity, pm, period}
+  end
+  local code = 0
+  if shadow then code = 2 end
+  local rem = math.floor(tokens)
+  if rem < 0 then rem = 0 end
+  return nil, {code, rem, until_us(n - tokens, pm, period), until_us(capacity - tokens, pm, period), capacity, pm,
+    period}
+end
+
+-- put writes a bucket's tokens and ts: a whole count prints the same with
+-- '%d' as with '%.17g', and faster.
+local function put(key, tokens, ts)
+  local fmt = '%.17g'
+  if math.floor(tokens) == tokens then fmt = '%d' end
+  redis.call('HSET', key, 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
+end

@@ -1,0 +1,116 @@
+
+-- The keyed part of the core: the key and override rules (docs/protocol.md,
+-- "Keyed buckets"), shared by the keyed acquire and acquire-all scripts.
+local MAX_KEY = 256
+
+-- key_refusal answers a key and state pair that cannot be served: nil when
+-- they are fine, else the code invalid key (-5). The state must be one of
+-- this group's: the group key followed by 16 hex digits. Which group and
+-- digits a key has is the caller's computation: checking it here with
+-- SHA-1 costs a quarter of the call.
+local function key_refusal(base, state, key)
+  if type(key) ~= 'string' or #key < 1 or #key > MAX_KEY then return -5 end
+  if type(base) ~= 'string' or type(state) ~= 'string' or string.byte(base, -1) ~= 125
+      or #state ~= #base + 16 or string.find(state, base, 1, true) ~= 1
+      or not string.find(state, '^[0-9a-f]+$', #base + 1) then
+    return -5
+  end
+  return nil
+end
+
+-- The fields of a group hash every keyed decision reads, in this order;
+-- the key's exact override 'e:<key>' follows them.
+local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow'}
+
+-- override parses an override value "<id> <version> <capacity> <permits>
+-- <period>", followed by " s" in shadow mode, into its limit (capacity,
+-- permits in millionths, period, shadow); a tombstone, or anything else,
+-- is nil.
+local function override(v)
+  if not v then return nil end
+  local c, p, d, s = string.match(v, '^%d+ %d+ (%d+) ([%d.]+) (%d+)( ?s?)$')
+  if not c or (s ~= '' and s ~= ' s') then return nil end
+  local capacity, pm, period = limit_of(c, p, d)
+  if not capacity then return nil end
+  return capacity, pm, period, s == ' s'
+end
+
+-- key_limit decides the limit of key in the group hash base whose fields
+-- f are GROUP_FIELDS and whose exact override is exact: it returns a
+-- refusal code (-1 unknown bucket, -2 app not allowed, with the bucket's
+-- limit) or 0, then capacity, permits in millionths, period, shadow and the
+-- source (0 the bucket's limit, 1 the exact override, 2 the longest
+-- matching prefix override; lens lists the prefix lengths, longest first).
+-- Shadow mode: the bucket's covers every key, an override's its keys.
+local function key_limit(base, key, app, f, exact)
+  local capacity, pm, period = limit_of(f[1], f[2], f[3])
+  if not capacity or not f[5] then return -1, 0, 0, 0 end
+  if not app_ok(app, f[4]) then return -2, capacity, pm, period end
+  local shadow = f[7] == '1'
+  local oc, opm, od, osh = override(exact)
+  local src = 1
+  if not oc and f[6] and f[6] ~= '' then
+    local fields = {}
+    for l in string.gmatch(f[6], '%d+') do
+      local len = tonumber(l)
+      if len <= #key then fields[#fields + 1] = 'p:' .. string.sub(key, 1, len) end
+    end
+    if #fields > 0 then
+      local vals = redis.call('HMGET', base, unpack(fields))
+      for j = 1, #fields do
+        oc, opm, od, osh = override(vals[j])
+        if oc then break end
+      end
+    end
+    src = 2
+  end
+  if not oc then return 0, capacity, pm, period, shadow, 0 end
+  return 0, oc, opm, od, shadow or osh, src
+end
+
+-- key_full_at reads a key's state "<id> <full_at>": the time in
+-- microseconds at which the key's bucket is full again. A missing state,
+-- another incarnation's (id) or a full_at in the past is a full bucket
+-- (now); a key can owe no more than it holds (now + a full bucket).
+local function key_full_at(sv, id, now, capacity, pm, period)
+  local full_at = now
+  if sv then
+    local sid, sfa = string.match(sv, '^(%d+) ([0-9.e+]+)$')
+    if sid == id and tonumber(sfa) then full_at = tonumber(sfa) end
+  end
+  local full = capacity * per_token(pm, period)
+  if full_at > now + full then full_at = now + full end
+  if full_at < now then full_at = now end
+  return full_at
+end
+
+-- key_take answers a request of n tokens of a key whose bucket is full at
+-- full_at: the new full_at (nil when nothing is taken) and the seven
+-- integers of take. A billionth of a token is the tolerance for the
+-- rounding of full_at (a double).
+local function key_take(full_at, n, now, capacity, pm, period, shadow)
+  local per = per_token(pm, period)
+  local tokens = capacity - (full_at - now) / per
+  if tokens < 0 then tokens = 0 end
+  if tokens + 0.000000001 >= n then
+    full_at = full_at + n * per
+    tokens = tokens - n
+    if tokens < 0 then tokens = 0 end
+    return full_at, {1, math.floor(tokens), 0, us(full_at - now), capacity, pm, period}
+  end
+  local code = 0
+  if shadow then code = 2 end
+  return nil, {code, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period}
+end
+
+-- key_put writes a key's state; it expires when the key's bucket is full
+-- again (in milliseconds, at least 1, capped like every duration: '%d' of
+-- a larger double is undefined).
+local function key_put(state, id, full_at, now)
+  local ttl = math.ceil((full_at - now) / 1000)
+  if ttl < 1 then ttl = 1 end
+  if ttl > MAX_US / 1000 then ttl = MAX_US / 1000 end
+  local v = id .. ' ' .. string.format('%.17g', full_at)
+  redis.call('SET', state, v, 'PX', string.format('%d', ttl))
+  return v
+end

@@ -1,0 +1,101 @@
+
+-- Sluice keyed acquire: take ARGV[2] tokens for app ARGV[1] from the state
+-- of key ARGV[3] in a keyed bucket. KEYS[1] is the hash of the key's group
+-- (the bucket's config and its overrides), KEYS[2] the key's state; both
+-- share the group's hash tag. The answer is the plain acquire's seven
+-- integers and an eighth, the source of the limit (0 the bucket's, 1 an
+-- exact override, 2 a prefix override); code -5 is an invalid key
+-- (docs/protocol.md). Shadow mode: where the bucket or the override that
+-- applies is in shadow mode, a call that would be denied answers code 2
+-- (would deny) and takes nothing.
+--
+-- Several acquires of one app in one call: KEYS holds a pair (group hash,
+-- state) per acquire, ARGV the app and then n and the key of each; the
+-- answer is their answers of eight integers one after the other. Each is
+-- decided as if it ran alone, in order; they share one reading of TIME and
+-- one MGET of their states, which is what makes the call cheaper than
+-- separate ones.
+--
+-- A key's state is one string "<id> <full_at>": the bucket id (a recreated
+-- bucket ignores the state of the old one) and the time in microseconds at
+-- which the key's bucket is full again. The key expires then, so an idle
+-- key costs nothing and a missing key is a full bucket.
+local app = ARGV[1]
+local count_ = math.floor(#KEYS / 2)
+if count_ < 1 then
+  return {-5, 0, 0, 0, 0, 0, 0, 0}
+end
+
+-- decide answers one acquire of n tokens for key, whose state string is s
+-- (false when absent), at time now, and writes the state when it grants.
+local function decide(base, state, n, key, s, now, f, exact)
+  local code, capacity, pm, period, shadow, src = key_limit(base, key, app, f, exact)
+  if code ~= 0 then return {code, 0, 0, 0, capacity, pm, period, 0} end
+  if n > capacity then return {-3, 0, 0, 0, capacity, pm, period, src} end
+  local full_at, a = key_take(key_full_at(s, f[5], now, capacity, pm, period), n, now, capacity, pm, period, shadow)
+  a[8] = src
+  if full_at then return a, key_put(state, f[5], full_at, now) end
+  return a
+end
+
+-- Check every acquire, then read the states of those that passed in one
+-- MGET, each group's fields (and the exact overrides of its keys) in one
+-- HMGET, and the clock once. Acquires write only key states, so reading
+-- the groups first reads what each acquire would read alone.
+local ns, answers, states = {}, {}, {}
+local groups, order = {}, {}
+for i = 1, count_ do
+  local base, key = KEYS[2 * i - 1], ARGV[2 * i + 1]
+  local n = count(ARGV[2 * i])
+  if not n or n < 1 then
+    answers[i] = {-4, 0, 0, 0, 0, 0, 0, 0}
+  elseif key_refusal(base, KEYS[2 * i], key) then
+    answers[i] = {-5, 0, 0, 0, 0, 0, 0, 0}
+  else
+    ns[i] = n
+    states[#states + 1] = KEYS[2 * i]
+    local g = groups[base]
+    if not g then
+      g = {unpack(GROUP_FIELDS)}
+      groups[base] = g
+      order[#order + 1] = base
+    end
+    g[#g + 1] = 'e:' .. key
+  end
+end
+local stored = {}
+if #states > 0 then
+  stored = redis.call('MGET', unpack(states))
+end
+local fields, next_exact = {}, {}
+for _, base in ipairs(order) do
+  fields[base] = redis.call('HMGET', base, unpack(groups[base]))
+  next_exact[base] = #GROUP_FIELDS + 1
+end
+local now = now_us()
+
+-- A state written by an earlier acquire of this call is the one a later
+-- acquire of the same key reads.
+local written = {}
+local out = {}
+local j = 0
+for i = 1, count_ do
+  local a = answers[i]
+  if not a then
+    j = j + 1
+    local state = KEYS[2 * i]
+    local s = written[state]
+    if s == nil then s = stored[j] end
+    local base = KEYS[2 * i - 1]
+    local f = fields[base]
+    local e = next_exact[base]
+    next_exact[base] = e + 1
+    local v
+    a, v = decide(base, state, ns[i], ARGV[2 * i + 1], s, now, f, f[e])
+    if v then written[state] = v end
+  end
+  for x = 1, 8 do
+    out[#out + 1] = a[x]
+  end
+end
+return out
