@@ -270,6 +270,9 @@ func whereSQL(f Filter) (string, []any) {
 // listSQL is the query of at most n entries f selects, newest first, or
 // oldest first from f.After.
 func listSQL(f Filter, n int) (string, []any, error) {
+	if len(f.ObjectNames) == 1 {
+		f.ObjectName, f.ObjectNames = f.ObjectNames[0], nil
+	}
 	if len(f.ObjectNames) > 0 {
 		return namesSQL(f, n)
 	}
@@ -314,7 +317,9 @@ func namesSQL(f Filter, n int) (string, []any, error) {
 		FROM audit_log`+where+` ORDER BY `+order+` LIMIT ?)`)
 		args = append(append(args, a...), n)
 	}
-	query := strings.Join(parts, " UNION ALL ") + ` ORDER BY ` + order + ` LIMIT ?`
+	// The union is a derived table: a parenthesized SELECT followed by
+	// ORDER BY is a syntax error to the embedded engine of -dev.
+	query := `SELECT * FROM (` + strings.Join(parts, " UNION ALL ") + `) AS named ORDER BY ` + order + ` LIMIT ?`
 	query, args, err := sqlx.In(query, append(args, n)...)
 	if err != nil {
 		return "", nil, fmt.Errorf("list audit log: %w", err)
