@@ -28,6 +28,7 @@ type config struct {
 	startupTimeout  time.Duration
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
+	limits          startup.Limits
 }
 
 // usageError is a configuration mistake: exit code 2.
@@ -74,6 +75,7 @@ func bind(cfg *config, str *strSettings, getenv func(string) string, output io.W
 	s.StartupTimeout(&cfg.startupTimeout)
 	s.Duration(&cfg.shutdownTimeout, "shutdown-timeout", "SLUICE_SHUTDOWN_TIMEOUT", "how long calls in flight may take after SIGTERM")
 	s.LogLevel(&cfg.logLevel)
+	cfg.limits.BindMaxConns(s)
 	return s
 }
 
@@ -92,6 +94,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		refreshInterval: decision.DefaultRefreshInterval,
 		startupTimeout:  15 * time.Second,
 		shutdownTimeout: 10 * time.Second,
+		limits:          startup.DecisionLimits(),
 	}
 	str := strSettings{unmatched: "allow", headers: "draft", policy: "local"}
 	s := bind(&cfg, &str, getenv, output)
@@ -120,6 +123,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		return cfg, usagef("instances must be at least 1, got %d", cfg.instances)
 	case cfg.refreshInterval < 10*time.Millisecond:
 		return cfg, usagef("refresh interval must be at least 10ms, got %s", cfg.refreshInterval)
+	case cfg.limits.MaxConns < 0:
+		return cfg, usagef("max-conns must not be negative, got %d", cfg.limits.MaxConns)
 	case cfg.startupTimeout <= 0 || cfg.shutdownTimeout <= 0:
 		return cfg, usagef("start-up and shutdown timeouts must be positive")
 	}

@@ -49,6 +49,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			client.WithFailurePolicy(cfg.policy), client.WithTimeout(cfg.timeout), client.WithInstances(cfg.instances),
 		},
 		CountUsage: cfg.countUsage, RefreshInterval: cfg.refreshInterval, Registry: reg, Logger: log,
+		Limits: cfg.limits,
 	})
 	cancel()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/apptokens"
@@ -41,6 +42,9 @@ type ServerConfig struct {
 	// Registry receives every metric; nil makes a private one.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
+	// Limits bound both listeners; the zero value means
+	// startup.DecisionLimits.
+	Limits startup.Limits
 }
 
 // Server is a running decision service: both listeners, the refresh loop
@@ -102,17 +106,21 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		}
 	}
 
+	limits := cfg.Limits
+	if limits == (startup.Limits{}) {
+		limits = startup.DecisionLimits()
+	}
 	s := &Server{Service: svc, pool: pool, done: make(chan struct{}), errc: make(chan error, 2)}
-	if s.gln, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+	if s.gln, err = limits.Listen(cfg.GRPCAddr); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.GRPCAddr, err)
 	}
-	if s.hln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+	if s.hln, err = limits.Listen(cfg.HTTPAddr); err != nil {
 		s.gln.Close()
 		pool.Close()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	s.grpc = grpc.NewServer()
+	s.grpc = grpc.NewServer(grpcOptions(limits)...)
 	RegisterGRPC(s.grpc, svc)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -123,7 +131,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		st := s.readiness(ctx, cfg.Redis)
 		return st, st.Ready
 	})
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.http = limits.HTTPServer(mux, log)
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
@@ -136,6 +144,33 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	log.Info("decision service listening", "grpc", s.GRPCAddr(), "http", s.HTTPAddr())
 	return s, nil
+}
+
+// grpcOptions bound the gRPC server by l: streams per connection, message
+// size, handshake time, idle and age of connections, and the keepalive
+// pings it sends and accepts.
+func grpcOptions(l startup.Limits) []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: l.MaxConnectionIdle, MaxConnectionAge: l.MaxConnectionAge,
+			MaxConnectionAgeGrace: l.MaxConnectionAgeGrace, Time: l.KeepaliveTime, Timeout: l.KeepaliveTimeout,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: l.KeepaliveMinTime, PermitWithoutStream: true}),
+	}
+	// Zero leaves gRPC's default, which for these is no bound (or 4 MB).
+	if l.MaxConcurrentStreams > 0 {
+		opts = append(opts, grpc.MaxConcurrentStreams(l.MaxConcurrentStreams))
+	}
+	if l.MaxRecvMsgSize > 0 {
+		opts = append(opts, grpc.MaxRecvMsgSize(l.MaxRecvMsgSize))
+	}
+	if l.MaxHeaderBytes > 0 {
+		opts = append(opts, grpc.MaxHeaderListSize(uint32(l.MaxHeaderBytes)))
+	}
+	if l.ConnectionTimeout > 0 {
+		opts = append(opts, grpc.ConnectionTimeout(l.ConnectionTimeout))
+	}
+	return opts
 }
 
 // GRPCAddr and HTTPAddr are the addresses the listeners got.
