@@ -246,9 +246,7 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 
 // metricsServer serves reg at /metrics, and nothing else.
 func metricsServer(reg *prometheus.Registry, log *slog.Logger) *http.Server {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", startup.MetricsHandler(reg))
-	return startup.ProbeLimits().HTTPServer(mux, log)
+	return startup.MetricsServer(reg, log)
 }
 
 // displayAddr turns ":8080" into "localhost:8080" for people to click.

@@ -18,6 +18,7 @@ type config struct {
 	stores          startup.StoreSettings
 	grpcAddr        string
 	httpAddr        string
+	metricsAddr     string
 	unmatched       decision.Unmatched
 	headers         decision.Headers
 	policy          client.FailurePolicy
@@ -64,7 +65,8 @@ func bind(cfg *config, str *strSettings, getenv func(string) string, output io.W
 	s.Footer(helpText)
 	cfg.stores.Bind(s)
 	s.String(&cfg.grpcAddr, "grpc-addr", "SLUICE_GRPC_ADDR", "address of Envoy's rate limit service API")
-	s.String(&cfg.httpAddr, "http-addr", "SLUICE_HTTP_ADDR", "address of /v1/acquire, /healthz, /readyz and /metrics")
+	s.String(&cfg.httpAddr, "http-addr", "SLUICE_HTTP_ADDR", "address of /v1/acquire, /healthz and /readyz")
+	s.String(&cfg.metricsAddr, "metrics-addr", "SLUICE_METRICS_ADDR", "address of a separate listener serving Prometheus /metrics; empty disables")
 	s.String(&str.unmatched, "unmatched", "SLUICE_UNMATCHED", "answer for a descriptor no mapping matches: allow or deny")
 	s.String(&str.headers, "headers", "SLUICE_HEADERS", "rate limit headers sent back: draft (RateLimit-*), x (X-RateLimit-*), both or none")
 	s.String(&str.policy, "failure-policy", "SLUICE_FAILURE_POLICY", "answer while Redis is unreachable: local, open or closed")

@@ -31,10 +31,15 @@ type ServerConfig struct {
 	// KeyPrefix of the Redis keys; must match the sync worker's.
 	KeyPrefix string
 	// GRPCAddr and HTTPAddr are the listen addresses (":0" picks a port).
-	// The HTTP listener serves /v1/acquire, /healthz, /readyz and /metrics.
+	// The HTTP listener serves /v1/acquire, /healthz and /readyz.
 	GRPCAddr, HTTPAddr string
-	Unmatched          Unmatched
-	Headers            Headers
+	// MetricsAddr, unless empty, is the address of a listener of its own
+	// serving Prometheus /metrics: the metrics name apps and buckets
+	// (some chosen by callers), so they are not served to whoever reaches
+	// the decision ports.
+	MetricsAddr string
+	Unmatched   Unmatched
+	Headers     Headers
 	// Client options of the Limiters: failure policy, timeout, instances.
 	Client          []client.Option
 	CountUsage      bool
@@ -56,6 +61,8 @@ type Server struct {
 	http    *http.Server
 	gln     net.Listener
 	hln     net.Listener
+	mln     net.Listener
+	metrics *http.Server
 	pool    *Pool
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -120,6 +127,15 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		pool.Close()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
+	if cfg.MetricsAddr != "" {
+		if s.mln, err = startup.ProbeLimits().Listen(cfg.MetricsAddr); err != nil {
+			s.gln.Close()
+			s.hln.Close()
+			pool.Close()
+			return nil, fmt.Errorf("listen on %s for metrics: %w", cfg.MetricsAddr, err)
+		}
+		s.metrics = startup.MetricsServer(reg, log)
+	}
 	s.grpc = grpc.NewServer(grpcOptions(limits)...)
 	RegisterGRPC(s.grpc, svc)
 	s.health = health.NewServer()
@@ -127,7 +143,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", HTTPHandler(svc))
-	startup.Probes(mux, reg, func(ctx context.Context) (any, bool) {
+	startup.Probes(mux, nil, func(ctx context.Context) (any, bool) {
 		st := s.readiness(ctx, cfg.Redis)
 		return st, st.Ready
 	})
@@ -141,6 +157,9 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	}()
 	go func() { s.errc <- s.grpc.Serve(s.gln) }()
 	go func() { s.errc <- s.http.Serve(s.hln) }()
+	if s.metrics != nil {
+		go func() { s.errc <- s.metrics.Serve(s.mln) }()
+	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	log.Info("decision service listening", "grpc", s.GRPCAddr(), "http", s.HTTPAddr())
 	return s, nil
@@ -179,6 +198,14 @@ func (s *Server) GRPCAddr() string { return s.gln.Addr().String() }
 // HTTPAddr is the address of the HTTP listener.
 func (s *Server) HTTPAddr() string { return s.hln.Addr().String() }
 
+// MetricsAddr is the address of the metrics listener, "" without one.
+func (s *Server) MetricsAddr() string {
+	if s.mln == nil {
+		return ""
+	}
+	return s.mln.Addr().String()
+}
+
 // Err delivers a listener's failure.
 func (s *Server) Err() <-chan error { return s.errc }
 
@@ -193,6 +220,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(stopped)
 	}()
 	herr := s.http.Shutdown(ctx)
+	if s.metrics != nil {
+		_ = s.metrics.Close() // a scrape is not worth waiting for
+	}
 	select {
 	case <-stopped:
 	case <-ctx.Done():
@@ -212,17 +242,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 type ReadyState struct {
 	Ready bool   `json:"ready"`
 	Redis string `json:"redis"`
-	// Revision is the decision revision loaded; RefreshError the last
-	// failure to read a newer one (decisions go on with the loaded one).
-	Revision     int64  `json:"revision"`
-	RefreshError string `json:"refresh_error,omitempty"`
+	// Revision is the decision revision loaded; RefreshFailing says the
+	// last read of a newer one failed (decisions go on with the loaded
+	// one; the error is in the log, not here: /readyz answers anyone).
+	Revision       int64 `json:"revision"`
+	RefreshFailing bool  `json:"refresh_failing,omitempty"`
 }
 
 // readiness: ready when the config is loaded and Redis answers. MySQL
 // does not decide it: decisions need no MySQL once loaded.
 func (s *Server) readiness(ctx context.Context, rdb redis.UniversalClient) ReadyState {
 	loaded, rev, lastErr := s.Service.Loaded()
-	st := ReadyState{Ready: loaded, Redis: "ok", Revision: rev, RefreshError: lastErr}
+	st := ReadyState{Ready: loaded, Redis: "ok", Revision: rev, RefreshFailing: lastErr != ""}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		st.Ready, st.Redis = false, "unreachable"
 	}
