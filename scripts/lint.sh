@@ -21,6 +21,9 @@ for pattern in "${module_patterns[@]}"; do
 		exit 1
 	}
 done
+# A nested module must not build with an older version of a module the root
+# module also uses.
+./scripts/modversions.sh
 # Both builds: the production one and the one with the -dev stores.
 for tags in "" dev; do
 	go vet -tags "$tags" "${module_patterns[@]}"

@@ -203,22 +203,16 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 	}
 	api.Mount(rt, api.Config{Service: svc, Logger: log})
 
-	ln, err := net.Listen("tcp", cfg.listen)
+	limits := startup.ConsoleLimits()
+	ln, err := limits.Listen(cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
 	}
-	srv := &http.Server{
-		Handler:           withHSTS(rt, cfg.secureCookies),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := limits.HTTPServer(withHSTS(rt, cfg.secureCookies), log)
 	srvErr := make(chan error, 2)
 	var msrv *http.Server
 	if reg != nil {
-		mln, err := net.Listen("tcp", cfg.metricsAddr)
+		mln, err := startup.ProbeLimits().Listen(cfg.metricsAddr)
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("listen on %s for metrics: %w", cfg.metricsAddr, err)
@@ -252,15 +246,7 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 
 // metricsServer serves reg at /metrics, and nothing else.
 func metricsServer(reg *prometheus.Registry, log *slog.Logger) *http.Server {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", startup.MetricsHandler(reg))
-	return &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 5 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	return startup.MetricsServer(reg, log)
 }
 
 // displayAddr turns ":8080" into "localhost:8080" for people to click.

@@ -18,6 +18,7 @@ type config struct {
 	stores          startup.StoreSettings
 	grpcAddr        string
 	httpAddr        string
+	metricsAddr     string
 	unmatched       decision.Unmatched
 	headers         decision.Headers
 	policy          client.FailurePolicy
@@ -28,6 +29,7 @@ type config struct {
 	startupTimeout  time.Duration
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
+	limits          startup.Limits
 }
 
 // usageError is a configuration mistake: exit code 2.
@@ -63,7 +65,8 @@ func bind(cfg *config, str *strSettings, getenv func(string) string, output io.W
 	s.Footer(helpText)
 	cfg.stores.Bind(s)
 	s.String(&cfg.grpcAddr, "grpc-addr", "SLUICE_GRPC_ADDR", "address of Envoy's rate limit service API")
-	s.String(&cfg.httpAddr, "http-addr", "SLUICE_HTTP_ADDR", "address of /v1/acquire, /healthz, /readyz and /metrics")
+	s.String(&cfg.httpAddr, "http-addr", "SLUICE_HTTP_ADDR", "address of /v1/acquire, /healthz and /readyz")
+	s.String(&cfg.metricsAddr, "metrics-addr", "SLUICE_METRICS_ADDR", "address of a separate listener serving Prometheus /metrics; empty disables")
 	s.String(&str.unmatched, "unmatched", "SLUICE_UNMATCHED", "answer for a descriptor no mapping matches: allow or deny")
 	s.String(&str.headers, "headers", "SLUICE_HEADERS", "rate limit headers sent back: draft (RateLimit-*), x (X-RateLimit-*), both or none")
 	s.String(&str.policy, "failure-policy", "SLUICE_FAILURE_POLICY", "answer while Redis is unreachable: local, open or closed")
@@ -74,6 +77,7 @@ func bind(cfg *config, str *strSettings, getenv func(string) string, output io.W
 	s.StartupTimeout(&cfg.startupTimeout)
 	s.Duration(&cfg.shutdownTimeout, "shutdown-timeout", "SLUICE_SHUTDOWN_TIMEOUT", "how long calls in flight may take after SIGTERM")
 	s.LogLevel(&cfg.logLevel)
+	cfg.limits.BindMaxConns(s)
 	return s
 }
 
@@ -92,6 +96,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		refreshInterval: decision.DefaultRefreshInterval,
 		startupTimeout:  15 * time.Second,
 		shutdownTimeout: 10 * time.Second,
+		limits:          startup.DecisionLimits(),
 	}
 	str := strSettings{unmatched: "allow", headers: "draft", policy: "local"}
 	s := bind(&cfg, &str, getenv, output)
@@ -120,6 +125,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		return cfg, usagef("instances must be at least 1, got %d", cfg.instances)
 	case cfg.refreshInterval < 10*time.Millisecond:
 		return cfg, usagef("refresh interval must be at least 10ms, got %s", cfg.refreshInterval)
+	case cfg.limits.MaxConns < 0:
+		return cfg, usagef("max-conns must not be negative, got %d", cfg.limits.MaxConns)
 	case cfg.startupTimeout <= 0 || cfg.shutdownTimeout <= 0:
 		return cfg, usagef("start-up and shutdown timeouts must be positive")
 	}

@@ -5,7 +5,8 @@
 // many copies as needed behind a load balancer.
 //
 // Configuration comes from flags and SLUICE_* environment variables (run
-// with -h). The HTTP listener also serves /healthz, /readyz and /metrics.
+// with -h). The HTTP listener also serves /healthz and /readyz; Prometheus
+// /metrics has a listener of its own (-metrics-addr), off by default.
 // It stops gracefully on SIGTERM or SIGINT.
 //
 // Exit codes: 0 after a requested stop, 1 when a store cannot be reached at

@@ -140,12 +140,13 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	httpPort := testenv.FreePort(t)
+	httpPort, metricsPort := testenv.FreePort(t), testenv.FreePort(t)
 	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
 	env := envOf(map[string]string{
 		"SLUICE_MYSQL_DSN": dsn, "SLUICE_REDIS_ADDR": testenv.RedisAddr(t), "SLUICE_KEY_PREFIX": prefix,
 		"SLUICE_HTTP_ADDR": "127.0.0.1:" + strconv.Itoa(httpPort), "SLUICE_GRPC_ADDR": "127.0.0.1:0",
-		"SLUICE_LOG_LEVEL": "warn",
+		"SLUICE_METRICS_ADDR": "127.0.0.1:" + strconv.Itoa(metricsPort),
+		"SLUICE_LOG_LEVEL":    "warn",
 	})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -188,9 +189,12 @@ func TestServe(t *testing.T) {
 	if err := worker.Healthcheck(ctx, []string{"-url", base + "/healthz"}, io.Discard); err != nil {
 		t.Fatalf("healthcheck: %v", err)
 	}
-	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "sluice_decide_requests_total") ||
-		!strings.Contains(body, "go_goroutines") {
+	if code, body := get(t, "http://127.0.0.1:"+strconv.Itoa(metricsPort)+"/metrics"); code != 200 ||
+		!strings.Contains(body, "sluice_decide_requests_total") || !strings.Contains(body, "go_goroutines") {
 		t.Fatalf("metrics: %d", code)
+	}
+	if code, _ := get(t, base+"/metrics"); code != http.StatusNotFound {
+		t.Fatalf("metrics on the decision port: %d, want 404", code)
 	}
 
 	cancel()

@@ -44,11 +44,13 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	loadCtx, cancel := context.WithTimeout(ctx, cfg.startupTimeout)
 	srv, err := decision.Start(loadCtx, decision.ServerConfig{
 		DB: db, Redis: rdb, KeyPrefix: cfg.stores.KeyPrefix, GRPCAddr: cfg.grpcAddr, HTTPAddr: cfg.httpAddr,
-		Unmatched: cfg.unmatched, Headers: cfg.headers,
+		MetricsAddr: cfg.metricsAddr,
+		Unmatched:   cfg.unmatched, Headers: cfg.headers,
 		Client: []client.Option{
 			client.WithFailurePolicy(cfg.policy), client.WithTimeout(cfg.timeout), client.WithInstances(cfg.instances),
 		},
 		CountUsage: cfg.countUsage, RefreshInterval: cfg.refreshInterval, Registry: reg, Logger: log,
+		Limits: cfg.limits,
 	})
 	cancel()
 	if err != nil {
@@ -57,7 +59,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		}
 		return err
 	}
-	log.Info("sluice-decide started", "grpc", srv.GRPCAddr(), "http", srv.HTTPAddr(),
+	log.Info("sluice-decide started", "grpc", srv.GRPCAddr(), "http", srv.HTTPAddr(), "metrics", srv.MetricsAddr(),
 		"redis", cfg.stores.Redis.String(), "unmatched", cfg.unmatched.String(), "failure_policy", cfg.policy.String())
 	var runErr error
 	select {

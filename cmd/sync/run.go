@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -51,11 +50,12 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	var srv *http.Server
 	srvErr := make(chan error, 1)
 	if cfg.httpAddr != "" {
-		ln, err := net.Listen("tcp", cfg.httpAddr)
+		limits := startup.ProbeLimits()
+		ln, err := limits.Listen(cfg.httpAddr)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.httpAddr, err)
 		}
-		srv = &http.Server{Handler: handler(st, w, reg), ReadHeaderTimeout: 5 * time.Second}
+		srv = limits.HTTPServer(handler(st, w, reg), log)
 		log.Info("http listening", "addr", ln.Addr().String())
 		go func() { srvErr <- srv.Serve(ln) }()
 	}

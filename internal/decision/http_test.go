@@ -47,7 +47,7 @@ func send(t *testing.T, req *http.Request, auth string) (int, http.Header, strin
 
 func TestHTTPAcquire(t *testing.T) {
 	t.Parallel()
-	st := newStack(t, ServerConfig{Headers: HeadersBoth}, gatewayBuckets, gatewayMappings)
+	st := newStack(t, ServerConfig{Headers: HeadersBoth, MetricsAddr: "127.0.0.1:0"}, gatewayBuckets, gatewayMappings)
 	addr, auth := st.srv.HTTPAddr(), "Bearer "+st.edge
 
 	// POST: 3 tokens of 5, then 2, then a denial.
@@ -127,17 +127,22 @@ func TestHTTPAcquire(t *testing.T) {
 		})
 	}
 
-	// Probes and metrics on the same listener.
-	for path, want := range map[string]string{
-		"/healthz": "ok", "/readyz": `"ready":true`, "/metrics": `sluice_decide_requests_total{result="ok",transport="http"}`,
+	// Probes on the same listener; metrics only on their own.
+	for url, want := range map[string]string{
+		"http://" + addr + "/healthz": "ok", "http://" + addr + "/readyz": `"ready":true`,
+		"http://" + st.srv.MetricsAddr() + "/metrics": `sluice_decide_requests_total{result="ok",transport="http"}`,
 	} {
-		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+		req, _ := http.NewRequest("GET", url, nil)
 		code, _, body := send(t, req, "")
 		if code != 200 || !strings.Contains(body, want) {
-			t.Fatalf("%s: %d %s", path, code, body)
+			t.Fatalf("%s: %d %s", url, code, body)
 		}
 	}
 	req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+	if code, _, body := send(t, req, ""); code != http.StatusNotFound || strings.Contains(body, "sluice_") {
+		t.Fatalf("/metrics on the decision port: %d %.200s", code, body)
+	}
+	req, _ = http.NewRequest("GET", "http://"+st.srv.MetricsAddr()+"/metrics", nil)
 	_, _, body := send(t, req, "")
 	if !strings.Contains(body, `sluice_client_decisions_total{app="edge",bucket="checkout",result="denied"} 1`) {
 		t.Fatalf("client metrics of the app missing:\n%s", body)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/apptokens"
@@ -30,10 +31,15 @@ type ServerConfig struct {
 	// KeyPrefix of the Redis keys; must match the sync worker's.
 	KeyPrefix string
 	// GRPCAddr and HTTPAddr are the listen addresses (":0" picks a port).
-	// The HTTP listener serves /v1/acquire, /healthz, /readyz and /metrics.
+	// The HTTP listener serves /v1/acquire, /healthz and /readyz.
 	GRPCAddr, HTTPAddr string
-	Unmatched          Unmatched
-	Headers            Headers
+	// MetricsAddr, unless empty, is the address of a listener of its own
+	// serving Prometheus /metrics: the metrics name apps and buckets
+	// (some chosen by callers), so they are not served to whoever reaches
+	// the decision ports.
+	MetricsAddr string
+	Unmatched   Unmatched
+	Headers     Headers
 	// Client options of the Limiters: failure policy, timeout, instances.
 	Client          []client.Option
 	CountUsage      bool
@@ -41,6 +47,9 @@ type ServerConfig struct {
 	// Registry receives every metric; nil makes a private one.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
+	// Limits bound both listeners; the zero value means
+	// startup.DecisionLimits.
+	Limits startup.Limits
 }
 
 // Server is a running decision service: both listeners, the refresh loop
@@ -52,6 +61,8 @@ type Server struct {
 	http    *http.Server
 	gln     net.Listener
 	hln     net.Listener
+	mln     net.Listener
+	metrics *http.Server
 	pool    *Pool
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -102,28 +113,41 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		}
 	}
 
+	limits := cfg.Limits
+	if limits == (startup.Limits{}) {
+		limits = startup.DecisionLimits()
+	}
 	s := &Server{Service: svc, pool: pool, done: make(chan struct{}), errc: make(chan error, 2)}
-	if s.gln, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+	if s.gln, err = limits.Listen(cfg.GRPCAddr); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.GRPCAddr, err)
 	}
-	if s.hln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+	if s.hln, err = limits.Listen(cfg.HTTPAddr); err != nil {
 		s.gln.Close()
 		pool.Close()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	s.grpc = grpc.NewServer()
+	if cfg.MetricsAddr != "" {
+		if s.mln, err = startup.ProbeLimits().Listen(cfg.MetricsAddr); err != nil {
+			s.gln.Close()
+			s.hln.Close()
+			pool.Close()
+			return nil, fmt.Errorf("listen on %s for metrics: %w", cfg.MetricsAddr, err)
+		}
+		s.metrics = startup.MetricsServer(reg, log)
+	}
+	s.grpc = grpc.NewServer(grpcOptions(limits)...)
 	RegisterGRPC(s.grpc, svc)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", HTTPHandler(svc))
-	startup.Probes(mux, reg, func(ctx context.Context) (any, bool) {
+	startup.Probes(mux, nil, func(ctx context.Context) (any, bool) {
 		st := s.readiness(ctx, cfg.Redis)
 		return st, st.Ready
 	})
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.http = limits.HTTPServer(mux, log)
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
@@ -133,9 +157,39 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	}()
 	go func() { s.errc <- s.grpc.Serve(s.gln) }()
 	go func() { s.errc <- s.http.Serve(s.hln) }()
+	if s.metrics != nil {
+		go func() { s.errc <- s.metrics.Serve(s.mln) }()
+	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	log.Info("decision service listening", "grpc", s.GRPCAddr(), "http", s.HTTPAddr())
 	return s, nil
+}
+
+// grpcOptions bound the gRPC server by l: streams per connection, message
+// size, handshake time, idle and age of connections, and the keepalive
+// pings it sends and accepts.
+func grpcOptions(l startup.Limits) []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: l.MaxConnectionIdle, MaxConnectionAge: l.MaxConnectionAge,
+			MaxConnectionAgeGrace: l.MaxConnectionAgeGrace, Time: l.KeepaliveTime, Timeout: l.KeepaliveTimeout,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: l.KeepaliveMinTime, PermitWithoutStream: true}),
+	}
+	// Zero leaves gRPC's default, which for these is no bound (or 4 MB).
+	if l.MaxConcurrentStreams > 0 {
+		opts = append(opts, grpc.MaxConcurrentStreams(l.MaxConcurrentStreams))
+	}
+	if l.MaxRecvMsgSize > 0 {
+		opts = append(opts, grpc.MaxRecvMsgSize(l.MaxRecvMsgSize))
+	}
+	if l.MaxHeaderBytes > 0 {
+		opts = append(opts, grpc.MaxHeaderListSize(uint32(l.MaxHeaderBytes)))
+	}
+	if l.ConnectionTimeout > 0 {
+		opts = append(opts, grpc.ConnectionTimeout(l.ConnectionTimeout))
+	}
+	return opts
 }
 
 // GRPCAddr and HTTPAddr are the addresses the listeners got.
@@ -143,6 +197,14 @@ func (s *Server) GRPCAddr() string { return s.gln.Addr().String() }
 
 // HTTPAddr is the address of the HTTP listener.
 func (s *Server) HTTPAddr() string { return s.hln.Addr().String() }
+
+// MetricsAddr is the address of the metrics listener, "" without one.
+func (s *Server) MetricsAddr() string {
+	if s.mln == nil {
+		return ""
+	}
+	return s.mln.Addr().String()
+}
 
 // Err delivers a listener's failure.
 func (s *Server) Err() <-chan error { return s.errc }
@@ -158,6 +220,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(stopped)
 	}()
 	herr := s.http.Shutdown(ctx)
+	if s.metrics != nil {
+		_ = s.metrics.Close() // a scrape is not worth waiting for
+	}
 	select {
 	case <-stopped:
 	case <-ctx.Done():
@@ -177,17 +242,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 type ReadyState struct {
 	Ready bool   `json:"ready"`
 	Redis string `json:"redis"`
-	// Revision is the decision revision loaded; RefreshError the last
-	// failure to read a newer one (decisions go on with the loaded one).
-	Revision     int64  `json:"revision"`
-	RefreshError string `json:"refresh_error,omitempty"`
+	// Revision is the decision revision loaded; RefreshFailing says the
+	// last read of a newer one failed (decisions go on with the loaded
+	// one; the error is in the log, not here: /readyz answers anyone).
+	Revision       int64 `json:"revision"`
+	RefreshFailing bool  `json:"refresh_failing,omitempty"`
 }
 
 // readiness: ready when the config is loaded and Redis answers. MySQL
 // does not decide it: decisions need no MySQL once loaded.
 func (s *Server) readiness(ctx context.Context, rdb redis.UniversalClient) ReadyState {
 	loaded, rev, lastErr := s.Service.Loaded()
-	st := ReadyState{Ready: loaded, Redis: "ok", Revision: rev, RefreshError: lastErr}
+	st := ReadyState{Ready: loaded, Redis: "ok", Revision: rev, RefreshFailing: lastErr != ""}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		st.Ready, st.Redis = false, "unreachable"
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -31,7 +32,9 @@ const readyTimeout = 2 * time.Second
 
 // Probes adds to mux what orchestrators and Prometheus poll: GET /healthz
 // (the process answers), GET /readyz (the report of ready as JSON, with
-// 503 unless ready says the binary is ready) and GET /metrics (reg).
+// 503 unless ready says the binary is ready) and, unless reg is nil, GET
+// /metrics (reg). The report must hold no error text: the probes answer
+// anyone who reaches the port, so the details go to the log.
 func Probes(mux *http.ServeMux, reg *prometheus.Registry, ready func(context.Context) (report any, ok bool)) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -47,5 +50,15 @@ func Probes(mux *http.ServeMux, reg *prometheus.Registry, ready func(context.Con
 		}
 		_ = json.NewEncoder(w).Encode(report)
 	})
+	if reg != nil {
+		mux.Handle("GET /metrics", MetricsHandler(reg))
+	}
+}
+
+// MetricsServer is a server of reg at /metrics and nothing else, for a
+// listener of its own (ProbeLimits).
+func MetricsServer(reg *prometheus.Registry, log *slog.Logger) *http.Server {
+	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", MetricsHandler(reg))
+	return ProbeLimits().HTTPServer(mux, log)
 }
