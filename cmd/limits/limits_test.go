@@ -326,3 +326,42 @@ buckets:
 		t.Fatalf("unknown command: exit %d", code)
 	}
 }
+
+// TestImportEnvoyThenApply: a converted envoy ratelimit configuration
+// applies to a real console, and applying it again changes nothing; what
+// has no equivalent is on standard error, and fails only with -strict.
+func TestImportEnvoyThenApply(t *testing.T) {
+	c := newConsole(t)
+	config := write(t, "envoy.yaml", `
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: remote_address
+    value: 198.51.100.7
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: path
+    value: /login
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 30}
+`)
+	code, out, errOut := c.tool("import-envoy", "-f", config, "-app", "edge-gw")
+	if code != 0 || !strings.Contains(errOut, `unmapped: domain "edge", descriptor remote_address=198.51.100.7`) {
+		t.Fatalf("import-envoy: exit %d\n%s", code, errOut)
+	}
+	if code, _, _ := c.tool("import-envoy", "-strict", "-f", config, "-app", "edge-gw"); code != exitError {
+		t.Fatalf("import-envoy -strict with an unmapped descriptor: exit %d", code)
+	}
+	file := write(t, "imported.yaml", out)
+	applied := c.mustTool(0, "apply", "-f", file)
+	if !strings.Contains(applied, "5 to create") {
+		t.Fatalf("apply of the import:\n%s", applied)
+	}
+	c.mustTool(0, "diff", "-exit-code", "-f", file)
+	exported := c.mustTool(0, "export", "-app", "edge-gw")
+	for _, want := range []string{"key_from: remote_address", "shadow: true", "rate: 30/min"} {
+		if !strings.Contains(exported, want) {
+			t.Errorf("export after import lacks %q:\n%s", want, exported)
+		}
+	}
+}
