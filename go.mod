@@ -16,11 +16,13 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/sirupsen/logrus v1.9.3
 	github.com/sluicehq/sluice/client v0.0.0-00010101000000-000000000000
 	github.com/sluicehq/sluice/client/clientmetrics v0.0.0-00010101000000-000000000000
 	github.com/sluicehq/sluice/client/usage v0.0.0-00010101000000-000000000000
 	github.com/sluicehq/sluice/internal/redisscript v0.0.0-00010101000000-000000000000
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/crypto v0.58.0
 	google.golang.org/grpc v1.84.0
 	google.golang.org/protobuf v1.36.12

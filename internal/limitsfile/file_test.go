@@ -1,0 +1,148 @@
+package limitsfile_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/internal/limitsfile"
+)
+
+func schema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	s, err := c.Compile(filepath.Join("..", "..", "docs", "limits.schema.json"))
+	if err != nil {
+		t.Fatalf("compile the schema: %v", err)
+	}
+	return s
+}
+
+// asJSON reads YAML text as the JSON value a schema validator checks.
+func asJSON(t *testing.T, text []byte) any {
+	t.Helper()
+	var v any
+	if err := yaml.Unmarshal(text, &v); err != nil {
+		t.Fatal(err)
+	}
+	j, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := jsonschema.UnmarshalJSON(bytes.NewReader(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func readExample(t *testing.T) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "limits", "limits.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestSchemaAgreesWithTheFile: the schema accepts the example and an
+// export of it (with versions), and refuses an unknown field, as Decode
+// does.
+func TestSchemaAgreesWithTheFile(t *testing.T) {
+	s := schema(t)
+	example := readExample(t)
+	if err := s.Validate(asJSON(t, example)); err != nil {
+		t.Fatalf("the schema refuses the example: %v", err)
+	}
+	f, lines, err := limitsfile.Decode(bytes.NewReader(example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := limitsfile.Check(f, lines)
+	if err != nil {
+		t.Fatalf("the example does not check: %v", err)
+	}
+	for _, b := range d.Buckets {
+		b.Version = 3
+	}
+	var out bytes.Buffer
+	if err := limitsfile.Encode(&out, limitsfile.ToFile(d, true, nil), "exported"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "version: 3") {
+		t.Fatalf("versions not written:\n%s", out.String())
+	}
+	if err := s.Validate(asJSON(t, out.Bytes())); err != nil {
+		t.Fatalf("the schema refuses an export: %v\n%s", err, out.String())
+	}
+	// What the file says survives an export: decoding it again gives the
+	// same objects.
+	f2, _, err := limitsfile.Decode(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Sort()
+	if len(f2.Buckets) != len(f.Buckets) || len(f2.Buckets[1].Overrides) != 2 || len(f2.Mappings) != 2 {
+		t.Fatalf("round trip lost objects: %+v", f2)
+	}
+
+	for _, bad := range []string{
+		"apps: []\ncolour: red\n",
+		"apps:\n  - name: a\n    colour: red\n",
+		"apps: [{name: a}]\nbuckets:\n  - {name: b, owner_app: a, max_permits: 1, rate: 1/s, burst: 3}\n",
+		"apps: [{name: a}]\nmappings:\n  - {app: a, domain: d, entries: [{key: k, val: v}], bucket: b}\n",
+	} {
+		if err := s.Validate(asJSON(t, []byte(bad))); err == nil {
+			t.Errorf("the schema accepts an unknown field:\n%s", bad)
+		}
+		if _, _, err := limitsfile.Decode(strings.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "not found") {
+			t.Errorf("Decode accepts an unknown field (%v):\n%s", err, bad)
+		}
+	}
+}
+
+// TestCheckUsesTheDomainRules: the console's validators answer, with the
+// line of the object.
+func TestCheckUsesTheDomainRules(t *testing.T) {
+	text := `apps:
+  - name: Bad Name
+buckets:
+  - name: b
+    owner_app: a
+    max_permits: 1
+    rate: 1/s
+    lease_ms: 5
+    overrides:
+      - {match: fuzzy, key: k, max_permits: 1, rate: 1/s}
+mappings:
+  - app: a
+    domain: edge
+    entries: [{key: ip, value: x}]
+    bucket: b
+    key_from: ip
+`
+	f, lines, err := limitsfile.Decode(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = limitsfile.Check(f, lines)
+	got := err.Error()
+	for _, want := range []string{
+		`line 2: app "Bad Name": name `,
+		`line 4: bucket "b": lease_ms must be 0 (off)`,
+		`line 4: bucket "b": owner_app "a" is not one of the file's apps`,
+		`line 4: bucket "b": overrides need a keyed bucket`,
+		`line 10: bucket "b": override fuzzy "k": match must be "exact" or "prefix"`,
+		`line 12: mapping a/edge[ip="x"]: key_from entry "ip" has a fixed value`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Check lacks %q:\n%s", want, got)
+		}
+	}
+}
