@@ -103,13 +103,14 @@ func (s *sluice) acquire(ctx context.Context, i int) (bool, error) {
 	return fromRedis(s.lim.Acquire(ctx, s.names[i%len(s.names)], 1))
 }
 
-// newLimiters returns Sluice plain and keyed, and redis_rate and the plain script once per
+// newLimiters returns Sluice plain and keyed (and plain once per sluicePools
+// size), and redis_rate and the plain script once per
 // pool size (0: go-redis's default, 10 per GOMAXPROCS), so that each peer
 // is compared in its best configuration; with leaseMillis, also Sluice on
 // one hot bucket in lease mode. Sluice gets timeout, so that a
 // scheduling hiccup of this busy machine shows in its latency as it does
 // in the others', instead of tripping its breaker into the fallback.
-func newLimiters(ctx context.Context, opts *redis.Options, w workload, timeout time.Duration, pools []int,
+func newLimiters(ctx context.Context, opts *redis.Options, w workload, timeout time.Duration, pools, sluicePools []int,
 	leaseMillis int64) ([]limiter, error) {
 	s, err := newSluice(ctx, opts, w, client.WithTimeout(timeout))
 	if err != nil {
@@ -120,6 +121,18 @@ func newLimiters(ctx context.Context, opts *redis.Options, w workload, timeout t
 		return nil, fmt.Errorf("sluice keyed: %w", err)
 	}
 	impls := []limiter{s, k}
+	for _, size := range sluicePools {
+		// The engine keeps one round trip in flight per pooled connection,
+		// so the pool size is also its in-flight limit.
+		o := *opts
+		o.PoolSize = size
+		ps, err := newSluice(ctx, &o, w, client.WithTimeout(timeout))
+		if err != nil {
+			return nil, fmt.Errorf("sluice pool=%d: %w", size, err)
+		}
+		ps.label = fmt.Sprintf("sluice pool=%d", size)
+		impls = append(impls, ps)
+	}
 	if leaseMillis > 0 {
 		// One hot bucket in lease mode, every caller on it.
 		lw := w

@@ -60,8 +60,13 @@ func (l *Limiter) adjust(ctx context.Context, bucket string, op redisscript.Op, 
 	if !redisscript.ValidName(bucket) {
 		return redisscript.AdjustAnswer{}, ErrUnknownBucket
 	}
+	key := l.ks.Bucket(bucket)
 	reply, err := l.runScript(ctx, redisscript.AdjustScript.SHA(), redisscript.AdjustScript.Source(),
-		[]string{l.ks.Bucket(bucket)}, redisscript.AdjustArgs(l.app, op, n))
+		[]string{key}, redisscript.AdjustArgs(l.app, op, n))
+	if op == redisscript.Refund {
+		// Tokens may have come back: a cached denial of the bucket no longer holds.
+		l.denied.drop(key)
+	}
 	var rep errReply
 	if errors.As(err, &rep) {
 		return redisscript.AdjustAnswer{}, ErrUnavailable

@@ -374,7 +374,8 @@ func TestErrorReplyKeepsBreakerClosed(t *testing.T) {
 }
 
 // TestQueuedCallsDroppedAfterTimeout stalls Redis while calls queue behind
-// the two stuck round trips. The queued calls' callers give up (their
+// the two stuck round trips (a pool of two connections: one round trip in
+// flight per connection). The queued calls' callers give up (their
 // contexts end); when a sender is free again those calls must not be sent
 // (nobody waits for their tokens). Only the two calls already written are
 // run. (The breaker stays closed here: it opens only when Redis keeps
@@ -388,7 +389,7 @@ func TestQueuedCallsDroppedAfterTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := newHoldingProxy(t, srv.Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: proxy.addr, ReadTimeout: 10 * time.Second})
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.addr, ReadTimeout: 10 * time.Second, PoolSize: 2})
 	defer rdb.Close()
 	// The second stuck call must reach the proxy before the first one
 	// times out (the breaker would answer it): the timeout leaves room

@@ -33,12 +33,13 @@
 // Every Acquire is one run of the acquire script in Redis (see
 // docs/protocol.md): refill by Redis's own clock, check the app, take the
 // tokens, all atomically. The client's clock is never used for token math.
-// Concurrent calls are batched: a caller that finds a round trip free
-// sends its call at once on its own goroutine; calls that arrive while the
-// Limiter's two round trips are in flight queue, and when one ends, one of
-// the queued callers sends them all as one pipeline. So a lone caller
-// never waits for anyone, and a hundred goroutines share a few round trips
-// instead of waiting for one each. Each call in a pipeline is still its
+// Concurrent calls are batched only when they must wait anyway: a caller
+// that finds a connection of the Redis client's pool free sends its call
+// at once on its own goroutine; calls that arrive while every connection
+// carries a round trip queue, and when one ends, one of the queued callers
+// sends them all as one pipeline. So no caller waits while a connection
+// could carry its call, and a hundred goroutines share the pool's round
+// trips instead of waiting for a connection each. Each call in a pipeline is still its
 // own atomic script.
 //
 // # When Redis fails

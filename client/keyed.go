@@ -133,6 +133,11 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 	if l.open.Load() {
 		return l.keyFallback(kb, name, key, state, n)
 	}
+	sent := int64(l.now())
+	if res, ok := l.denied.answer(stateKey, n, sent); ok {
+		l.cachedDenials.Add(1)
+		return res, nil
+	}
 	ka := keyedArgsPool.Get().(*keyedArgs)
 	ka.state, ka.key = stateKey, key
 	c := getCall()
@@ -162,6 +167,7 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 		return l.keyFallback(kb, name, key, state, n)
 	}
 	l.answered()
+	l.denied.learn(stateKey, n, sent, a.Answer)
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny, redisscript.ExceedsCapacity:
 		if kb.gone.Load() {

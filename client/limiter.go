@@ -150,6 +150,7 @@ type options struct {
 	failures  int
 	span      time.Duration
 	grace     time.Duration
+	denials   time.Duration
 }
 
 // WithFailurePolicy sets what happens while Redis is unreachable (default FailLocal).
@@ -186,6 +187,18 @@ func WithBreaker(failures int, span time.Duration) Option {
 // (default DefaultStateLossGrace). After that, or for a bucket deleted in
 // the console, calls fail with ErrUnknownBucket. Zero turns this off.
 func WithStateLossGrace(d time.Duration) Option { return func(o *options) { o.grace = d } }
+
+// WithDenialCache sets how long at most a denial is answered in-process
+// (default DefaultDenialCache; 0 turns the cache off). After Redis denied
+// a bucket or key, a call of the same Limiter that the bucket's refill
+// since then still cannot cover is denied without a round trip, with the
+// Result Redis would give if nobody else took tokens meanwhile; every
+// other call goes to Redis, so the cache never admits anything. An entry
+// lives until the denial's RetryAfter or d, whichever is first: a refund
+// from another process, a raised limit, a reset or deleted bucket, or
+// shadow mode turned on is seen at most d late. Shadow buckets, buckets in
+// lease mode and AcquireAll are never answered from it.
+func WithDenialCache(d time.Duration) Option { return func(o *options) { o.denials = d } }
 
 // WithKeyPrefix sets the key prefix of bucket hashes (default "sluice:");
 // it must match the sync worker's.
@@ -227,6 +240,10 @@ type Limiter struct {
 
 	keyed keyedBuckets // state of keyed buckets (keyed.go)
 
+	denied denials // denials answered in-process (denial.go)
+	// cachedDenials counts calls the denial cache answered.
+	cachedDenials atomic.Uint64
+
 	snd   *sender
 	batch *batcher
 }
@@ -252,7 +269,8 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 		return nil, fmt.Errorf("sluice: invalid app name %q", app)
 	}
 	o := options{instances: 1, timeout: DefaultTimeout, probe: DefaultProbeInterval, log: slog.Default(),
-		failures: DefaultBreakerFailures, span: DefaultBreakerSpan, grace: DefaultStateLossGrace}
+		failures: DefaultBreakerFailures, span: DefaultBreakerSpan, grace: DefaultStateLossGrace,
+		denials: DefaultDenialCache}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -271,6 +289,8 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 		return nil, errors.New("sluice: breaker span must not be negative")
 	case o.grace < 0:
 		return nil, errors.New("sluice: state loss grace must not be negative")
+	case o.denials < 0:
+		return nil, errors.New("sluice: denial cache time must not be negative")
 	}
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
@@ -283,6 +303,7 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 		ctx: ctx, cancel: cancel, probeCh: make(chan struct{}, 1),
 		brk: breaker{minFailures: o.failures, span: o.span},
 	}
+	l.denied.maxAge = int64(o.denials)
 	l.snd, l.batch = newSender(l)
 	l.wg.Add(1)
 	go l.prober()
@@ -351,6 +372,12 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 	if l.open.Load() {
 		return l.fallback(b, n)
 	}
+	key, _ := b.keyArg.(string)
+	sent := int64(l.now())
+	if res, ok := l.denied.answer(key, n, sent); ok {
+		l.cachedDenials.Add(1)
+		return res, nil
+	}
 	c := getCall()
 	c.args[0], c.args[1], c.args[2], c.args[3], c.args[4], c.args[5], c.args[6] = "evalsha", l.shaArg, "1", b.keyArg, l.appArg, n, "2"
 	c.nargs, c.src = 7, l.srcArg
@@ -375,6 +402,7 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		return l.fallback(b, n)
 	}
 	l.answered()
+	l.denied.learn(key, n, sent, a)
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny, redisscript.ExceedsCapacity:
 		b.learn(l, name, a) // the app may use the bucket: remember it for FailLocal
@@ -496,6 +524,9 @@ type Stats struct {
 	// StateLost is the time buckets were answered by the policy because
 	// Redis had lost them, summed over buckets.
 	StateLost time.Duration
+	// CachedDenials counts calls denied by the denial cache, without a
+	// round trip (WithDenialCache).
+	CachedDenials uint64
 }
 
 // Stats returns the Limiter's counters.
@@ -503,6 +534,7 @@ func (l *Limiter) Stats() Stats {
 	now := l.now()
 	var s Stats
 	s.BreakerOpenings, s.Fallback = l.brk.stats(now)
+	s.CachedDenials = l.cachedDenials.Load()
 	for _, b := range l.buckets.All() {
 		s.StateLost += b.lostTime(now)
 	}

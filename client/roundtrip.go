@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,13 +73,32 @@ type pipeline struct {
 	noscript []*call
 }
 
-// roundTrips is the most round trips a Limiter has in flight: while Redis
-// answers one, the callers of the other get their replies and queue again.
-// Measured (docs/benchmarks.md), one connection per caller, as a plain
-// call per goroutine has, costs Redis and the client twice the CPU per
-// call at 10 goroutines and more; a single round trip in flight makes two
-// callers wait for each other's.
-const roundTrips = 2
+// inFlight is the most round trips a Limiter has in flight: one per
+// connection of rdb's pool. A caller that finds one free sends its call at
+// once, alone, as a plain go-redis call would; calls queue, and go together
+// as one pipeline on the next connection freed, only while every
+// connection carries a round trip. So no caller waits while a connection
+// could carry its call, and batching starts where a plain call would wait
+// for the pool. The pool's size is go-redis's (10 per GOMAXPROCS by
+// default): it follows the machine without a knob of its own. Measured
+// (docs/benchmarks.md): the earlier limit of two round trips made callers
+// wait for each other from 5 goroutines on, at 0.65x redis_rate's
+// throughput on a 2-core machine.
+func inFlight(rdb redis.UniversalClient) int {
+	var size int
+	switch c := rdb.(type) {
+	case *redis.Client:
+		size = c.Options().PoolSize
+	case *redis.ClusterClient:
+		size = c.Options().PoolSize // per node: the fewest a call may have
+	case *redis.Ring:
+		size = c.Options().PoolSize
+	}
+	if size < 1 {
+		size = 10 * runtime.GOMAXPROCS(0)
+	}
+	return size
+}
 
 // newSender returns the Limiter's sender and the batcher that uses it.
 // Over a *redis.Client the round trips run on the callers' goroutines;
@@ -91,7 +111,7 @@ func newSender(l *Limiter) (*sender, *batcher) {
 		s.rdb, detached = c.WithTimeout(l.opt.timeout), false
 	}
 	s.pipes.New = func() any { return &pipeline{pipe: s.rdb.Pipeline()} }
-	return s, newBatcher(s.send, roundTrips, detached)
+	return s, newBatcher(s.send, inFlight(l.rdb), detached)
 }
 
 // send runs calls as one round trip (a pipeline when there are several),
