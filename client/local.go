@@ -201,10 +201,6 @@ func (b *bucket) local(l *Limiter, n int64) (Result, error) {
 	if cfg == nil {
 		return Result{RetryAfter: l.opt.probe, Fallback: true}, ErrUnavailable
 	}
-	if n > cfg.capacity {
-		return Result{Limit: cfg.capacity, Fallback: true}, ErrExceedsCapacity
-	}
-	share := localShare(cfg, l.opt.instances)
 	now := int64(l.now() / time.Microsecond)
 	// The start of the span the local bucket answers in, if it does now.
 	from := int64(-1)
@@ -214,7 +210,17 @@ func (b *bucket) local(l *Limiter, n int64) (Result, error) {
 	if at := b.lostAt.Load(); at != 0 && (from < 0 || (at-1)/1000 < from) {
 		from = (at - 1) / 1000
 	}
+	return b.localAt(cfg, l.opt.instances, n, now, from, l.opt.probe)
+}
 
+// localAt is local's decision at now (µs since the Limiter started), the
+// bucket filling from from (µs; -1 when the policy does not answer it
+// now): what the conformance table checks of the fallback.
+func (b *bucket) localAt(cfg *learned, instances int, n, now, from int64, probe time.Duration) (Result, error) {
+	if n > cfg.capacity {
+		return Result{Limit: cfg.capacity, Fallback: true}, ErrExceedsCapacity
+	}
+	share := localShare(cfg, instances)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if from >= 0 {
@@ -224,8 +230,7 @@ func (b *bucket) local(l *Limiter, n int64) (Result, error) {
 	b.tokens = math.Min(b.tokens, float64(share.Capacity)) // the capacity may have shrunk
 	if n > share.Capacity {
 		// Grantable in Redis but not by this instance's share.
-		res := Result{Limit: share.Capacity, Fallback: true, RetryAfter: l.opt.probe,
-			Remaining: int64(math.Max(b.tokens, 0))}
+		res := Result{Limit: share.Capacity, Fallback: true, RetryAfter: probe, Remaining: int64(math.Max(b.tokens, 0))}
 		if cfg.shadow {
 			res.Allowed, res.WouldDeny = true, true
 		}
