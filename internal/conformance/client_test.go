@@ -200,6 +200,13 @@ func loadConformance(t *testing.T) conformanceTable {
 	if len(tab.Cases) == 0 {
 		t.Fatalf("%s has no cases", conformancePath)
 	}
+	for _, c := range tab.Cases {
+		for _, impl := range c.Implementations {
+			if !slices.Contains(implementations, impl) {
+				t.Fatalf("%s: case %q lists implementation %q; there are %v", conformancePath, c.Name, impl, implementations)
+			}
+		}
+	}
 	return tab
 }
 
