@@ -23,7 +23,7 @@ type learned struct {
 // answer of the acquire script; other answers tell it only by their code
 // (would deny: in shadow mode; denied: not), else prev's holds.
 func learnedOf(a redisscript.Answer, prev *learned) *learned {
-	c := &learned{capacity: a.Capacity, permitsMicro: a.PermitsMicro, period: a.PeriodSeconds}
+	c := learned{capacity: a.Capacity, permitsMicro: a.PermitsMicro, period: a.PeriodSeconds}
 	switch {
 	case a.HasShadow:
 		c.shadow = a.Shadow
@@ -33,10 +33,12 @@ func learnedOf(a redisscript.Answer, prev *learned) *learned {
 	case prev != nil:
 		c.shadow = prev.shadow
 	}
-	if prev != nil && *prev == *c {
-		return prev
+	if prev != nil && *prev == c {
+		return prev // no allocation on the hot path: the config rarely changes
 	}
-	return c
+	p := new(learned)
+	*p = c
+	return p
 }
 
 // bucket is what a Limiter keeps per bucket name: the key, the last config
@@ -64,7 +66,7 @@ type bucket struct {
 // learn records the config of a Redis answer; an answer with tokens ends
 // a loss of the bucket's state.
 func (b *bucket) learn(l *Limiter, name string, a redisscript.Answer) {
-	if c := b.cfg.Load(); learnedOf(a, c) != c {
+	if c := b.cfg.Load(); c == nil || learnedOf(a, c) != c {
 		b.cfg.Store(learnedOf(a, c))
 	}
 	now := int64(l.now())
