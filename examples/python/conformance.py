@@ -34,7 +34,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 CODES = {
     "allowed": sluice.ALLOWED, "denied": sluice.DENIED, "unknown_bucket": sluice.UNKNOWN_BUCKET,
     "app_not_allowed": sluice.APP_NOT_ALLOWED, "exceeds_capacity": sluice.EXCEEDS_CAPACITY,
-    "invalid_n": sluice.INVALID_N, "would_deny": sluice.WOULD_DENY,
+    "invalid_n": sluice.INVALID_N, "would_deny": sluice.WOULD_DENY, "invalid_key": -5,
 }
 APPLY_OUTCOMES = {1: "created", 2: "updated", 3: "unchanged", 4: "stale", 5: "tombstoned"}
 FIELDS = ["remaining", "retry_us", "reset_us", "capacity", "permits_micro", "period"]

@@ -173,7 +173,7 @@ type wantError struct {
 var codeNames = map[string]redisscript.Code{
 	"allowed": redisscript.Allowed, "denied": redisscript.Denied, "unknown_bucket": redisscript.UnknownBucket,
 	"app_not_allowed": redisscript.AppNotAllowed, "exceeds_capacity": redisscript.ExceedsCapacity,
-	"invalid_n": redisscript.InvalidN, "would_deny": redisscript.WouldDeny,
+	"invalid_n": redisscript.InvalidN, "would_deny": redisscript.WouldDeny, "invalid_key": redisscript.InvalidKey,
 }
 
 var applyNames = map[string]redisscript.ApplyOutcome{
