@@ -192,7 +192,7 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 
 // learn records the bucket's own limit from an answer that applied it.
 func (kb *keyedBucket) learn(a redisscript.Answer) {
-	if c := kb.def.Load(); learnedOf(a, c) != c {
+	if c := kb.def.Load(); c == nil || learnedOf(a, c) != c {
 		kb.def.Store(learnedOf(a, c))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/tokens"
 )
 
 // Lease mode (docs/protocol.md, "Leases"): for a bucket whose config has
@@ -68,7 +69,7 @@ func newLease(l *Limiter, b *bucket, name string, a redisscript.Answer) *lease {
 func (ls *lease) configure(leaseMillis, capacity, permitsMicro, period int64) {
 	ls.dur = leaseMillis * int64(time.Millisecond)
 	ls.capacity.Store(capacity)
-	ls.rate = float64(permitsMicro) / 1e6 / float64(max(period, 1))
+	ls.rate = tokens.Limit{Capacity: capacity, PermitsMicro: permitsMicro, Period: float64(max(period, 1))}.PerSecond()
 }
 
 // take answers an acquire of n tokens in lease mode.

@@ -23,7 +23,7 @@ type learned struct {
 // answer of the acquire script; other answers tell it only by their code
 // (would deny: in shadow mode; denied: not), else prev's holds.
 func learnedOf(a redisscript.Answer, prev *learned) *learned {
-	c := &learned{capacity: a.Capacity, permitsMicro: a.PermitsMicro, period: a.PeriodSeconds}
+	c := learned{capacity: a.Capacity, permitsMicro: a.PermitsMicro, period: a.PeriodSeconds}
 	switch {
 	case a.HasShadow:
 		c.shadow = a.Shadow
@@ -33,10 +33,12 @@ func learnedOf(a redisscript.Answer, prev *learned) *learned {
 	case prev != nil:
 		c.shadow = prev.shadow
 	}
-	if prev != nil && *prev == *c {
-		return prev
+	if prev != nil && *prev == c {
+		return prev // no allocation on the hot path: the config rarely changes
 	}
-	return c
+	p := new(learned)
+	*p = c
+	return p
 }
 
 // bucket is what a Limiter keeps per bucket name: the key, the last config
@@ -64,7 +66,7 @@ type bucket struct {
 // learn records the config of a Redis answer; an answer with tokens ends
 // a loss of the bucket's state.
 func (b *bucket) learn(l *Limiter, name string, a redisscript.Answer) {
-	if c := b.cfg.Load(); learnedOf(a, c) != c {
+	if c := b.cfg.Load(); c == nil || learnedOf(a, c) != c {
 		b.cfg.Store(learnedOf(a, c))
 	}
 	now := int64(l.now())
@@ -201,10 +203,6 @@ func (b *bucket) local(l *Limiter, n int64) (Result, error) {
 	if cfg == nil {
 		return Result{RetryAfter: l.opt.probe, Fallback: true}, ErrUnavailable
 	}
-	if n > cfg.capacity {
-		return Result{Limit: cfg.capacity, Fallback: true}, ErrExceedsCapacity
-	}
-	share := localShare(cfg, l.opt.instances)
 	now := int64(l.now() / time.Microsecond)
 	// The start of the span the local bucket answers in, if it does now.
 	from := int64(-1)
@@ -214,7 +212,17 @@ func (b *bucket) local(l *Limiter, n int64) (Result, error) {
 	if at := b.lostAt.Load(); at != 0 && (from < 0 || (at-1)/1000 < from) {
 		from = (at - 1) / 1000
 	}
+	return b.localAt(cfg, l.opt.instances, n, now, from, l.opt.probe)
+}
 
+// localAt is local's decision at now (µs since the Limiter started), the
+// bucket filling from from (µs; -1 when the policy does not answer it
+// now): what the conformance table checks of the fallback.
+func (b *bucket) localAt(cfg *learned, instances int, n, now, from int64, probe time.Duration) (Result, error) {
+	if n > cfg.capacity {
+		return Result{Limit: cfg.capacity, Fallback: true}, ErrExceedsCapacity
+	}
+	share := localShare(cfg, instances)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if from >= 0 {
@@ -224,8 +232,7 @@ func (b *bucket) local(l *Limiter, n int64) (Result, error) {
 	b.tokens = math.Min(b.tokens, float64(share.Capacity)) // the capacity may have shrunk
 	if n > share.Capacity {
 		// Grantable in Redis but not by this instance's share.
-		res := Result{Limit: share.Capacity, Fallback: true, RetryAfter: l.opt.probe,
-			Remaining: int64(math.Max(b.tokens, 0))}
+		res := Result{Limit: share.Capacity, Fallback: true, RetryAfter: probe, Remaining: int64(math.Max(b.tokens, 0))}
 		if cfg.shadow {
 			res.Allowed, res.WouldDeny = true, true
 		}

@@ -116,6 +116,11 @@ type Limiter struct {
 	clock   Clock
 	observe func(client.Decision)
 
+	*store // shared with the Limiters of other apps made by As
+}
+
+// store is the buckets, shared by the Limiters of one New and its As.
+type store struct {
 	mu      sync.Mutex
 	buckets map[string]*bucket
 }
@@ -146,11 +151,20 @@ const (
 
 // New returns an empty Limiter that takes tokens as app.
 func New(app string, opts ...Option) *Limiter {
-	l := &Limiter{app: app, clock: systemClock{}, buckets: map[string]*bucket{}}
+	l := &Limiter{app: app, clock: systemClock{}, store: &store{buckets: map[string]*bucket{}}}
 	for _, o := range opts {
 		o(l)
 	}
 	return l
+}
+
+// As returns a Limiter that takes tokens as app from the same buckets,
+// with the same clock and observer: two services sharing a bucket, as
+// apps share one in Redis.
+func (l *Limiter) As(app string) *Limiter {
+	c := *l
+	c.app = app
+	return &c
 }
 
 func limitOf(what string, capacity int64, permits float64, per time.Duration, shadow bool) (limit, error) {

@@ -34,11 +34,16 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 CODES = {
     "allowed": sluice.ALLOWED, "denied": sluice.DENIED, "unknown_bucket": sluice.UNKNOWN_BUCKET,
     "app_not_allowed": sluice.APP_NOT_ALLOWED, "exceeds_capacity": sluice.EXCEEDS_CAPACITY,
-    "invalid_n": sluice.INVALID_N, "would_deny": sluice.WOULD_DENY,
+    "invalid_n": sluice.INVALID_N, "would_deny": sluice.WOULD_DENY, "invalid_key": -5,
 }
 APPLY_OUTCOMES = {1: "created", 2: "updated", 3: "unchanged", 4: "stale", 5: "tombstoned"}
 FIELDS = ["remaining", "retry_us", "reset_us", "capacity", "permits_micro", "period"]
-ACTIONS = ["apply", "delete", "acquire", "wait_us", "foreign", "exists", "apply_keyed", "override", "acquire_key"]
+ACTIONS = ["apply", "delete", "acquire", "wait_us", "foreign", "exists", "apply_keyed", "override", "acquire_key",
+           "adjust", "acquire_all", "lease"]
+# The implementations a case may list (docs/protocol.md, "Conformance
+# table"); this client is "script" (raw calls) and "limiter" (Limiter).
+MODES = ("script", "limiter")
+LEASE_FIELDS = ["granted", "remaining", "retry_us", "capacity", "permits_micro", "period", "lease_ms"]
 OVERRIDE_OUTCOMES = {0: "absent", 1: "written", 2: "updated", 3: "unchanged", 4: "stale", 5: "tombstoned", 6: "no_bucket"}
 SOURCES = {"bucket": 0, "exact": 1, "prefix": 2}
 KEY_GROUPS = 64
@@ -80,6 +85,12 @@ class Run:
         self.keyed_acquire = sluice.Script.load(os.path.join(scripts_dir, "keyed_acquire.lua"))
         self.keyed_apply = sluice.Script.load(guards, os.path.join(scripts_dir, "keyed_apply.lua"))
         self.override = sluice.Script.load(guards, os.path.join(scripts_dir, "override.lua"))
+        # The Python Limiter takes single acquires only: refunds and
+        # charges, several buckets at once and leases run as raw calls of
+        # the stand-alone scripts in both modes.
+        self.adjust = sluice.Script.load(os.path.join(scripts_dir, "adjust.lua"))
+        self.acquire_all = sluice.Script.load(os.path.join(scripts_dir, "acquire_all.lua"))
+        self.lease = sluice.Script.load(os.path.join(scripts_dir, "lease.lua"))
         self.failures = []
 
     def fail(self, where, msg):
@@ -104,7 +115,8 @@ class Run:
         a = step["apply"]
         b = a["bucket"]
         args = [str(a["id"]), str(a["version"]), str(a["capacity"]), a["permits"], str(a["period"]),
-                "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", "0", "1" if a.get("shadow") else "0"]
+                "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", str(a.get("lease_ms", 0)),
+                "1" if a.get("shadow") else "0"]
         want = step["want"]
         try:
             got = APPLY_OUTCOMES.get(self.apply.run(self.r, [sluice.bucket_key(b, prefix),
@@ -190,6 +202,61 @@ class Run:
                 self.fail(where, "%s = %d, want %r" % (f, reply[i], want[f]))
         if reply[7] != SOURCES[want["source"]]:
             self.fail(where, "source = %d, want %s" % (reply[7], want["source"]))
+
+    def check_answer(self, where, want, reply, fields):
+        """Checks an answer of seven integers (and more) against want."""
+        if reply[0] != CODES[want["code"]]:
+            self.fail(where, "got %r, want %s" % (reply, want["code"]))
+            return
+        for i, f in enumerate(fields, 1):
+            if not holds(want[f], reply[i]):
+                self.fail(where, "%s = %d, want %r" % (f, reply[i], want[f]))
+
+    def step_adjust(self, step, prefix, mode, limiters, where):
+        q = step["adjust"]
+        where = "%s: adjust %s %s %r n=%r" % (where, q["bucket"], q["op"], q["app"], q["n"])
+        reply = self.adjust.run(self.r, [sluice.bucket_key(q["bucket"], prefix)], [q["app"], q["op"], q["n"]])
+        if not isinstance(reply, list) or len(reply) != 8:
+            self.fail(where, "malformed answer %r" % (reply,))
+            return
+        self.check_answer(where, step["want"], reply, FIELDS + ["applied"])
+
+    def step_acquire_all(self, step, prefix, mode, limiters, where):
+        q = step["acquire_all"]
+        want = step["want"]
+        where = "%s: acquire all %r %r" % (where, q["app"], q["entries"])
+        keys, argv = [], [q["app"], str(len(q["entries"]))]
+        for e in q["entries"]:
+            if e.get("key") is None:
+                keys.append(sluice.bucket_key(e["bucket"], prefix))
+                argv += ["b", "", e["n"]]
+            else:
+                keys += list(keyed_keys(e["bucket"], e["key"], prefix))
+                argv += ["k", e["key"], e["n"]]
+        reply = self.acquire_all.run(self.r, keys, argv)
+        # A malformed call as a whole answers [-4]; else the overall code
+        # and seven integers per entry.
+        if not isinstance(reply, list) or len(reply) not in (1, 1 + 7 * len(q["entries"])):
+            self.fail(where, "malformed answer %r" % (reply,))
+            return
+        if reply[0] != CODES[want["code"]]:
+            self.fail(where, "got %r, want %s" % (reply, want["code"]))
+            return
+        if len(reply) == 1:
+            if want["entries"]:
+                self.fail(where, "got %r, want entries" % (reply,))
+            return
+        for i, ew in enumerate(want["entries"]):
+            self.check_answer("%s, entry %d" % (where, i), ew, reply[1 + 7 * i:8 + 7 * i], FIELDS)
+
+    def step_lease(self, step, prefix, mode, limiters, where):
+        q = step["lease"]
+        where = "%s: lease %s %r want=%r back=%r" % (where, q["bucket"], q["app"], q["want"], q["back"])
+        reply = self.lease.run(self.r, [sluice.bucket_key(q["bucket"], prefix)], [q["app"], q["want"], q["back"]])
+        if not isinstance(reply, list) or len(reply) != 8:
+            self.fail(where, "malformed answer %r" % (reply,))
+            return
+        self.check_answer(where, step["want"], reply, LEASE_FIELDS)
 
     def step_acquire(self, step, prefix, mode, limiters, where):
         q = step["acquire"]
@@ -304,12 +371,18 @@ def main():
         print("conformance: cannot run: %s" % e, file=sys.stderr)
         return 2
 
-    steps = 0
+    steps = runs = 0
     try:
         for i, case in enumerate(table["cases"]):
-            for mode in ("script", "limiter"):
+            for mode in MODES:
+                # A case lists the implementations it applies to; none, all.
+                if mode not in case.get("implementations", MODES):
+                    continue
+                before = len(run.failures)
                 run.case(case, mode, "%s%s%d:" % (args.prefix, mode, i))
-            steps += len(case["steps"])
+                print("%s python/%s/%s" % ("ok  " if len(run.failures) == before else "FAIL", mode, case["name"]))
+                steps += len(case["steps"])
+                runs += 1
         run.check_noscript()
     except (Failure, KeyError, TypeError, AttributeError) as e:
         print("conformance: malformed table: %s" % e, file=sys.stderr)
@@ -325,8 +398,8 @@ def main():
 
     for f in run.failures:
         print("FAIL %s" % f)
-    print("conformance: %d cases, %d steps, 2 modes, redis-py %s: %s" % (
-        len(table["cases"]), steps, redis.__version__, "FAILED" if run.failures else "ok"))
+    print("conformance: %d cases, %d runs of a case (python/script, python/limiter), %d steps, redis-py %s: %s" % (
+        len(table["cases"]), runs, steps, redis.__version__, "FAILED" if run.failures else "ok"))
     return 1 if run.failures else 0
 
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,23 +29,42 @@ type conformanceTable struct {
 }
 
 type conformanceCase struct {
-	Name  string            `json:"name"`
-	Steps []conformanceStep `json:"steps"`
+	Name string `json:"name"`
+	// Implementations lists the implementations the case applies to
+	// (implementations); none listed is all of them.
+	Implementations []string          `json:"implementations"`
+	Steps           []conformanceStep `json:"steps"`
+}
+
+// implementations are the kinds of implementation the table runs on: the
+// raw scripts (on redis-server and miniredis here, and in the Python
+// client), the clients (client.Limiter, the Python Limiter), the
+// in-memory client/memlimit, and the FailLocal fallback's local bucket
+// (client/conformance_test.go).
+var implementations = []string{"script", "limiter", "memlimit", "fallback"}
+
+// appliesTo reports whether case c applies to implementation impl.
+func (c conformanceCase) appliesTo(impl string) bool {
+	return len(c.Implementations) == 0 || slices.Contains(c.Implementations, impl)
+}
+
+// applyArgs are the arguments of an apply or apply_keyed step.
+type applyArgs struct {
+	Bucket   string   `json:"bucket"`
+	ID       int64    `json:"id"`
+	Version  int64    `json:"version"`
+	Capacity int64    `json:"capacity"`
+	Permits  string   `json:"permits"`
+	Period   int64    `json:"period"`
+	Apps     []string `json:"apps"`
+	Force    bool     `json:"force"`
+	Shadow   bool     `json:"shadow"`
+	LeaseMS  int64    `json:"lease_ms"`
 }
 
 // conformanceStep holds exactly one action and, for most, the wanted outcome.
 type conformanceStep struct {
-	Apply *struct {
-		Bucket   string   `json:"bucket"`
-		ID       int64    `json:"id"`
-		Version  int64    `json:"version"`
-		Capacity int64    `json:"capacity"`
-		Permits  string   `json:"permits"`
-		Period   int64    `json:"period"`
-		Apps     []string `json:"apps"`
-		Force    bool     `json:"force"`
-		Shadow   bool     `json:"shadow"`
-	} `json:"apply"`
+	Apply  *applyArgs `json:"apply"`
 	Delete *struct {
 		Bucket  string `json:"bucket"`
 		ID      int64  `json:"id"`
@@ -60,19 +80,9 @@ type conformanceStep struct {
 		Bucket string `json:"bucket"`
 		Type   string `json:"type"`
 	} `json:"foreign"`
-	Exists     *string `json:"exists"`
-	ApplyKeyed *struct {
-		Bucket   string   `json:"bucket"`
-		ID       int64    `json:"id"`
-		Version  int64    `json:"version"`
-		Capacity int64    `json:"capacity"`
-		Permits  string   `json:"permits"`
-		Period   int64    `json:"period"`
-		Apps     []string `json:"apps"`
-		Force    bool     `json:"force"`
-		Shadow   bool     `json:"shadow"`
-	} `json:"apply_keyed"`
-	Override *struct {
+	Exists     *string    `json:"exists"`
+	ApplyKeyed *applyArgs `json:"apply_keyed"`
+	Override   *struct {
 		Bucket   string `json:"bucket"`
 		BucketID int64  `json:"bucket_id"`
 		ID       int64  `json:"id"`
@@ -90,13 +100,16 @@ type conformanceStep struct {
 		App    string `json:"app"`
 		N      string `json:"n"`
 	} `json:"acquire_key"`
-	Want json.RawMessage `json:"want"`
+	Adjust     *adjustStep     `json:"adjust"`
+	AcquireAll *acquireAllStep `json:"acquire_all"`
+	Lease      *leaseStep      `json:"lease"`
+	Want       json.RawMessage `json:"want"`
 }
 
 func (s conformanceStep) actions() int {
 	n := 0
 	for _, set := range []bool{s.Apply != nil, s.Delete != nil, s.Acquire != nil, s.WaitUS > 0, s.Foreign != nil, s.Exists != nil,
-		s.ApplyKeyed != nil, s.Override != nil, s.AcquireKey != nil} {
+		s.ApplyKeyed != nil, s.Override != nil, s.AcquireKey != nil, s.Adjust != nil, s.AcquireAll != nil, s.Lease != nil} {
 		if set {
 			n++
 		}
@@ -160,7 +173,7 @@ type wantError struct {
 var codeNames = map[string]redisscript.Code{
 	"allowed": redisscript.Allowed, "denied": redisscript.Denied, "unknown_bucket": redisscript.UnknownBucket,
 	"app_not_allowed": redisscript.AppNotAllowed, "exceeds_capacity": redisscript.ExceedsCapacity,
-	"invalid_n": redisscript.InvalidN, "would_deny": redisscript.WouldDeny,
+	"invalid_n": redisscript.InvalidN, "would_deny": redisscript.WouldDeny, "invalid_key": redisscript.InvalidKey,
 }
 
 var applyNames = map[string]redisscript.ApplyOutcome{
@@ -187,6 +200,13 @@ func loadConformance(t *testing.T) conformanceTable {
 	if len(tab.Cases) == 0 {
 		t.Fatalf("%s has no cases", conformancePath)
 	}
+	for _, c := range tab.Cases {
+		for _, impl := range c.Implementations {
+			if !slices.Contains(implementations, impl) {
+				t.Fatalf("%s: case %q lists implementation %q; there are %v", conformancePath, c.Name, impl, implementations)
+			}
+		}
+	}
 	return tab
 }
 
@@ -199,7 +219,9 @@ type acquirer func(ctx context.Context, bucket, key, app, n string) (a redisscri
 
 // TestConformance runs docs/conformance.json through the acquire script as
 // any client sends it (raw arguments, on redis-server and on miniredis) and
-// through the client package's Limiter.
+// through the client package's Limiter, each case that applies to them;
+// TestConformanceMemlimit runs it through client/memlimit. The subtests
+// are named <server>/<implementation>/<case>.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	tab := loadConformance(t)
@@ -208,15 +230,20 @@ func TestConformance(t *testing.T) {
 			t.Run(srv+"/"+mode, func(t *testing.T) {
 				t.Parallel()
 				for i, c := range tab.Cases {
-					s := start(t)
-					s.ks.Prefix = cmp.Or(s.ks.Prefix, redisscript.DefaultPrefix) + fmt.Sprintf("c%d:", i)
-					var acq acquirer
-					if mode == "script" {
-						acq = scriptAcquirer(s)
-					} else {
-						acq = limiterAcquirer(t, s)
+					if !c.appliesTo(mode) {
+						continue
 					}
-					runConformanceCase(t, s, c, acq)
+					t.Run(c.Name, func(t *testing.T) {
+						s := start(t)
+						s.ks.Prefix = cmp.Or(s.ks.Prefix, redisscript.DefaultPrefix) + fmt.Sprintf("c%d:", i)
+						var acq acquirer
+						if mode == "script" {
+							acq = scriptAcquirer(s)
+						} else {
+							acq = limiterAcquirer(t, s)
+						}
+						runConformanceCase(t, s, c, acq, mode)
+					})
 				}
 			})
 		}
@@ -271,37 +298,46 @@ func limiterAnswerer(t *testing.T, s server) func(ctx context.Context, bucket, k
 		} else {
 			res, err = l.Acquire(ctx, bucket, v)
 		}
-		a := redisscript.Answer{Remaining: res.Remaining, RetryAfterMicros: res.RetryAfter.Microseconds(),
-			ResetAfterMicros: res.ResetAfter.Microseconds(), Capacity: res.Limit}
-		switch {
-		case errors.Is(err, client.ErrUnavailable):
-			// FailClosed answered: Redis gave an error reply. The reply
-			// itself is not in the Result; the script mode checks its text.
-			return redisscript.Answer{}, 0, false, err
-		case res.Fallback:
-			return a, 0, false, fmt.Errorf("answered by the failure policy: %w", err)
-		case err == nil && res.Allowed && res.WouldDeny:
-			a.Code = redisscript.WouldDeny
-		case err == nil && res.Allowed:
-			a.Code = redisscript.Allowed
-		case err == nil:
-			a.Code = redisscript.Denied
-		case errors.Is(err, client.ErrUnknownBucket):
-			a.Code = redisscript.UnknownBucket
-		case errors.Is(err, client.ErrAppNotAllowed):
-			a.Code = redisscript.AppNotAllowed
-		case errors.Is(err, client.ErrExceedsCapacity):
-			a.Code = redisscript.ExceedsCapacity
-		case errors.Is(err, client.ErrInvalidN):
-			a.Code = redisscript.InvalidN
-		default:
-			return a, 0, false, err
-		}
-		return a, 5, false, nil
+		return answerOfResult(res, err)
 	}
 }
 
-func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acquirer) {
+// answerOfResult turns a client's answer (client.Limiter or memlimit) into
+// the table's terms; it shows code, remaining, retry, reset and capacity
+// (as Limit).
+func answerOfResult(res client.Result, err error) (redisscript.Answer, int, bool, error) {
+	a := redisscript.Answer{Remaining: res.Remaining, RetryAfterMicros: res.RetryAfter.Microseconds(),
+		ResetAfterMicros: res.ResetAfter.Microseconds(), Capacity: res.Limit}
+	switch {
+	case errors.Is(err, client.ErrUnavailable):
+		// FailClosed answered: Redis gave an error reply. The reply
+		// itself is not in the Result; the script mode checks its text.
+		return redisscript.Answer{}, 0, false, err
+	case res.Fallback:
+		return a, 0, false, fmt.Errorf("answered by the failure policy: %w", err)
+	case err == nil && res.Allowed && res.WouldDeny:
+		a.Code = redisscript.WouldDeny
+	case err == nil && res.Allowed:
+		a.Code = redisscript.Allowed
+	case err == nil:
+		a.Code = redisscript.Denied
+	case errors.Is(err, client.ErrUnknownBucket):
+		a.Code = redisscript.UnknownBucket
+	case errors.Is(err, client.ErrAppNotAllowed):
+		a.Code = redisscript.AppNotAllowed
+	case errors.Is(err, client.ErrExceedsCapacity):
+		a.Code = redisscript.ExceedsCapacity
+	case errors.Is(err, client.ErrInvalidN):
+		a.Code = redisscript.InvalidN
+	case errors.Is(err, client.ErrInvalidKey):
+		a.Code = redisscript.InvalidKey
+	default:
+		return a, 0, false, err
+	}
+	return a, 5, false, nil
+}
+
+func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acquirer, mode string) {
 	t.Helper()
 	ctx := context.Background()
 	for i, s := range c.Steps {
@@ -317,7 +353,8 @@ func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acq
 				t.Fatalf("%s: %v", where, err)
 			}
 			out, err := redisscript.Apply(ctx, srv.rdb, srv.ks, redisscript.Config{Name: a.Bucket, ID: a.ID, Version: a.Version,
-				Capacity: a.Capacity, PermitsMicro: pm, PeriodSeconds: a.Period, Apps: a.Apps, Shadow: a.Shadow}, a.Force)
+				Capacity: a.Capacity, PermitsMicro: pm, PeriodSeconds: a.Period, Apps: a.Apps, Shadow: a.Shadow,
+				LeaseMillis: a.LeaseMS}, a.Force)
 			var name string
 			if json.Unmarshal(s.Want, &name) == nil {
 				if want, ok := applyNames[name]; !ok || err != nil || out != want {
@@ -413,6 +450,25 @@ func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acq
 			if err != nil || out.String() != name {
 				t.Errorf("%s: override: %v %v, want %s", where, out, err, s.Want)
 			}
+		case s.Adjust != nil:
+			checkAdjust(t, where, s.Adjust, s.Want, func() (redisscript.AdjustAnswer, int, bool, error) {
+				if mode == "script" {
+					return scriptAdjust(ctx, srv, s.Adjust)
+				}
+				return clientAdjust(ctx, limiterFor(t, srv, s.Adjust.App), s.Adjust)
+			})
+		case s.AcquireAll != nil:
+			checkAll(t, where, s.AcquireAll, s.Want, func() (redisscript.AllAnswer, int, bool, error) {
+				if mode == "script" {
+					return scriptAll(ctx, srv, s.AcquireAll)
+				}
+				return clientAll(ctx, limiterFor(t, srv, s.AcquireAll.App), s.AcquireAll)
+			})
+		case s.Lease != nil:
+			if mode != "script" {
+				t.Fatalf("%s: a lease step runs on the scripts only; the case must list its implementations", where)
+			}
+			checkLease(t, where, s.Lease, s.Want, func() (redisscript.LeaseAnswer, error) { return scriptLease(ctx, srv, s.Lease) })
 		}
 	}
 }

@@ -98,6 +98,9 @@ func (l Limit) Adjust(tokens float64, delta int64) (float64, int64) {
 	return after, int64(math.Floor(math.Abs(after-tokens) + 0.5))
 }
 
+// PerSecond is the refill rate in tokens per second.
+func (l Limit) PerSecond() float64 { return float64(l.PermitsMicro) / 1e6 / l.Period }
+
 // Per is the time in µs one token takes, as the keyed script computes it.
 func (l Limit) Per() float64 { return l.Period * 1e12 / float64(l.PermitsMicro) }
 
