@@ -87,8 +87,10 @@
 // (WithStateLossGrace), and the middleware never answers 500 for it.
 //
 // A bucket that does not exist, or that the app may not use, refuses every
-// call: a deployment mistake. It is logged at error level once a minute
-// per bucket, and counted by the observer (see package clientmetrics).
+// call: a deployment mistake. It is logged at error level at most once a
+// minute per bucket and per kind of mistake (many unknown names give one
+// line a minute), and every call is counted by the observer (see package
+// clientmetrics).
 //
 // go-redis's own timeouts still govern its connections. Give the client a
 // ReadTimeout and WriteTimeout of a few hundred milliseconds, so that

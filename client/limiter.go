@@ -235,6 +235,9 @@ type Limiter struct {
 	// invalidLogged is when a call with an invalid bucket name was last
 	// logged, in ns since start: such names have no bucket state.
 	invalidLogged atomic.Int64
+	// misconfiguredLog lets one misconfiguration line a minute per kind
+	// through (loggate.go).
+	misconfiguredLog logGate
 
 	buckets cowmap.Map[*bucket]
 

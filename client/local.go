@@ -157,9 +157,9 @@ func (l *Limiter) stateLost(ctx context.Context, b *bucket, name string) bool {
 	return true
 }
 
-// misconfigured logs, at most once a minute per bucket (per *last), that
-// a bucket cannot serve this app: every call on it is refused, which
-// deserves a loud log line but not one per call.
+// misconfigured logs, at most once a minute per bucket (per *last) and per
+// kind of error, that a bucket cannot serve this app: every call on it is
+// refused, which deserves a loud log line but not one per call.
 func (l *Limiter) misconfigured(last *atomic.Int64, name string, err error) {
 	now := int64(l.now()) + 1
 	prev := last.Load()
@@ -169,8 +169,18 @@ func (l *Limiter) misconfigured(last *atomic.Int64, name string, err error) {
 	if !last.CompareAndSwap(prev, now) {
 		return
 	}
+	// And once a minute per kind: many names may be unknown. Invalid
+	// names share one *last already: they are a kind of their own.
+	kind := err.Error()
+	if last == &l.invalidLogged {
+		kind = "invalid name"
+	}
+	ok, skipped := l.misconfiguredLog.allow(kind, l.now())
+	if !ok {
+		return
+	}
 	l.opt.log.Error("sluice: bucket cannot serve this app; its calls are refused (logged once a minute)",
-		"bucket", name, "app", l.app, "err", err)
+		"bucket", name, "app", l.app, "err", err, "other_buckets_not_logged", skipped)
 }
 
 // fallback answers by the failure policy.

@@ -30,6 +30,7 @@ type config struct {
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
 	limits          startup.Limits
+	tls             startup.TLSFiles
 }
 
 // usageError is a configuration mistake: exit code 2.
@@ -53,10 +54,15 @@ func parsePolicy(s string) (client.FailurePolicy, error) {
 const helpText = `Subcommands:
   sluice-decide [flags]                  run the decision service (the default)
   sluice-decide healthcheck -url URL     check a running service's /healthz
+                                         (-url https://127.0.0.1:8082/healthz -insecure under TLS)
 
 Answers rate limit decisions for gateways (Envoy's rate limit service API over
 gRPC) and for any language (HTTP /v1/acquire). Callers authenticate with app
-tokens.
+tokens. With -tls-cert and -tls-key both ports speak TLS only; the files are
+read again when they change, so renewed certificates need no restart. With
+-tls-client-ca, gRPC callers must present a client certificate signed by one
+of its CAs, and so must HTTP callers of /v1/ (/healthz and /readyz answer
+without one).
 `
 
 // bind binds the service's settings to a fresh set.
@@ -78,6 +84,7 @@ func bind(cfg *config, str *strSettings, getenv func(string) string, output io.W
 	s.Duration(&cfg.shutdownTimeout, "shutdown-timeout", "SLUICE_SHUTDOWN_TIMEOUT", "how long calls in flight may take after SIGTERM")
 	s.LogLevel(&cfg.logLevel)
 	cfg.limits.BindMaxConns(s)
+	cfg.tls.Bind(s)
 	return s
 }
 
@@ -129,6 +136,9 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		return cfg, usagef("max-conns must not be negative, got %d", cfg.limits.MaxConns)
 	case cfg.startupTimeout <= 0 || cfg.shutdownTimeout <= 0:
 		return cfg, usagef("start-up and shutdown timeouts must be positive")
+	}
+	if err := cfg.tls.Check(); err != nil {
+		return cfg, err
 	}
 	return cfg, cfg.stores.Check()
 }

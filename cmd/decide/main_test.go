@@ -69,6 +69,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"no grpc", nil, []string{"-grpc-addr", ""}, "gRPC"},
 		{"stray argument", nil, []string{"extra"}, "unexpected argument"},
 		{"bad level", nil, []string{"-log-level", "loud"}, "log level"},
+		{"tls cert without key", map[string]string{"SLUICE_TLS_CERT_FILE": "server.pem"}, nil, "both -tls-cert and -tls-key"},
+		{"client ca without tls", nil, []string{"-tls-client-ca", "ca.pem"}, "-tls-client-ca needs"},
+		{"negative max conns", nil, []string{"-max-conns", "-1"}, "max-conns"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := map[string]string{"SLUICE_MYSQL_DSN": "u:p@tcp(db:3306)/sluice", "SLUICE_REDIS_ADDR": "r:1"}

@@ -50,7 +50,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			client.WithFailurePolicy(cfg.policy), client.WithTimeout(cfg.timeout), client.WithInstances(cfg.instances),
 		},
 		CountUsage: cfg.countUsage, RefreshInterval: cfg.refreshInterval, Registry: reg, Logger: log,
-		Limits: cfg.limits,
+		Limits: cfg.limits, TLS: cfg.tls,
 	})
 	cancel()
 	if err != nil {
@@ -59,7 +59,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		}
 		return err
 	}
-	log.Info("sluice-decide started", "grpc", srv.GRPCAddr(), "http", srv.HTTPAddr(), "metrics", srv.MetricsAddr(),
+	log.Info("sluice-decide started", "grpc", srv.GRPCAddr(), "http", srv.HTTPAddr(), "metrics", srv.MetricsAddr(), "tls", cfg.tls.Enabled(), "mtls", cfg.tls.ClientCAFile != "",
 		"redis", cfg.stores.Redis.String(), "unmatched", cfg.unmatched.String(), "failure_policy", cfg.policy.String())
 	var runErr error
 	select {

@@ -9,9 +9,10 @@
 // below, is the OpenAPI document served at /api/v1/openapi.json:
 //
 //   - A bucket or app the caller may not see answers 404, exactly like one
-//     that does not exist, so names do not leak; a visible object the
-//     caller may not change answers 403. Both are audited as
-//     "access.denied".
+//     that does not exist, so nothing it holds is shown (names are not
+//     secret among users: a taken name answers 409, as docs/decisions.md
+//     records); a visible object the caller may not change answers 403.
+//     Both are audited as "access.denied".
 //   - GET of a bucket or an app carries its version as a strong ETag
 //     ("3"). PUT, PATCH and DELETE of a bucket require If-Match: a missing
 //     header answers 428, a stale version 412. "If-Match: *" means

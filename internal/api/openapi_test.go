@@ -196,3 +196,21 @@ func TestOpenAPILimits(t *testing.T) {
 		t.Fatalf("openapi.json states %s %d times, want it on every max_permits", want, n)
 	}
 }
+
+// The document states the visibility decision of docs/decisions.md: 404
+// hides what an invisible object holds, not that its name exists (a taken
+// name answers 409 whoever holds it).
+func TestOpenAPIStatesTheVisibilityDecision(t *testing.T) {
+	doc, _ := loadOpenAPI(t)
+	info, _ := doc["info"].(map[string]any)
+	desc, _ := info["description"].(string)
+	if strings.Contains(desc, "names do not leak") {
+		t.Error("openapi.json says names do not leak; a taken name answers 409 whoever holds it")
+	}
+	for _, want := range []string{"answers `404`, exactly like one that does not exist", "answers `403`",
+		"Names themselves are not secret", "`409`"} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("openapi.json's description lacks %q", want)
+		}
+	}
+}

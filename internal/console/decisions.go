@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -18,7 +19,7 @@ import (
 // descriptor mappings (for every member) and the app tokens (for owners).
 type decisionsSection struct {
 	Mappings      []*descriptors.Mapping
-	Tokens        []*apptokens.Token
+	Tokens        []appTokenRow
 	MappingForm   mappingForm
 	MappingErrors *errs.Validation
 	TokenName     string
@@ -52,11 +53,23 @@ func (s *server) loadDecisions(c *gin.Context, m *manage.AppMembers, d *decision
 		return err
 	}
 	if m.CanManage {
-		if d.Tokens, err = s.svc.AppTokens(ctx(c), caller(c), m.App.Name); err != nil {
+		ts, err := s.svc.AppTokens(ctx(c), caller(c), m.App.Name)
+		if err != nil {
 			return err
+		}
+		now := time.Now()
+		for _, t := range ts {
+			d.Tokens = append(d.Tokens, appTokenRow{Token: t, Expired: t.RevokedAt == nil && !t.Active(now)})
 		}
 	}
 	return nil
+}
+
+// appTokenRow is an app token as listed: Expired is worked out here, since
+// a template has no clock.
+type appTokenRow struct {
+	*apptokens.Token
+	Expired bool
 }
 
 // renderDecisions shows the app page with its decisions part d (a refused

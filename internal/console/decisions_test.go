@@ -7,8 +7,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/apptokens"
+	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/descriptors"
 	"github.com/sluicehq/sluice/internal/rbac"
 )
@@ -84,5 +86,39 @@ func TestAppPageMappingsAndTokens(t *testing.T) {
 	wantStatus(t, "revoke", b.post("/apps/alpha/tokens/"+itoa(ts[0].ID)+"/revoke", nil), http.StatusSeeOther)
 	if ts, _ := apptokens.NewStore(e.db).List(context.Background(), "alpha"); ts[0].RevokedAt == nil {
 		t.Fatal("token not revoked")
+	}
+}
+
+// An app token past its expiry is listed as expired, not active.
+func TestAppPageShowsExpiredAppTokens(t *testing.T) {
+	e := newEnv(t)
+	olga := e.user("olga", false)
+	e.app("alpha", "olga")
+	store := apptokens.NewStore(e.db)
+	soon := time.Now().Add(time.Hour)
+	for _, name := range []string{"lapsed", "current"} {
+		if _, _, err := store.Create(context.Background(), audit.Actor{User: "olga", Via: "test"}, "alpha", name, &soon); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Expire one, as time would.
+	if _, err := e.db.Exec(`UPDATE app_tokens SET expires_at = ? WHERE name = 'lapsed'`, time.Now().Add(-time.Minute).UTC()); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	b.signIn(olga)
+	r := b.get("/apps/alpha")
+	row := func(name string) string {
+		m := regexp.MustCompile(`(?s)<strong>` + name + `</strong>.*?</tr>`).FindString(r.body)
+		if m == "" {
+			t.Fatalf("token %s not listed\n%s", name, excerpt(r.body))
+		}
+		return m
+	}
+	if lapsed := row("lapsed"); !strings.Contains(lapsed, ">expired<") || strings.Contains(lapsed, ">active<") {
+		t.Fatalf("expired token listed as %s", lapsed)
+	}
+	if current := row("current"); !strings.Contains(current, ">active<") {
+		t.Fatalf("current token listed as %s", current)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/apptokens"
@@ -94,6 +95,8 @@ type Service struct {
 	// lastErr is the last refresh failure ("" after a success), for /readyz.
 	lastErr atomic.Pointer[string]
 	charge  func(ctx context.Context, acq Acquirer, wants []want) []outcome
+	// logs logs what callers can cause at most once a minute per kind.
+	logs *logEvery
 }
 
 // New returns a Service; call Refresh (or Run) before serving.
@@ -112,6 +115,7 @@ func New(cfg Config) *Service {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger}
 	s.charge = chargeAll
+	s.logs = &logEvery{log: cfg.Logger, metrics: cfg.Metrics, now: cfg.now, kinds: map[string]*logKind{}}
 	return s
 }
 
@@ -360,6 +364,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, app, domain string, ds []
 			statuses[i] = s.unmatched("unmatched")
 			continue
 		}
+		if err := CheckKey(key); err != nil {
+			return nil, CodeUnknown, fmt.Errorf("descriptor %d: entry %q: %w", i+1, m.KeyFrom, err)
+		}
 		statuses[i].Bucket = m.Bucket
 		wants = append(wants, want{bucket: m.Bucket, key: key, n: d.Hits})
 		at = append(at, i)
@@ -408,17 +415,33 @@ func (s *Service) status(bucket string, o outcome, cur *snapshot) Status {
 	case errors.Is(o.err, client.ErrAppNotAllowed):
 		return s.misconfigured(bucket, "app_not_allowed", o.err)
 	default:
-		s.log.Error("acquire failed", "bucket", bucket, "err", o.err)
+		s.logs.emit(slog.LevelError, logInternal, "acquire failed", "bucket", bucket, "err", o.err)
 		st.Code = CodeOverLimit
 	}
 	return st
 }
 
 func (s *Service) misconfigured(bucket, note string, err error) Status {
-	s.log.Warn("descriptor mapping cannot be served; answering as unmatched", "bucket", bucket, "err", err)
+	s.logs.emit(slog.LevelWarn, logMisconfigured, "descriptor mapping cannot be served; answering as unmatched",
+		"bucket", bucket, "err", err)
 	st := s.unmatched(note)
 	st.Bucket = bucket
 	return st
+}
+
+// CheckKey refuses a key no bucket can take: more than
+// redisscript.MaxKeyLength bytes, or not valid UTF-8. U+FFFD is refused too:
+// it is what JSON decoding and many proxies put in place of invalid bytes,
+// so different keys would share one key's tokens. The empty key is the
+// caller's to refuse (it means "no key").
+func CheckKey(key string) error {
+	switch {
+	case len(key) > redisscript.MaxKeyLength:
+		return errs.Invalid("key", fmt.Sprintf("must be at most %d bytes, got %d", redisscript.MaxKeyLength, len(key)))
+	case !utf8.ValidString(key) || strings.ContainsRune(key, utf8.RuneError):
+		return errs.Invalid("key", "must be valid UTF-8, without U+FFFD (the stand-in for invalid bytes)")
+	}
+	return nil
 }
 
 // Acquire is the HTTP API's call: n tokens of bucket (of key, for a keyed

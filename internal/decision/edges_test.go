@@ -1,18 +1,25 @@
 package decision
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/internal/startup"
 )
@@ -141,4 +148,107 @@ func TestSlowAndIdleConnectionsLeaveProbesAndCallersAnswering(t *testing.T) {
 		}
 	}
 	t.Logf("%d descriptors before the attack, %d after; %d steady calls", base, fds, calls.Load())
+}
+
+// syncBuffer is a log sink shared by the service's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) lines(substr string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Count(b.buf.String(), substr)
+}
+
+// counterValue reads a counter of reg by name and label value.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// A key no bucket can take is the caller's mistake: 422 over HTTP,
+// INVALID_ARGUMENT over gRPC, never a 500; invalid UTF-8 is refused rather
+// than folded into U+FFFD; and the refusals are logged once a minute, not
+// once a request.
+func TestCallerKeysAreRefusedAndLoggedOnceAMinute(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	st := newStack(t, ServerConfig{Registry: reg, Logger: slog.New(slog.NewJSONHandler(logs, nil))},
+		gatewayBuckets, gatewayMappings)
+	addr, auth := st.srv.HTTPAddr(), "Bearer "+st.edge
+	post := func(body string) (int, string) {
+		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/acquire", strings.NewReader(body))
+		code, _, out := send(t, req, auth)
+		return code, out
+	}
+	for _, body := range []string{
+		`{"bucket": "per-ip", "key": "` + strings.Repeat("k", 257) + `"}`,
+		`{"bucket": "per-ip", "key": "` + strings.Repeat("k", 1024) + `"}`,
+		`{"bucket": "per-ip", "key": "` + strings.Repeat("k", 1025) + `"}`,
+		"{\"bucket\": \"per-ip\", \"key\": \"a\xff\"}",   // invalid UTF-8
+		`{"bucket": "per-ip", "key": "a\ud800"}`,         // a lone surrogate: U+FFFD once decoded
+		"{\"bucket\": \"per-ip\", \"key\": \"a\uFFFD\"}", // U+FFFD itself
+	} {
+		if code, out := post(body); code != http.StatusUnprocessableEntity || !strings.Contains(out, `"invalid"`) {
+			t.Errorf("POST %.60q: %d %s, want 422", body, code, out)
+		}
+	}
+	for _, key := range []string{strings.Repeat("k", 300), "a\xff"} {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/v1/acquire?bucket=per-ip&key="+url.QueryEscape(key), nil)
+		if code, _, out := send(t, req, auth); code != http.StatusUnprocessableEntity {
+			t.Errorf("GET key %.20q: %d %s, want 422", key, code, out)
+		}
+	}
+	// Keys that differ only in invalid bytes never share tokens: both are
+	// refused, and a valid key still has all its tokens.
+	if code, out := post(`{"bucket": "per-ip", "key": "a"}`); code != 200 || !strings.Contains(out, `"remaining":1`) {
+		t.Errorf("valid key: %d %s", code, out)
+	}
+
+	e := dialEnvoy(t, st.srv.GRPCAddr(), st.edge)
+	long := request("edge", 0, desc("generic_key", "api", "remote_address", strings.Repeat("1", 300)))
+	const n = 200
+	for range n {
+		if _, err := e.ask(long); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("gRPC over-long key: %v, want InvalidArgument", err)
+		}
+		if code, _ := post(`{"bucket": "per-ip", "key": "` + strings.Repeat("k", 300) + `"}`); code != http.StatusUnprocessableEntity {
+			t.Fatalf("HTTP over-long key: %d", code)
+		}
+	}
+	if got := logs.lines(`"decision request refused`); got != 1 {
+		t.Errorf("%d refusal lines logged, want 1 a minute", got)
+	}
+	if logs.lines(`"level":"ERROR"`) > 0 {
+		t.Errorf("caller errors logged as errors:\n%s", logs.buf.String())
+	}
+	total := 6 + 2 + 2*n
+	if got := counterValue(t, reg, "sluice_decide_log_suppressed_total", "kind", "refused_invalid"); got != float64(total-1) {
+		t.Errorf("suppressed lines counted %v, want %d", got, total-1)
+	}
 }

@@ -3,6 +3,7 @@ package decision
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"time"
 
@@ -49,6 +50,7 @@ func (r *rlsServer) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*r
 	}
 	app, err := r.s.Authenticate(auth)
 	if err != nil {
+		r.s.logs.emit(slog.LevelInfo, logRefusedOther, "decision request refused", "transport", "grpc", "err", err)
 		return nil, resultOf(err), grpcError(err)
 	}
 	ds := make([]Descriptor, len(req.GetDescriptors()))
@@ -68,8 +70,11 @@ func (r *rlsServer) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*r
 	}
 	statuses, overall, err := r.s.ShouldRateLimit(ctx, app, req.GetDomain(), ds)
 	if err != nil {
-		if resultOf(err) == "error" && ctx.Err() == nil {
-			r.s.log.Error("rate limit request failed", "err", err)
+		switch result := resultOf(err); {
+		case result == "invalid":
+			r.s.logs.emit(slog.LevelWarn, logRefusedInvalid, "decision request refused", "transport", "grpc", "err", err)
+		case result == "error" && ctx.Err() == nil && !errors.Is(err, errs.ErrUnavailable):
+			r.s.logs.emit(slog.LevelError, logInternal, "rate limit request failed", "transport", "grpc", "err", err)
 		}
 		return nil, resultOf(err), grpcError(err)
 	}

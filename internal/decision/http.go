@@ -1,14 +1,17 @@
 package decision
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/errs"
@@ -85,8 +88,16 @@ func (s *Service) endpoint(answer func(w http.ResponseWriter, r *http.Request, a
 
 func (s *Service) post(w http.ResponseWriter, r *http.Request, app string) string {
 	var req AcquireRequest
-	body := http.MaxBytesReader(w, r.Body, maxBody)
-	dec := json.NewDecoder(body)
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return s.writeError(w, errs.Invalid("body", jsonProblem(err)))
+	}
+	// JSON decoding turns invalid UTF-8 into U+FFFD: two different keys
+	// would become one.
+	if !utf8.Valid(raw) {
+		return s.writeError(w, errs.Invalid("body", "must be valid UTF-8"))
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		return s.writeError(w, errs.Invalid("body", "must be a JSON object like {\"bucket\": \"checkout\", \"n\": 1}: "+jsonProblem(err)))
@@ -158,8 +169,8 @@ func (s *Service) acquireHTTP(r *http.Request, app string, req AcquireRequest) (
 	if req.N < 1 || req.N > 1_000_000_000 {
 		v.Add("n", "must be a whole number from 1 to 1000000000")
 	}
-	if len(req.Key) > 1024 {
-		v.Add("key", "must be at most 1024 bytes")
+	if err := CheckKey(req.Key); err != nil {
+		return client.Result{}, err
 	}
 	if err := v.Err(); err != nil {
 		return client.Result{}, err
@@ -175,6 +186,8 @@ func (s *Service) acquireHTTP(r *http.Request, app string, req AcquireRequest) (
 		return res, fmt.Errorf("no bucket %q: %w", req.Bucket, errs.ErrNotFound)
 	case errors.Is(err, client.ErrAppNotAllowed):
 		return res, fmt.Errorf("app %q may not take tokens from bucket %q: %w", app, req.Bucket, errs.ErrForbidden)
+	case errors.Is(err, client.ErrInvalidKey):
+		return res, errs.Invalid("key", "must be 1 to 256 bytes")
 	case errors.Is(err, client.ErrExceedsCapacity):
 		return res, errs.Invalid("n", fmt.Sprintf("is more than the capacity of bucket %q (%d): it can never be granted", req.Bucket, res.Limit))
 	}
@@ -185,9 +198,14 @@ func (s *Service) writeError(w http.ResponseWriter, err error) string {
 	status := errs.HTTPStatus(err)
 	code := errs.Code(err)
 	msg := err.Error()
-	if status == http.StatusInternalServerError {
-		s.log.Error("decision request failed", "err", err)
+	switch {
+	case status == http.StatusInternalServerError:
+		s.logs.emit(slog.LevelError, logInternal, "decision request failed", "transport", "http", "err", err)
 		msg = "internal error"
+	case status == http.StatusUnprocessableEntity:
+		s.logs.emit(slog.LevelWarn, logRefusedInvalid, "decision request refused", "transport", "http", "err", err)
+	default:
+		s.logs.emit(slog.LevelInfo, logRefusedOther, "decision request refused", "transport", "http", "status", status, "err", err)
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)

@@ -15,6 +15,7 @@ type Metrics struct {
 	duration  *prometheus.HistogramVec
 	unmatch   *prometheus.CounterVec
 	refreshes prometheus.Counter
+	quieted   *prometheus.CounterVec
 	cache     sync.Map // [2]string{transport, result} -> cached
 }
 
@@ -38,8 +39,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "sluice", Subsystem: "decide", Name: "config_refresh_failures_total",
 			Help: "Failed reads of tokens and mappings from MySQL; the last ones loaded keep serving.",
 		}),
+		quieted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "decide", Name: "log_suppressed_total",
+			Help: "Log lines left out because a line of the same kind was written in the last minute, by kind (refused_invalid, refused, mapping_unserved, internal_error).",
+		}, []string{"kind"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.unmatch, m.refreshes} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.unmatch, m.refreshes, m.quieted} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -78,5 +83,11 @@ func (m *Metrics) unmatched(reason string) {
 func (m *Metrics) refreshFailed() {
 	if m != nil {
 		m.refreshes.Inc()
+	}
+}
+
+func (m *Metrics) logSuppressed(kind string) {
+	if m != nil {
+		m.quieted.WithLabelValues(kind).Inc()
 	}
 }

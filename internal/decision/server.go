@@ -2,8 +2,10 @@ package decision
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -50,6 +53,12 @@ type ServerConfig struct {
 	// Limits bound both listeners; the zero value means
 	// startup.DecisionLimits.
 	Limits startup.Limits
+	// TLS, when its files are set, serves both decision ports over TLS
+	// (the metrics listener stays plain). With a client CA, the gRPC port
+	// requires a client certificate in the handshake; the HTTP port asks
+	// for one and /v1/ refuses a request without it, so that probes
+	// (/healthz, /readyz) answer without one.
+	TLS startup.TLSFiles
 }
 
 // Server is a running decision service: both listeners, the refresh loop
@@ -129,25 +138,43 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.MetricsAddr != "" {
 		if s.mln, err = startup.ProbeLimits().Listen(cfg.MetricsAddr); err != nil {
-			s.gln.Close()
-			s.hln.Close()
+			s.closeListeners()
 			pool.Close()
 			return nil, fmt.Errorf("listen on %s for metrics: %w", cfg.MetricsAddr, err)
 		}
 		s.metrics = startup.MetricsServer(reg, log)
 	}
-	s.grpc = grpc.NewServer(grpcOptions(limits)...)
+	gopts := grpcOptions(limits)
+	var htls *tls.Config
+	if cfg.TLS.Enabled() {
+		gtls, err := cfg.TLS.ServerConfig(startup.RequireClientCert, log)
+		if err == nil {
+			htls, err = cfg.TLS.ServerConfig(startup.VerifyClientCertIfGiven, log)
+		}
+		if err != nil {
+			s.closeListeners()
+			pool.Close()
+			return nil, err
+		}
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(gtls)))
+	}
+	s.grpc = grpc.NewServer(gopts...)
 	RegisterGRPC(s.grpc, svc)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", HTTPHandler(svc))
+	var api http.Handler = HTTPHandler(svc)
+	if cfg.TLS.ClientCAFile != "" {
+		api = requireClientCert(api)
+	}
+	mux.Handle("/v1/", api)
 	startup.Probes(mux, nil, func(ctx context.Context) (any, bool) {
 		st := s.readiness(ctx, cfg.Redis)
 		return st, st.Ready
 	})
 	s.http = limits.HTTPServer(mux, log)
+	s.http.TLSConfig = htls
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
@@ -156,13 +183,43 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		_ = svc.Run(runCtx)
 	}()
 	go func() { s.errc <- s.grpc.Serve(s.gln) }()
-	go func() { s.errc <- s.http.Serve(s.hln) }()
+	go func() {
+		if htls != nil {
+			s.errc <- s.http.ServeTLS(s.hln, "", "")
+		} else {
+			s.errc <- s.http.Serve(s.hln)
+		}
+	}()
 	if s.metrics != nil {
 		go func() { s.errc <- s.metrics.Serve(s.mln) }()
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	log.Info("decision service listening", "grpc", s.GRPCAddr(), "http", s.HTTPAddr())
 	return s, nil
+}
+
+// closeListeners closes the listeners opened, when Start fails.
+func (s *Server) closeListeners() {
+	for _, ln := range []net.Listener{s.gln, s.hln, s.mln} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// requireClientCert refuses, under mTLS, a request whose connection
+// brought no client certificate (one it brought was verified in the
+// handshake).
+func requireClientCert(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error":{"code":"unauthenticated","message":"a client certificate is required"}}`+"\n")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // grpcOptions bound the gRPC server by l: streams per connection, message

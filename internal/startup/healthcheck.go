@@ -2,6 +2,7 @@ package startup
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +21,7 @@ func Healthcheck(ctx context.Context, program, defaultURL string, args []string,
 	fs.SetOutput(output)
 	url := fs.String("url", defaultURL, "`URL` to check")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
+	insecure := fs.Bool("insecure", false, "do not verify the certificate of an https URL (the check is of the process, on its own host)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -32,7 +34,11 @@ func Healthcheck(ctx context.Context, program, defaultURL string, args []string,
 	if err != nil {
 		return settings.UsageError{Err: fmt.Errorf("healthcheck url: %w", err)}
 	}
-	resp, err := http.DefaultClient.Do(req)
+	c := http.DefaultClient
+	if *insecure {
+		c = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return fmt.Errorf("healthcheck: %w", err)
 	}
