@@ -19,9 +19,13 @@ soak:
 lint:
 	./scripts/lint.sh
 
-# Every module of go.work: ./... alone covers the root module only.
+# Checks that every module of go.work compiles (./... alone covers the root
+# module only), then writes the three binaries under the names the docs, -h
+# and the image use: bin/sluice-admin, bin/sluice-sync, bin/sluice-decide.
+BINDIR ?= bin
 build:
 	. scripts/modules.sh && go build "$${module_patterns[@]}"
+	for cmd in admin sync decide; do go build -o "$(BINDIR)/sluice-$$cmd" "./cmd/$$cmd" || exit 1; done
 
 run:
 	go run -tags dev ./cmd/admin -dev
