@@ -85,6 +85,17 @@ func TestBrowserLiveFiguresTogether(t *testing.T) {
 	pollJS(olga, "the chart refreshes", `document.querySelector("#usage").hasAttribute("data-refreshed") &&
 		document.querySelector("#usage dl.stats dd").textContent.trim() === "43"`)
 
+	// On a phone the live state comes first, within the first screen.
+	olga.run("viewport", chromedp.EmulateViewport(400, 800))
+	olga.open("/buckets/shop-checkout")
+	top, err := chromedp.Run(olga.ctx, chromedp.Evaluate[[]float64](`[document.querySelector("[data-live-tokens]").getBoundingClientRect().top,
+		document.getElementById("def-h").getBoundingClientRect().top]`))
+	if err != nil || len(top) != 2 || top[0] > 600 || top[0] > top[1] {
+		olga.shot(t, "failed")
+		t.Fatalf("on a phone the live tokens are at y=%v (definition at %v, %v): want first, on the first screen", top[0], top[1], err)
+	}
+	olga.shot(t, "live-first-narrow")
+
 	for _, width := range []int64{1280, 400} {
 		olga.run("viewport", chromedp.EmulateViewport(width, 900))
 		olga.open("/buckets")

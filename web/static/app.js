@@ -70,6 +70,20 @@
   }
   localizeTimes(document);
 
+  // The time labels of server-drawn charts (<text data-t="...Z">) in the
+  // viewer's zone too; their <title> keeps the UTC time for hover.
+  var DAYS = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+  function localizeChartTimes(root) {
+    root.querySelectorAll("svg text[data-t]").forEach(function (el) {
+      var d = new Date(el.getAttribute("data-t"));
+      if (isNaN(d.getTime())) { return; }
+      var label = el.getAttribute("data-f") === "day" ? DAYS[d.getDay()] + " " + d.getDate() : pad2(d.getHours()) + ":" + pad2(d.getMinutes());
+      if (el.firstChild && el.firstChild.nodeType === 3) { el.firstChild.nodeValue = label; }
+      el.setAttribute("data-localized", "");
+    });
+  }
+  localizeChartTimes(document);
+
   // ---------------------------------------------------------------------
   // The bucket form's plain-language summary. It says what
   // buckets.Summary says on the server (a test checks both agree): the
@@ -330,6 +344,7 @@
           var nodes = Array.prototype.map.call(fresh.childNodes, function (n) { return document.importNode(n, true); });
           sec.replaceChildren.apply(sec, nodes);
           localizeTimes(sec);
+          localizeChartTimes(sec);
           sec.removeAttribute("data-refresh-stale");
           sec.setAttribute("data-refreshed", new Date().toISOString());
         })
