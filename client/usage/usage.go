@@ -31,14 +31,21 @@
 // list the buckets that ran near their limit. Calls, not
 // tokens, are counted; every attempt of a client.Limiter.Wait is a call.
 //
-// For keyed buckets (client.Limiter.AcquireKey) the denials are also
-// counted per key: each flush adds them to the bucket's hot-keys set of
-// the hour (redisscript.Keyspace.HotKeys), which keeps the 1,000 most
-// denied keys, for the console's list of hottest keys. A Recorder holds
-// at most 10,000 distinct keys between two flushes; denials of further
-// keys are not counted there. The keys are stored as the service passes
-// them: a service keying on secrets (API keys, tokens) should pass an id
-// or a hash of them instead, or turn this off with WithHotKeys(false).
+// For keyed buckets (client.Limiter.AcquireKey) the decisions are also
+// counted per key, for the console's top keys: the keys denied most and
+// the keys taking most. Each keyed bucket has, per hour, a Space-Saving
+// summary of the denied and one of the allowed keys, TopKeyCounters
+// counters each, whatever the number of keys; every TopKeysFlushInterval
+// the flush adds each counter to the bucket's sorted set of the hour
+// (redisscript.Keyspace.DeniedKeys and TakenKeys, trimmed to the
+// redisscript.TopKeysKept highest) and starts empty summaries. So a
+// process holds at most TopKeyCounters keys per bucket and outcome, and
+// writes at most TopKeyCounters+2 commands per bucket, outcome and flush.
+// A key's count is within n/TopKeyCounters of its true count, n being the
+// outcome's count in the hour (see AddKey). The keys are stored as the
+// service passes them: a service keying on secrets (API keys, tokens)
+// should pass an id or a hash of them instead, or turn this off with
+// WithHotKeys(false).
 //
 // Not counted: answers of the failure policy (Result.Fallback), which no
 // bucket made and which would be written, if at all, only once Redis is
@@ -109,8 +116,8 @@ func WithFlushInterval(d time.Duration) Option { return func(o *options) { o.int
 // The console shows up to a week: a shorter retention leaves gaps.
 func WithRetention(d time.Duration) Option { return func(o *options) { o.retention = d } }
 
-// WithHotKeys turns the counting of denials per key of keyed buckets on
-// (the default) or off.
+// WithHotKeys turns the counting of the top keys of keyed buckets (denied
+// and allowed acquires per key) on (the default) or off.
 func WithHotKeys(on bool) Option { return func(o *options) { o.noHotKeys = !on } }
 
 // WithLogger sets where failed flushes are reported (default
@@ -133,12 +140,13 @@ type Recorder struct {
 
 	buckets cowmap.Map[*entry]
 
-	hotMu sync.Mutex // guards hot
-	hot   map[hotKey]int64
+	topMu sync.Mutex // guards top
+	top   map[topID]*summary
 
-	flushMu sync.Mutex // one flush at a time
-	failing bool       // the last flush failed; guarded by flushMu
-	dropped atomic.Int64
+	flushMu    sync.Mutex // one flush at a time
+	failing    bool       // the last flush failed; guarded by flushMu
+	topFlushed time.Time  // when the top keys were last written; guarded by flushMu
+	dropped    atomic.Int64
 
 	closed atomic.Bool
 	stop   chan struct{}
@@ -201,34 +209,59 @@ func (r *Recorder) Observe(d client.Decision) {
 	if NearLimit(d) {
 		r.add(d.Bucket, now, kindNearLimit, 1)
 	}
-	if !allowed && d.Key != "" && !r.opt.noHotKeys {
-		r.addHot(d.Bucket, d.Key, floorDiv(now.Unix(), 3600))
+	if d.Key != "" && !r.opt.noHotKeys {
+		r.AddKey(d.Bucket, d.Key, now, allowed, 1)
 	}
 }
 
-// maxHotKeys bounds the keys a Recorder counts denials of between flushes.
-const maxHotKeys = 10_000
+// TopKeyCounters is the number of counters of each top-keys summary (see
+// AddKey): the k of its error bound n/k.
+const TopKeyCounters = 256
 
-// hotKey is a key of a keyed bucket in one hour.
-type hotKey struct {
-	bucket, key string
-	hour        int64
+// TopKeysFlushInterval is how often the flushing goroutine writes the
+// top-keys summaries (Flush always writes them).
+const TopKeysFlushInterval = 10 * time.Second
+
+// maxSummaries bounds the top-keys summaries a Recorder holds between two
+// flushes: two per keyed bucket and hour (denied and taken), for up to
+// 100 keyed buckets in one hour, each at most TopKeyCounters keys.
+const maxSummaries = 400
+
+// topID names a top-keys summary: a keyed bucket's denied or taken
+// (allowed) acquires in one hour.
+type topID struct {
+	bucket string
+	taken  bool
+	hour   int64
 }
 
-// addHot counts a denial of key in keyed bucket bucket.
-func (r *Recorder) addHot(bucket, key string, hour int64) {
-	if !redisscript.ValidName(bucket) || !redisscript.ValidKey(key) {
+// AddKey counts n decisions for key of keyed bucket at time at, allowed
+// (taken) or denied, in the bucket's top keys, as Observe does for one
+// keyed acquire. Each bucket, outcome and hour has a Space-Saving summary
+// of TopKeyCounters counters, so memory does not grow with the number of
+// keys; each flush writes every counter and starts empty summaries, so a
+// key's count in Redis is within n/TopKeyCounters of its true count,
+// where n is the outcome's count in the hour (docs/observability.md).
+// Invalid names and keys and n < 1 are ignored.
+func (r *Recorder) AddKey(bucket, key string, at time.Time, allowed bool, n int64) {
+	if n < 1 || !redisscript.ValidName(bucket) || !redisscript.ValidKey(key) {
 		return
 	}
-	k := hotKey{bucket, key, hour}
-	r.hotMu.Lock()
-	defer r.hotMu.Unlock()
-	if r.hot == nil {
-		r.hot = map[hotKey]int64{}
+	id := topID{bucket: bucket, taken: allowed, hour: floorDiv(at.Unix(), 3600)}
+	r.topMu.Lock()
+	defer r.topMu.Unlock()
+	s := r.top[id]
+	if s == nil {
+		if r.top == nil {
+			r.top = map[topID]*summary{}
+		}
+		if len(r.top) >= maxSummaries {
+			return
+		}
+		s = newSummary(TopKeyCounters)
+		r.top[id] = s
 	}
-	if _, ok := r.hot[k]; ok || len(r.hot) < maxHotKeys {
-		r.hot[k]++
-	}
+	s.add(key, n)
 }
 
 // Counted reports whether a decision is counted in usage, and whether it
@@ -345,7 +378,7 @@ func (r *Recorder) loop() {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-			_ = r.Flush(ctx) // reported by Flush
+			_ = r.flush(ctx, false) // reported by flush
 			cancel()
 		}
 	}
@@ -480,18 +513,26 @@ func (e *entry) take(minutes map[periodKey]counts) {
 // pipeline. The flushing goroutine calls it every interval; call it
 // yourself before reading counts in a test or at shutdown. On error the
 // counts of this flush are dropped (see the package documentation).
-func (r *Recorder) Flush(ctx context.Context) error {
+func (r *Recorder) Flush(ctx context.Context) error { return r.flush(ctx, true) }
+
+// flush writes the counts, and the top keys when all is set or
+// TopKeysFlushInterval has passed since they were last written.
+func (r *Recorder) flush(ctx context.Context, all bool) error {
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
 	minutes := map[periodKey]counts{}
 	for _, e := range r.buckets.All() {
 		e.take(minutes)
 	}
-	r.hotMu.Lock()
-	hot := r.hot
-	r.hot = nil
-	r.hotMu.Unlock()
-	if len(minutes) == 0 && len(hot) == 0 {
+	var top map[topID]*summary
+	if now := time.Now(); all || now.Sub(r.topFlushed) >= TopKeysFlushInterval {
+		r.topFlushed = now
+		r.topMu.Lock()
+		top = r.top
+		r.top = nil
+		r.topMu.Unlock()
+	}
+	if len(minutes) == 0 && len(top) == 0 {
 		return nil
 	}
 	hours := make(map[periodKey]counts, len(minutes))
@@ -524,16 +565,18 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		pipe.SAdd(ctx, key, names...)
 		pipe.Expire(ctx, key, redisscript.UsageActiveTTLSeconds*time.Second)
 	}
-	sets := map[string]bool{}
-	for k, n := range hot {
-		key := r.ks.HotKeys(k.bucket, k.hour)
-		pipe.ZIncrBy(ctx, key, float64(n), k.key)
-		sets[key] = true
-	}
-	for key := range sets {
-		// Keep the most denied: rank 0 is the lowest score.
-		pipe.ZRemRangeByRank(ctx, key, 0, -int64(redisscript.HotKeysKept)-1)
-		pipe.Expire(ctx, key, redisscript.HotKeysTTLSeconds*time.Second)
+	for id, s := range top {
+		key := r.ks.DeniedKeys(id.bucket, id.hour)
+		if id.taken {
+			key = r.ks.TakenKeys(id.bucket, id.hour)
+		}
+		// At most TopKeyCounters increments, whatever the number of keys.
+		for _, c := range s.heap {
+			pipe.ZIncrBy(ctx, key, float64(c.count), c.key)
+		}
+		// Keep the highest: rank 0 is the lowest score.
+		pipe.ZRemRangeByRank(ctx, key, 0, -int64(redisscript.TopKeysKept)-1)
+		pipe.Expire(ctx, key, redisscript.TopKeysTTLSeconds*time.Second)
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil {

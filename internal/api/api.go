@@ -88,6 +88,8 @@ func (s *server) routes() []route {
 		{method: http.MethodPatch, path: Prefix + "/buckets/{bucket}", handle: s.updateBucket},
 		{method: http.MethodDelete, path: Prefix + "/buckets/{bucket}", handle: s.deleteBucket},
 		{method: http.MethodGet, path: Prefix + "/buckets/{bucket}/state", handle: s.bucketState},
+		{method: http.MethodGet, path: Prefix + "/buckets/{bucket}/top-keys", handle: s.topKeys},
+		{method: http.MethodGet, path: Prefix + "/buckets/{bucket}/key-state", handle: s.keyState},
 		{method: http.MethodGet, path: Prefix + "/buckets/{bucket}/overrides", handle: s.listOverrides},
 		{method: http.MethodPost, path: Prefix + "/buckets/{bucket}/overrides", handle: s.createOverride},
 		{method: http.MethodGet, path: Prefix + "/buckets/{bucket}/overrides/{id}", handle: s.getOverride},

@@ -1,10 +1,15 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/audit"
 )
@@ -392,4 +397,69 @@ func nextCursorOf(t *testing.T, e *env, token string) string {
 		t.Fatal("no cursor")
 	}
 	return list.NextCursor
+}
+
+// The top keys and a key's state reach the client as documented.
+func TestTopKeysAndKeyState(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("olivia")
+	stranger := e.user("sam")
+	e.app("alpha", "olivia")
+	e.keyedBucket("per-key", "alpha")
+	e.bucket("shared", "alpha")
+	ctx := context.Background()
+	hour := time.Now().Unix() / 3600
+	if err := e.rdb.ZAdd(ctx, e.ks.DeniedKeys("per-key", hour), redis.Z{Score: 5, Member: "a"}, redis.Z{Score: 9, Member: "b"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.ZAdd(ctx, e.ks.TakenKeys("per-key", hour-10), redis.Z{Score: 70, Member: "c"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	type keyCount struct {
+		Key   string `json:"key"`
+		Count int64  `json:"count"`
+	}
+	var top struct {
+		Window string     `json:"window"`
+		Denied []keyCount `json:"denied"`
+		Taken  []keyCount `json:"taken"`
+	}
+	e.must(200, owner, "GET", "/api/v1/buckets/per-key/top-keys", nil).decode(t, &top)
+	if top.Window != "hour" || fmt.Sprint(top.Denied) != "[{b 9} {a 5}]" || len(top.Taken) != 0 {
+		t.Fatalf("hour: %+v", top)
+	}
+	e.must(200, owner, "GET", "/api/v1/buckets/per-key/top-keys?window=day&limit=1", nil).decode(t, &top)
+	if top.Window != "day" || fmt.Sprint(top.Denied) != "[{b 9}]" || fmt.Sprint(top.Taken) != "[{c 70}]" {
+		t.Fatalf("day: %+v", top)
+	}
+	e.must(400, owner, "GET", "/api/v1/buckets/per-key/top-keys?window=week", nil)
+	e.must(400, owner, "GET", "/api/v1/buckets/per-key/top-keys?limit=0", nil)
+	e.must(422, owner, "GET", "/api/v1/buckets/shared/top-keys", nil)
+	e.must(404, stranger, "GET", "/api/v1/buckets/per-key/top-keys", nil)
+
+	e.must(201, owner, "POST", "/api/v1/buckets/per-key/overrides", map[string]any{"match": "prefix", "key": "vip:", "max_permits": 50, "rate": "5/s"})
+	type keyState struct {
+		Override *struct {
+			Key string `json:"key"`
+		} `json:"override"`
+		MaxPermits int64      `json:"max_permits"`
+		Rate       string     `json:"rate"`
+		Tokens     float64    `json:"tokens"`
+		FullAt     *time.Time `json:"full_at"`
+		RedisTime  time.Time  `json:"redis_time"`
+	}
+	var ks keyState
+	e.must(200, owner, "GET", "/api/v1/buckets/per-key/key-state?key="+url.QueryEscape("vip:1"), nil).decode(t, &ks)
+	if ks.Override == nil || ks.Override.Key != "vip:" || ks.MaxPermits != 50 || ks.Tokens != 50 || ks.Rate != "5/s" || ks.FullAt != nil || ks.RedisTime.IsZero() {
+		t.Fatalf("key vip:1: %+v", ks)
+	}
+	ks = keyState{}
+	e.must(200, owner, "GET", "/api/v1/buckets/per-key/key-state?key=plain", nil).decode(t, &ks)
+	if ks.Override != nil || ks.MaxPermits != 10 {
+		t.Fatalf("key plain: %+v", ks)
+	}
+	e.must(400, owner, "GET", "/api/v1/buckets/per-key/key-state", nil)
+	e.must(400, owner, "GET", "/api/v1/buckets/per-key/key-state?key="+strings.Repeat("k", 257), nil)
+	e.must(404, stranger, "GET", "/api/v1/buckets/per-key/key-state?key=a", nil)
 }

@@ -57,8 +57,14 @@ type Options struct {
 	// chart, drawn as a dashed line when > 0: see Sustained. Bars above it
 	// are bursts paid from the bucket's capacity. LimitLabel names it
 	// ("limit: 300 per minute").
+	// A limit more than limitFit times the highest bar is not drawn (the
+	// scale follows the data, so traffic never shrinks to a sliver under
+	// a far-away line): the legend says it is above the scale.
 	Limit      float64
 	LimitLabel string
+	// Unit names what one point counts, for the axis names ("per minute":
+	// "allowed per minute"). Empty: no unit.
+	Unit string
 	// Shadow says the bucket is in shadow mode: the legend names the
 	// would-deny colour even while there are none to draw.
 	Shadow bool
@@ -66,6 +72,10 @@ type Options struct {
 	// "+2 min") rather than the time of day: for a simulation.
 	Elapsed bool
 }
+
+// limitFit is how far above the highest bar a limit line may be drawn:
+// the data keep at least a quarter of the chart's height.
+const limitFit = 4
 
 // Sustained is the limit line of a bucket refilling perSecond tokens a
 // second, for points of step: what it allows per step once its capacity
@@ -194,19 +204,9 @@ func Usage(s usage.Series, o Options) template.HTML {
 	if totalW > 0 || o.Shadow {
 		add(WouldDenyColor, "would deny (shadow mode): "+Count(totalW))
 	}
-	if o.Limit > 0 {
-		// In the legend, not on the line, where it would cover bars.
-		if o.LimitLabel == "" {
-			o.LimitLabel = "limit: " + compact(o.Limit)
-		}
-		add("", o.LimitLabel)
-	}
-	rows := row + 1
-	height := titleHeight + plotHeight + axisHeight + rows*legendRow + 6
-
 	// Vertical scale: allowed above zero, denied below, one unit; the
-	// limit, if any, inside the top. In float64: sums of huge counts must
-	// not overflow.
+	// limit inside the top when it fits. In float64: sums of huge counts
+	// must not overflow.
 	var maxA, maxD float64
 	for i := range n {
 		var a, d float64
@@ -216,6 +216,21 @@ func Usage(s usage.Series, o Options) template.HTML {
 		}
 		maxA, maxD = max(maxA, a), max(maxD, d)
 	}
+	if o.Limit > 0 {
+		// In the legend, not on the line, where it would cover bars.
+		if o.LimitLabel == "" {
+			o.LimitLabel = "limit: " + compact(o.Limit)
+		}
+		if o.Limit > limitFit*max(maxA, maxD) {
+			add("", o.LimitLabel+" (above the scale)")
+			o.Limit = 0
+		} else {
+			add("", o.LimitLabel)
+		}
+	}
+	rows := row + 1
+	height := titleHeight + plotHeight + axisHeight + rows*legendRow + 6
+
 	maxA = max(maxA, o.Limit)
 	step := niceStep((maxA + maxD) / 5)
 	topV := math.Max(step, math.Ceil(maxA/step)*step)
@@ -254,10 +269,14 @@ func Usage(s usage.Series, o Options) template.HTML {
 		fmt.Fprintf(&sb, `<text x="%d" y="%s">%s</text>`, marginLeft-6, num(y(v)+4), compact(math.Abs(v)))
 	}
 	sb.WriteString(`</g>`)
-	fmt.Fprintf(&sb, `<g class="chart-axis-names" fill="currentColor" fill-opacity="0.75" font-size="11"><text x="%d" y="%s">allowed ↑</text>`,
-		marginLeft+4, num(float64(titleHeight)+12))
+	unit := ""
+	if o.Unit != "" {
+		unit = " " + o.Unit
+	}
+	fmt.Fprintf(&sb, `<g class="chart-axis-names" fill="currentColor" fill-opacity="0.75" font-size="11"><text x="%d" y="%s">allowed%s ↑</text>`,
+		marginLeft+4, num(float64(titleHeight)+12), esc(unit))
 	if botV > 0 {
-		fmt.Fprintf(&sb, `<text x="%d" y="%s">denied ↓</text>`, marginLeft+4, num(float64(titleHeight+plotHeight)-4))
+		fmt.Fprintf(&sb, `<text x="%d" y="%s">denied%s ↓</text>`, marginLeft+4, num(float64(titleHeight+plotHeight)-4), esc(unit))
 	}
 	sb.WriteString(`</g>`)
 
@@ -330,7 +349,18 @@ func Usage(s usage.Series, o Options) template.HTML {
 		case every >= 24*time.Hour:
 			text = lt.Format("Mon 2")
 		}
-		fmt.Fprintf(&sb, `<text x="%s" y="%s">%s</text>`, num(xAt(i)), num(base+18), esc(text))
+		if o.Elapsed {
+			fmt.Fprintf(&sb, `<text x="%s" y="%s">%s</text>`, num(xAt(i)), num(base+18), esc(text))
+			continue
+		}
+		// data-t lets the page's script write the time in the viewer's
+		// zone (web/static/app.js), keeping this UTC text on hover.
+		f := "time"
+		if every >= 24*time.Hour {
+			f = "day"
+		}
+		fmt.Fprintf(&sb, `<text x="%s" y="%s" data-t="%s" data-f="%s">%s<title>%s</title></text>`, num(xAt(i)), num(base+18),
+			t.UTC().Format(time.RFC3339), f, esc(text), esc(t.UTC().Format("2006-01-02 15:04")+" UTC"))
 	}
 	sb.WriteString(`</g>`)
 

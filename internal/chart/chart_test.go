@@ -101,15 +101,15 @@ func TestUsageStructure(t *testing.T) {
 	if !strings.Contains(out, `y="34" width="9.77" height="100"/>`) {
 		t.Errorf("the bar of 10 allowed is not 100 units from the top:\n%s", out)
 	}
-	if elems["title"] != 61 { // the chart's own, and one per point
-		t.Errorf("%d title elements, want 61", elems["title"])
+	if elems["title"] != 67 { // the chart's own, one per point, one per time label (UTC on hover)
+		t.Errorf("%d title elements, want 67", elems["title"])
 	}
 	for _, want := range []string{
 		`<title>Usage of search, last hour</title>`,
 		`web: 15 allowed, 5 denied`,
 		`batch: 5 allowed, 5 denied`,
 		`>allowed ↑<`, `>denied ↓<`,
-		`>10:00<`, `>10:10<`, `>10:50<`,
+		`>10:00<`, `>10:10<`, `>10:50<`, `data-t="2026-03-04T10:10:00Z" data-f="time">10:10<title>2026-03-04 10:10 UTC</title>`,
 		"Wed Mar 4 10:01–10:02\nweb: 5 allowed, 5 denied\nbatch: 5 allowed, 5 denied",
 		`role="img"`,
 		`fill="currentColor"`,
@@ -253,10 +253,10 @@ func TestUsageLimit(t *testing.T) {
 	if got := Sustained(5, time.Minute); got != 300 {
 		t.Fatalf("Sustained(5/s, 1m) = %v, want 300", got)
 	}
-	out := string(Usage(s, Options{Limit: 300, LimitLabel: "limit: 300 per minute"}))
+	out := string(Usage(s, Options{Limit: 60, LimitLabel: "limit: 60 per minute", Unit: "per minute"}))
 	checkSafe(t, out)
 	m := regexp.MustCompile(`<g class="chart-limit"><line x1="\d+" x2="\d+" y1="([\d.]+)" y2="([\d.]+)"`).FindStringSubmatch(out)
-	if m == nil || !strings.Contains(out, ">limit: 300 per minute<") {
+	if m == nil || !strings.Contains(out, ">limit: 60 per minute<") || !strings.Contains(out, ">allowed per minute ↑<") {
 		t.Fatalf("no labelled limit line:\n%s", out)
 	}
 	// The scale grows to hold the limit: its line is inside the plot, above the bars.
@@ -266,6 +266,15 @@ func TestUsageLimit(t *testing.T) {
 	}
 	if strings.Contains(string(Usage(s, Options{})), "chart-limit") {
 		t.Error("a limit line without a limit")
+	}
+	// A limit far above the traffic is not drawn: the scale follows the
+	// data, and the legend says where the limit is.
+	out = string(Usage(s, Options{Limit: 300, LimitLabel: "limit: 300 per minute"}))
+	if strings.Contains(out, `<g class="chart-limit">`) || !strings.Contains(out, ">limit: 300 per minute (above the scale)<") {
+		t.Errorf("a far limit is drawn or not named:\n%s", out)
+	}
+	if strings.Contains(out, ">300<") || strings.Contains(out, ">250<") {
+		t.Error("the scale reaches up to a limit that is not drawn")
 	}
 	for _, bad := range []float64{math.NaN(), math.Inf(1), -3} {
 		if out := string(Usage(s, Options{Limit: bad})); strings.Contains(out, "chart-limit") || strings.Contains(out, "NaN") {

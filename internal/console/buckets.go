@@ -555,8 +555,14 @@ func (s *server) deleteBucket(c *gin.Context) {
 type bucketState struct {
 	Name     string  `json:"name"`
 	Exists   bool    `json:"exists"`
+	Keyed    bool    `json:"keyed,omitempty"`
 	Tokens   float64 `json:"tokens"`
 	Capacity int64   `json:"capacity"`
+	// Refilled is when an acquire last refilled the bucket (absent:
+	// never), Now the Redis clock at the read, both RFC 3339 in UTC, so
+	// that every live figure of a page updates together.
+	Refilled string `json:"refilled,omitempty"`
+	Now      string `json:"now,omitempty"`
 }
 
 func stateOf(name string, st redisscript.State) bucketState {
@@ -574,9 +580,15 @@ func (s *server) bucketStateJSON(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	out := bucketState{Name: b.Name, Exists: st.InRedis}
+	out := bucketState{Name: b.Name, Exists: st.InRedis && !st.Keyed, Keyed: st.Keyed}
 	if st.InRedis {
 		out.Tokens, out.Capacity = st.Tokens, st.Config.Capacity
+	}
+	if !st.Refilled.IsZero() {
+		out.Refilled = st.Refilled.UTC().Format(time.RFC3339Nano)
+	}
+	if !st.RedisTime.IsZero() {
+		out.Now = st.RedisTime.UTC().Format(time.RFC3339Nano)
 	}
 	c.JSON(http.StatusOK, out)
 }
@@ -594,7 +606,9 @@ func (s *server) bucketStatesJSON(c *gin.Context) {
 		Buckets []bucketState `json:"buckets"`
 	}{Buckets: []bucketState{}}
 	for _, b := range bs {
-		out.Buckets = append(out.Buckets, stateOf(b.Name, st[b.Name]))
+		bs := stateOf(b.Name, st[b.Name])
+		bs.Keyed = b.Keyed
+		out.Buckets = append(out.Buckets, bs)
 	}
 	c.JSON(http.StatusOK, out)
 }

@@ -40,9 +40,16 @@ type overridesView struct {
 	Message string
 	Form    overrideForm
 	Errors  *errs.Validation
-	HotKeys []usage.HotKey
-	// HotMessage says why the hot keys could not be read.
-	HotMessage string
+	// Top holds the keys denied most and taking most over TopWindow
+	// ("hour" or "day"); TopMessage says why they could not be read.
+	Top        usage.TopKeys
+	TopWindow  string
+	TopMessage string
+	// Lookup is the key typed in the key lookup box (or picked from the
+	// top keys); Key is its live state, KeyMessage why it is missing.
+	Lookup     string
+	Key        *manage.KeyState
+	KeyMessage string
 }
 
 type overrideDeletePage struct {
@@ -52,7 +59,8 @@ type overrideDeletePage struct {
 	Error    string
 }
 
-// overridesOf reads the overrides table and the hot keys of a keyed bucket.
+// overridesOf reads the overrides table, the top keys and the looked-up
+// key of a keyed bucket.
 func (s *server) overridesOf(c *gin.Context, bucket string) *overridesView {
 	v := &overridesView{Search: rawQuery(c, "oq", buckets.MaxKeyLength), After: queryValue(c, "oafter", 400),
 		Form: overrideForm{Match: string(buckets.MatchExact)}}
@@ -66,14 +74,39 @@ func (s *server) overridesOf(c *gin.Context, bucket string) *overridesView {
 	default:
 		v.Overrides, v.Total, v.Next = page.Overrides, page.Total, page.Next
 	}
-	hot, err := s.svc.HotKeys(ctx(c), caller(c), bucket, 0)
+	w := usage.Hour
+	if c.Query("keys") == "day" {
+		w = usage.Day
+	}
+	v.TopWindow = w.String()
+	top, err := s.svc.TopKeys(ctx(c), caller(c), bucket, w, 0)
 	switch {
 	case errors.Is(err, manage.ErrNoRedis):
-		v.HotMessage = "This console is not connected to Redis."
+		v.TopMessage = "This console is not connected to Redis."
 	case err != nil:
-		v.HotMessage = "Redis did not answer; the hot keys cannot be shown right now."
+		v.TopMessage = "Redis did not answer; the top keys cannot be shown right now."
 	default:
-		v.HotKeys = hot
+		v.Top = top
+	}
+	if v.Lookup = rawQuery(c, "key", buckets.MaxKeyLength); v.Lookup != "" {
+		_, ks, err := s.svc.KeyState(ctx(c), caller(c), bucket, v.Lookup)
+		switch {
+		case err == nil:
+			v.Key = &ks
+		case errors.Is(err, manage.ErrNoRedis) || status(err) == http.StatusServiceUnavailable:
+			v.Key = &ks
+			v.KeyMessage = "Redis did not answer; the key's tokens cannot be shown right now."
+		case errs.Fields(err) != nil:
+			v.KeyMessage = "This key cannot be looked up: " + errs.Fields(err).Error() + "."
+		default:
+			v.KeyMessage = "This key cannot be looked up right now."
+		}
+		if v.Key != nil && (v.Key.Override == nil || v.Key.Override.Match != buckets.MatchExact) {
+			// "Add an override for this key": the form starts from the key
+			// and the limit it gets now.
+			v.Form = overrideForm{Match: string(buckets.MatchExact), Key: v.Lookup,
+				MaxPermits: strconv.FormatInt(v.Key.MaxPermits, 10), Rate: v.Key.Rate.String()}
+		}
 	}
 	return v
 }

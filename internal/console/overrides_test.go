@@ -24,7 +24,7 @@ func TestOverridesOnAKeyedBucketsPage(t *testing.T) {
 	r := ob.get("/buckets/per-key")
 	wantStatus(t, "keyed detail", r, http.StatusOK)
 	wantBody(t, "keyed detail", r, "Per-key limits", "<strong>Default limit</strong>: 10 tokens, refilled 100 per minute",
-		"No overrides: every key gets the default limit.", "Add an override", "No key was denied in the last hour.")
+		"No overrides: every key gets the default limit.", "Add an override", "No key was denied.", "Look up a key")
 	if r := ob.get("/buckets/shared"); strings.Contains(r.body, "Per-key limits") {
 		t.Error("an unkeyed bucket shows per-key limits")
 	}
@@ -72,13 +72,25 @@ func TestOverridesOnAKeyedBucketsPage(t *testing.T) {
 	r = vb.post("/buckets/per-key/overrides", url.Values{"match": {"exact"}, "key": {"v"}, "max_permits": {"1"}, "rate": {"1/s"}})
 	wantStatus(t, "viewer adds", r, http.StatusForbidden)
 
-	// Hot keys come from Redis.
+	// Top keys come from Redis; a key's state and limit from its lookup.
 	hour := time.Now().Unix() / 3600
-	if err := e.rdb.ZAdd(ctx, e.ks.HotKeys("per-key", hour), redis.Z{Score: 42, Member: "basic:9"}).Err(); err != nil {
+	if err := e.rdb.ZAdd(ctx, e.ks.DeniedKeys("per-key", hour), redis.Z{Score: 42, Member: "basic:9"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.ZAdd(ctx, e.ks.TakenKeys("per-key", hour-3), redis.Z{Score: 1234, Member: "day:1"}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	r = vb.get("/buckets/per-key")
-	wantBody(t, "hot keys", r, "Hottest denied keys", `<code class="mono">basic:9</code></td><td class="num">42</td>`)
+	wantBody(t, "top keys", r, "Denied most", `<code class="mono">basic:9</code></td><td class="num">42</td>`, "No key took tokens.")
+	r = vb.get("/buckets/per-key?keys=day")
+	wantBody(t, "top keys of the day", r, `<code class="mono">day:1</code></td><td class="num">1,234</td>`)
+	r = vb.get("/buckets/per-key?key=" + url.QueryEscape("premium:x"))
+	wantBody(t, "key lookup", r, `data-key-override>the prefix override <code class="mono">premium:</code>`, "data-key-tokens")
+	if strings.Contains(r.body, "data-add-override") {
+		t.Error("a viewer is offered to add an override")
+	}
+	r = ob.get("/buckets/per-key?key=" + url.QueryEscape("premium:x"))
+	wantBody(t, "owner's key lookup", r, "data-add-override", `name="key" value="premium:x"`, `name="max_permits" value="1000"`)
 
 	// Deleting asks first, then deletes that version.
 	o, err := e.bkts.EffectiveOverride(ctx, "per-key", "basic:1")

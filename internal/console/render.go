@@ -87,6 +87,11 @@ func parseViews() (*views, error) {
 		"add":        func(a, b int64) int64 { return a + b },
 		"roledesc":   manage.RoleDescription,
 		"until":      until,
+		"gauge":      chart.Gauge,
+		// whole is a token count rounded down, as the live state shows it.
+		"whole": func(f float64) int64 { return int64(math.Floor(f)) },
+		// dict carries named values to a partial: "dict" "Key" value ...
+		"dict": dict,
 		// fe carries a field's id and error text to the "fielderror" partial.
 		"fe": func(id, text string) fieldError { return fieldError{ID: id, Text: text} },
 		// input carries the settings of one form field to the "input" partial.
@@ -274,4 +279,21 @@ func share(part, whole int64) string {
 		return "<0.1%"
 	}
 	return strconv.FormatFloat(math.Round(p*10)/10, 'f', -1, 64) + "%"
+}
+
+// dict makes a map of key and value pairs, for a partial that needs more
+// than one value.
+func dict(kv ...any) (map[string]any, error) {
+	if len(kv)%2 != 0 {
+		return nil, fmt.Errorf("dict: %d arguments; want pairs", len(kv))
+	}
+	m := make(map[string]any, len(kv)/2)
+	for i := 0; i < len(kv); i += 2 {
+		k, ok := kv[i].(string)
+		if !ok {
+			return nil, fmt.Errorf("dict: key %v is not a string", kv[i])
+		}
+		m[k] = kv[i+1]
+	}
+	return m, nil
 }

@@ -3,7 +3,10 @@ package console
 import (
 	"errors"
 	"html/template"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -69,9 +72,18 @@ func usageOf(d *manage.BucketDetail) usageView {
 		v.Message = "Redis did not answer; usage cannot be shown right now."
 	default:
 		v.Series = d.Usage
-		v.Chart = chart.UsageResponsive(d.Usage, chart.Options{Title: "Acquires per app, last " + w.String(),
-			Limit: chart.Sustained(d.Rate.PerSecond(), d.Usage.Step), LimitLabel: "limit: " + d.Rate.Human(),
-			Shadow: d.Shadow})
+		unit := stepUnit(d.Usage.Step)
+		limit := chart.Sustained(d.Rate.PerSecond(), d.Usage.Step)
+		label := "limit: " + chart.Count(int64(math.Round(limit))) + " per " + unit
+		if d.Keyed {
+			// Every key has this limit: the bars add up all keys.
+			label = "limit per key: " + chart.Count(int64(math.Round(limit))) + " per " + unit
+		}
+		if limit < 1 {
+			label = "limit: " + d.Rate.Human()
+		}
+		v.Chart = chart.UsageResponsive(d.Usage, chart.Options{Title: "Acquires per " + unit + ", last " + w.String(),
+			Limit: limit, LimitLabel: label, Unit: "per " + unit, Shadow: d.Shadow})
 		v.ShowWouldDeny = d.Shadow || d.Usage.WouldDeny > 0
 	}
 	return v
@@ -110,4 +122,20 @@ func (s *server) usageOverview(c *gin.Context) {
 			Sparkline: chart.Sparkline(r.Recent.Allowed, r.Recent.Denied, r.Recent.WouldDeny)})
 	}
 	s.render(c, http.StatusOK, "usage", p)
+}
+
+// stepUnit names the span of one point of a usage chart: "minute",
+// "15 minutes", "hour".
+func stepUnit(step time.Duration) string {
+	switch {
+	case step == time.Minute:
+		return "minute"
+	case step == time.Hour:
+		return "hour"
+	case step%time.Hour == 0:
+		return strconv.Itoa(int(step/time.Hour)) + " hours"
+	case step%time.Minute == 0:
+		return strconv.Itoa(int(step/time.Minute)) + " minutes"
+	}
+	return step.String()
 }

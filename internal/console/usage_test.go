@@ -123,7 +123,7 @@ func TestBucketUsageChart(t *testing.T) {
 		`<svg xmlns="http://www.w3.org/2000/svg" class="chart usage-chart"`,
 		"alpha: 30 allowed, 5 denied", "shop: 7 allowed, 12 denied", // the legend
 		`<dd>37</dd>`, `<dd class="denied">17</dd>`, `<dd>31.5%</dd>`, // the totals
-		`<dt>tokens now, of 10</dt><dd>10</dd>`, // a new bucket is full
+		`<dt>tokens now, of <span data-live-capacity>10</span></dt><dd data-live-tokens>10</dd>`, // a new bucket is full
 		`href="/buckets/alpha-api?window=day#usage"`, `aria-current="page">Last hour</a>`)
 	// Each app draws one allowed bar for its minute, and one denied bar,
 	// in the wide and in the narrow drawing; the limit is drawn in both.

@@ -3,6 +3,7 @@ package manage_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisscript"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/usage"
 )
 
 // fixture is a Service on a fresh database and a private Redis key space,
@@ -654,17 +656,57 @@ func TestOverrides(t *testing.T) {
 		t.Fatalf("%d override.delete audit entries, want 1", n)
 	}
 
-	// Hot keys are read from Redis for those who see the bucket.
+	// Top keys are read from Redis for those who see the bucket.
 	hour := time.Now().Unix() / 3600
-	if err := f.rdb.ZAdd(ctx, f.ks.HotKeys("per-key", hour), redis.Z{Score: 7, Member: "basic:1"}, redis.Z{Score: 3, Member: "basic:2"}).Err(); err != nil {
+	if err := f.rdb.ZAdd(ctx, f.ks.DeniedKeys("per-key", hour), redis.Z{Score: 7, Member: "basic:1"}, redis.Z{Score: 3, Member: "basic:2"}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	hot, err := f.svc.HotKeys(ctx, vera, "per-key", 0)
-	if err != nil || len(hot) != 2 || hot[0].Key != "basic:1" || hot[0].Denied != 7 {
-		t.Fatalf("hot keys: %+v %v", hot, err)
+	if err := f.rdb.ZAdd(ctx, f.ks.TakenKeys("per-key", hour-20), redis.Z{Score: 9, Member: "basic:3"}).Err(); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := f.svc.HotKeys(ctx, mallory, "per-key", 0); !errors.Is(err, errs.ErrNotFound) {
-		t.Fatalf("stranger reads hot keys: %v", err)
+	top, err := f.svc.TopKeys(ctx, vera, "per-key", usage.Hour, 0)
+	if err != nil || len(top.Denied) != 2 || top.Denied[0] != (usage.KeyCount{Key: "basic:1", Count: 7}) || len(top.Taken) != 0 {
+		t.Fatalf("top keys of the hour: %+v %v", top, err)
+	}
+	top, err = f.svc.TopKeys(ctx, vera, "per-key", usage.Day, 0)
+	if err != nil || len(top.Taken) != 1 || top.Taken[0] != (usage.KeyCount{Key: "basic:3", Count: 9}) {
+		t.Fatalf("top keys of the day: %+v %v", top, err)
+	}
+	if _, err := f.svc.TopKeys(ctx, mallory, "per-key", usage.Hour, 0); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("stranger reads top keys: %v", err)
+	}
+
+	// A key's live state: the limit that applies and its tokens.
+	o2, err := f.svc.CreateOverride(ctx, olga, manage.CreateOverride{Bucket: "per-key", Fields: patch("prefix", "vip:", 100, "10/s")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.svc.Bucket(ctx, olga, "per-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := f.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Full again in 400 s at 10/s: empty now, on any machine.
+	k := f.ks.Keyed("per-key", "vip:7")
+	if err := f.rdb.Set(ctx, k.State, fmt.Sprintf("%d %d", b.ID, now.Add(400*time.Second).UnixMicro()), time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := f.svc.KeyState(ctx, vera, "per-key", "vip:7")
+	if err != nil || st.Override == nil || st.Override.ID != o2.ID || st.MaxPermits != 100 || st.Tokens != 0 || st.Full {
+		t.Fatalf("key vip:7: %+v %v", st, err)
+	}
+	_, st, err = f.svc.KeyState(ctx, vera, "per-key", "zed")
+	if err != nil || st.Override != nil || st.MaxPermits != 10 || st.Tokens != 10 || !st.Full {
+		t.Fatalf("idle key zed: %+v %v", st, err)
+	}
+	if _, _, err := f.svc.KeyState(ctx, mallory, "per-key", "vip:7"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("stranger reads a key: %v", err)
+	}
+	if _, _, err := f.svc.KeyState(ctx, vera, "per-key", ""); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("empty key: %v", err)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/rbac"
-	"github.com/sluicehq/sluice/internal/usage"
 )
 
 // Overrides of a keyed bucket follow its bucket's permissions: whoever
@@ -219,17 +218,4 @@ func (s *Service) DeleteOverride(ctx context.Context, c Caller, req DeleteOverri
 		return s.staleOverride(ctx, err, cur)
 	}
 	return nil
-}
-
-// HotKeys returns the keys of a keyed bucket the caller may see with the
-// most denied acquires in the last hour, most denied first.
-func (s *Service) HotKeys(ctx context.Context, c Caller, bucket string, limit int) ([]usage.HotKey, error) {
-	b, err := s.bucketFor(ctx, c, bucket, rbac.ActionView)
-	if err != nil {
-		return nil, err
-	}
-	if s.usage == nil {
-		return nil, ErrNoRedis
-	}
-	return s.usage.HotKeys(ctx, b.Name, limit)
 }

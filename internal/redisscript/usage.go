@@ -142,22 +142,31 @@ func (ks Keyspace) UsageActive(minute int64) string {
 	return ks.prefix() + "usage:active:" + strconv.FormatInt(minute, 10)
 }
 
-// Hot keys: per keyed bucket and hour, a sorted set of the keys whose
-// acquires were denied, scored by their denials. Clients add to it with
-// ZINCRBY when they flush their usage counts and trim it to the
-// HotKeysKept highest scores, so it stays small whatever the number of
-// keys; it expires HotKeysTTLSeconds after its last write. Members are
-// the keys as callers passed them.
+// Top keys: per keyed bucket and hour, a sorted set of the keys whose
+// acquires were denied (DeniedKeys) and one of the keys whose acquires
+// were allowed (TakenKeys), scored by their counts. Clients add the
+// counters of their bounded summaries with ZINCRBY when they flush (see
+// package client/usage) and trim each set to the TopKeysKept highest
+// scores, so it stays small whatever the number of keys; it expires
+// TopKeysTTLSeconds after its last write, so that a day can be read from
+// the sets of its hours. Members are the keys as callers passed them.
 
-// HotKeysKept is how many keys a hot-keys set keeps after each write.
-const HotKeysKept = 1000
+// TopKeysKept is how many keys a top-keys set keeps after each write.
+const TopKeysKept = 1000
 
-// HotKeysTTLSeconds is how long a hot-keys set lives after its last
-// write: long enough to read the previous hour beside the current one.
-const HotKeysTTLSeconds = 3 * 3600
+// TopKeysTTLSeconds is how long a top-keys set lives after its last
+// write: a day and two hours, so the last 24 hours are always complete.
+const TopKeysTTLSeconds = 26 * 3600
 
-// HotKeys returns the key of the hot-keys set of bucket name for one
-// hour, given as Unix seconds / 3600: "<prefix>{<name>}:hot:h:<hour>".
-func (ks Keyspace) HotKeys(name string, hour int64) string {
+// DeniedKeys returns the key of the set of the denied keys of keyed bucket
+// name in one hour, given as Unix seconds / 3600:
+// "<prefix>{<name>}:hot:h:<hour>".
+func (ks Keyspace) DeniedKeys(name string, hour int64) string {
 	return ks.usage(name, ":hot:h:", hour)
+}
+
+// TakenKeys returns the key of the set of the keys whose acquires keyed
+// bucket name allowed in one hour: "<prefix>{<name>}:take:h:<hour>".
+func (ks Keyspace) TakenKeys(name string, hour int64) string {
+	return ks.usage(name, ":take:h:", hour)
 }

@@ -70,6 +70,20 @@
   }
   localizeTimes(document);
 
+  // The time labels of server-drawn charts (<text data-t="...Z">) in the
+  // viewer's zone too; their <title> keeps the UTC time for hover.
+  var DAYS = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+  function localizeChartTimes(root) {
+    root.querySelectorAll("svg text[data-t]").forEach(function (el) {
+      var d = new Date(el.getAttribute("data-t"));
+      if (isNaN(d.getTime())) { return; }
+      var label = el.getAttribute("data-f") === "day" ? DAYS[d.getDay()] + " " + d.getDate() : pad2(d.getHours()) + ":" + pad2(d.getMinutes());
+      if (el.firstChild && el.firstChild.nodeType === 3) { el.firstChild.nodeValue = label; }
+      el.setAttribute("data-localized", "");
+    });
+  }
+  localizeChartTimes(document);
+
   // ---------------------------------------------------------------------
   // The bucket form's plain-language summary. It says what
   // buckets.Summary says on the server (a test checks both agree): the
@@ -220,11 +234,36 @@
     if (title) { title.textContent = label; }
   }
 
+  // setTime shows an RFC 3339 time in the <time> element inside el (or
+  // el's text when there is none), as localizeTimes does.
+  function setTime(el, iso, none) {
+    var t = el.querySelector("time");
+    if (!iso) {
+      if (none) { el.textContent = none; }
+      return;
+    }
+    var d = new Date(iso);
+    if (isNaN(d.getTime())) { return; }
+    if (!t) {
+      t = document.createElement("time");
+      el.textContent = "";
+      el.appendChild(t);
+    }
+    t.setAttribute("datetime", iso);
+    t.textContent = localTime(d);
+    t.title = utcTime(d);
+    t.setAttribute("data-localized", "");
+  }
+
   function applyState(el, st) {
+    if (st && st.now) {
+      el.querySelectorAll("[data-live-now]").forEach(function (t) { setTime(t, st.now); });
+    }
     if (!st || st.exists === false || typeof st.tokens !== "number" || typeof st.capacity !== "number") {
       el.setAttribute("data-live-missing", "");
       return;
     }
+    el.querySelectorAll("[data-live-refilled]").forEach(function (t) { setTime(t, st.refilled, "never taken from"); });
     el.removeAttribute("data-live-missing");
     var whole = Math.floor(Math.max(0, Math.min(st.tokens, st.capacity)));
     el.querySelectorAll("[data-live-tokens]").forEach(function (t) { t.textContent = groupDigits(whole); });
@@ -257,6 +296,10 @@
             });
           } else {
             applyState(root, data);
+            // Figures of the same bucket elsewhere on the page.
+            document.querySelectorAll("[data-live-also]").forEach(function (el) {
+              if (el.getAttribute("data-live-also") === src) { applyState(el, data); }
+            });
           }
           root.removeAttribute("data-live-stale");
           root.setAttribute("data-live-updated", new Date().toISOString());
@@ -275,6 +318,46 @@
         poll();
       }
     });
+    schedule();
+  });
+
+  // ---------------------------------------------------------------------
+  // Sections marked data-refresh="N" (the usage charts) are drawn again
+  // from the server every N seconds while the page is visible: the page's
+  // own URL is fetched, parsed as a document (no script in it runs), and
+  // the section's children replaced by the new ones. Hidden tabs do not
+  // poll; a tab shown again refreshes at once if a refresh is due.
+  document.querySelectorAll("section[data-refresh][id]").forEach(function (sec) {
+    var last = Date.now(), timer = null, busy = false;
+    function refresh() {
+      if (busy) { return; }
+      busy = true;
+      fetch(location.href, { credentials: "same-origin", headers: { "Accept": "text/html" }, cache: "no-store" })
+        .then(function (resp) {
+          if (!resp.ok) { throw new Error("HTTP " + resp.status); }
+          return resp.text();
+        })
+        .then(function (html) {
+          var doc = new DOMParser().parseFromString(html, "text/html");
+          var fresh = doc.getElementById(sec.id);
+          if (!fresh) { return; }
+          var nodes = Array.prototype.map.call(fresh.childNodes, function (n) { return document.importNode(n, true); });
+          sec.replaceChildren.apply(sec, nodes);
+          localizeTimes(sec);
+          localizeChartTimes(sec);
+          sec.removeAttribute("data-refresh-stale");
+          sec.setAttribute("data-refreshed", new Date().toISOString());
+        })
+        .catch(function () { sec.setAttribute("data-refresh-stale", ""); })
+        .then(function () { busy = false; last = Date.now(); schedule(); });
+    }
+    function schedule() {
+      var every = (parseInt(sec.getAttribute("data-refresh"), 10) || 60) * 1000;
+      clearTimeout(timer);
+      timer = null;
+      if (!document.hidden) { timer = setTimeout(refresh, Math.max(0, last + every - Date.now())); }
+    }
+    document.addEventListener("visibilitychange", schedule);
     schedule();
   });
 })();

@@ -1,0 +1,99 @@
+package manage
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/rbac"
+	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/usage"
+)
+
+// TopKeys returns the keys of a keyed bucket the caller may see denied
+// most and taking most over window w (usage.Hour or usage.Day), most
+// first. See usage.Reader.TopKeys for the counts' error bound.
+func (s *Service) TopKeys(ctx context.Context, c Caller, bucket string, w usage.Window, limit int) (usage.TopKeys, error) {
+	b, err := s.keyedFor(ctx, c, bucket)
+	if err != nil {
+		return usage.TopKeys{}, err
+	}
+	if s.usage == nil {
+		return usage.TopKeys{}, ErrNoRedis
+	}
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	return s.usage.TopKeys(ctx, b.Name, w, limit)
+}
+
+// keyedFor is bucketFor with the view action, for a keyed bucket only.
+func (s *Service) keyedFor(ctx context.Context, c Caller, bucket string) (*buckets.Bucket, error) {
+	b, err := s.bucketFor(ctx, c, bucket, rbac.ActionView)
+	if err != nil {
+		return nil, err
+	}
+	if !b.Keyed {
+		return nil, errs.Invalid("bucket", fmt.Sprintf("%q is not a keyed bucket; only keyed buckets have keys", b.Name))
+	}
+	return b, nil
+}
+
+// KeyState is the live state of one key of a keyed bucket: the limit that
+// applies to it and the tokens it holds.
+type KeyState struct {
+	Key string
+	// Override is the override that applies to the key (exact, else the
+	// longest matching prefix); nil when the key gets the bucket's limit.
+	Override *buckets.Override
+	// MaxPermits and Rate are the limit that applies.
+	MaxPermits int64
+	Rate       buckets.Rate
+	// Shadow tells that the key's acquires are decided in shadow mode.
+	Shadow bool
+	// Tokens is what the key holds at RedisTime; Full tells it is full
+	// (idle keys have no state in Redis), FullAt when it will be.
+	Tokens    float64
+	Full      bool
+	FullAt    time.Time
+	RedisTime time.Time
+}
+
+// KeyState returns the live state of key in keyed bucket bucket, for
+// anyone who may see the bucket. The limit comes from MySQL (the override
+// rule of buckets.MostSpecific, as the acquire script applies it), the
+// tokens from the key's state in Redis.
+func (s *Service) KeyState(ctx context.Context, c Caller, bucket, key string) (*buckets.Bucket, KeyState, error) {
+	b, err := s.keyedFor(ctx, c, bucket)
+	if err != nil {
+		return nil, KeyState{}, err
+	}
+	if !redisscript.ValidKey(key) {
+		return nil, KeyState{}, errs.Invalid("key", fmt.Sprintf("must be 1 to %d bytes", redisscript.MaxKeyLength))
+	}
+	o, err := s.buckets.EffectiveOverride(ctx, b.Name, key)
+	if err != nil {
+		return nil, KeyState{}, err
+	}
+	ks := KeyState{Key: key, Override: o, MaxPermits: b.MaxPermits, Rate: b.Rate, Shadow: b.Shadow}
+	if o != nil {
+		ks.MaxPermits, ks.Rate, ks.Shadow = o.MaxPermits, o.Rate, b.Shadow || o.Shadow
+	}
+	if s.rdb == nil {
+		return b, ks, ErrNoRedis
+	}
+	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	st, err := redisscript.ReadKeyState(rctx, s.rdb, s.ks, b.Name, key)
+	if err != nil {
+		return b, ks, fmt.Errorf("read state of a key of %q: %w: %w", b.Name, errs.ErrUnavailable, err)
+	}
+	ks.RedisTime = st.Now
+	ks.Tokens = st.Tokens(b.ID, ks.MaxPermits, ks.Rate.PerSecond())
+	ks.Full = ks.Tokens >= float64(ks.MaxPermits)
+	if !ks.Full {
+		ks.FullAt = st.FullAt
+	}
+	return b, ks, nil
+}
