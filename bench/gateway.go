@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -57,9 +58,6 @@ type rls struct {
 	bound func(start, end time.Time) int64
 	stop  func()
 }
-
-// transports the comparison drives each service over.
-var transports = []string{"grpc", "http"}
 
 // envoyConfig is a configuration of envoyproxy/ratelimit: its name in the
 // tables and the settings (environment variables) that differ from its
@@ -154,7 +152,7 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 		if _, err := s.ask(ctx, req); err != nil {
 			return fmt.Errorf("%s: first request: %w", s.name, err)
 		}
-		if _, err := s.askHTTP(ctx, hc); err != nil {
+		if _, err := s.askHTTP(ctx, hc); err != nil && slices.Contains(cfg.transports, "http") {
 			return fmt.Errorf("%s: first HTTP request: %w", s.name, err)
 		}
 	}
@@ -175,7 +173,7 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 	for round := 1; round <= cfg.rounds; round++ {
 		log.Printf("round %d of %d", round, cfg.rounds)
 		for _, g := range cfg.concurrency {
-			for _, tr := range transports {
+			for _, tr := range cfg.transports {
 				for _, s := range services {
 					if ctx.Err() != nil {
 						return ctx.Err()
@@ -196,7 +194,7 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 	}
 	fmt.Fprintf(out, "%-26s %7s %9s %9s %9s %9s %9s %9s %6s\n", "service", "streams", "calls", "ops/s", "p50", "p99",
 		"admitted", "over-adm.", "errors")
-	for _, tr := range transports {
+	for _, tr := range cfg.transports {
 		for _, g := range cfg.concurrency {
 			for _, s := range services {
 				r := results[caseName(s, tr)][g]
@@ -211,7 +209,7 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 	}
 	fmt.Fprintf(out, "load average at end: %s\n", loadAverage())
 	fmt.Fprintf(out, "\nsluice-decide against envoy ratelimit's best configuration at each point:\n")
-	for _, tr := range transports {
+	for _, tr := range cfg.transports {
 		for _, g := range cfg.concurrency {
 			a := results[caseName(sl, tr)][g]
 			var b *gatewayResult

@@ -28,7 +28,8 @@ func TestDenialCacheAnswersAsRedis(t *testing.T) {
 	if _, err := redisscript.Apply(ctx, rdb, ks, cfg, false); err != nil {
 		t.Fatal(err)
 	}
-	l, err := New(rdb, "svc", WithKeyPrefix(prefix), WithTimeout(5*time.Second))
+	// Entries kept an hour: a stalled test must not outlive them.
+	l, err := New(rdb, "svc", WithKeyPrefix(prefix), WithTimeout(5*time.Second), WithDenialCache(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
