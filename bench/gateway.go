@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -36,19 +38,43 @@ import (
 	"github.com/sluicehq/sluice/migrations"
 )
 
-// The gateway comparison: sluice-decide against envoyproxy/ratelimit,
-// both as processes of their own on one redis-server, driven by the same
-// gRPC load generator sending Envoy's ShouldRateLimit requests.
+// The gateway comparison: sluice-decide against envoyproxy/ratelimit in
+// two configurations (its defaults, and its best: a pool of 100 and its
+// over-limit local cache), each a process of its own on one redis-server,
+// driven by the same load generator over gRPC (Envoy's ShouldRateLimit)
+// and over HTTP (sluice-decide's POST /v1/acquire, envoy ratelimit's
+// POST /json).
 
 // rls is one rate limit service under test.
 type rls struct {
 	name  string
 	conn  *grpc.ClientConn
 	c     rlsv3.RateLimitServiceClient
-	token string // sent as "authorization" metadata when set
+	token string // sent as "authorization" metadata (gRPC) or header (HTTP) when set
+	// httpURL and httpBody are the service's HTTP form of the request.
+	httpURL  string
+	httpBody []byte
 	// bound is the most a correct service may admit in [start, end].
 	bound func(start, end time.Time) int64
 	stop  func()
+}
+
+// envoyConfig is a configuration of envoyproxy/ratelimit: its name in the
+// tables and the settings (environment variables) that differ from its
+// defaults.
+type envoyConfig struct {
+	name string
+	env  []string
+}
+
+// envoyConfigs: its defaults (a pool of 10 connections, no pipelining
+// window, no local cache), and its best configuration for this workload:
+// a pool of 100 and LOCAL_CACHE_SIZE_IN_BYTES, which keeps descriptors
+// over their limit in process memory until their window ends and answers
+// them without Redis.
+var envoyConfigs = []envoyConfig{
+	{name: "envoy defaults"},
+	{name: "envoy pool100+cache", env: []string{"REDIS_POOL_SIZE=100", "LOCAL_CACHE_SIZE_IN_BYTES=" + strconv.Itoa(16<<20)}},
 }
 
 // gatewayResult sums one service's cases at one concurrency.
@@ -96,23 +122,38 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 	sl.bound = func(start, end time.Time) int64 {
 		return limit + int64(float64(limit)*end.Sub(start).Seconds())
 	}
-	en, err := startEnvoyRatelimit(ctx, cfg.envoyRatelimit, dir, redisAddr, name, cfg.limit)
-	if err != nil {
-		return err
-	}
-	defer en.stop()
 	// Fixed windows of one second on the server's clock: at most the
 	// limit in every second the case touched.
-	en.bound = func(start, end time.Time) int64 {
+	windowBound := func(start, end time.Time) int64 {
 		return limit * (end.Unix() - start.Unix() + 1)
 	}
-	services := []*rls{sl, en}
+	services := []*rls{sl}
+	for i, ec := range envoyConfigs {
+		// Each configuration counts under a key prefix of its own.
+		en, err := startEnvoyRatelimit(ctx, cfg.envoyRatelimit, filepath.Join(dir, "envoy"+strconv.Itoa(i)), redisAddr,
+			name, cfg.limit, append([]string{"CACHE_KEY_PREFIX=" + prefix + "envoy" + strconv.Itoa(i) + "_"}, ec.env...))
+		if err != nil {
+			return fmt.Errorf("%s: %w", ec.name, err)
+		}
+		defer en.stop()
+		en.name, en.bound = ec.name, windowBound
+		services = append(services, en)
+	}
 	req := &rlsv3.RateLimitRequest{Domain: name, Descriptors: []*ratelimitv3.RateLimitDescriptor{{
 		Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "generic_key", Value: name}},
 	}}}
+	envoyBody := []byte(`{"domain":"` + name + `","descriptors":[{"entries":[{"key":"generic_key","value":"` + name + `"}]}]}`)
+	for _, s := range services[1:] {
+		s.httpBody = envoyBody
+	}
+	sl.httpBody = []byte(`{"bucket":"` + name + `"}`)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: 1000, MaxIdleConnsPerHost: 1000, IdleConnTimeout: time.Minute}}
 	for _, s := range services {
 		if _, err := s.ask(ctx, req); err != nil {
 			return fmt.Errorf("%s: first request: %w", s.name, err)
+		}
+		if _, err := s.askHTTP(ctx, hc); err != nil && slices.Contains(cfg.transports, "http") {
+			return fmt.Errorf("%s: first HTTP request: %w", s.name, err)
 		}
 	}
 
@@ -120,54 +161,78 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 	fmt.Fprintf(out, "go %s, GOMAXPROCS %d, %d CPUs; redis at %s\n", runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), redisAddr)
 	fmt.Fprintf(out, "load average at start: %s\n", loadAverage())
 	fmt.Fprintf(out, "limit: %d per second (sluice: capacity %d, rate %d/s; envoy ratelimit: %d per second, fixed window); "+
-		"%d rounds of %v per case after %v warm-up, one connection per service\n\n",
+		"%d rounds of %v per case after %v warm-up, one gRPC connection per service, HTTP/1.1 keep-alive connections\n",
 		cfg.limit, cfg.limit, cfg.limit, cfg.limit, cfg.rounds, cfg.duration, cfg.warmup)
+	for _, ec := range envoyConfigs {
+		fmt.Fprintf(out, "%s: %v\n", ec.name, ec.env)
+	}
+	fmt.Fprintln(out)
 
+	caseName := func(s *rls, tr string) string { return s.name + " " + tr }
 	results := map[string]map[int]*gatewayResult{}
 	for round := 1; round <= cfg.rounds; round++ {
 		log.Printf("round %d of %d", round, cfg.rounds)
 		for _, g := range cfg.concurrency {
-			for _, s := range services {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				r := measureRLS(ctx, s, req, g, cfg.warmup, cfg.duration)
-				if results[s.name] == nil {
-					results[s.name] = map[int]*gatewayResult{}
-				}
-				if sum := results[s.name][g]; sum != nil {
-					sum.add(r)
-				} else {
-					results[s.name][g] = r
+			for _, tr := range cfg.transports {
+				for _, s := range services {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					r := measureRLS(ctx, s, tr, req, hc, g, cfg.warmup, cfg.duration)
+					n := caseName(s, tr)
+					if results[n] == nil {
+						results[n] = map[int]*gatewayResult{}
+					}
+					if sum := results[n][g]; sum != nil {
+						sum.add(r)
+					} else {
+						results[n][g] = r
+					}
 				}
 			}
 		}
 	}
-	fmt.Fprintf(out, "%-16s %7s %9s %9s %9s %9s %9s %9s %6s\n", "service", "streams", "calls", "ops/s", "p50", "p99",
+	fmt.Fprintf(out, "%-26s %7s %9s %9s %9s %9s %9s %9s %6s\n", "service", "streams", "calls", "ops/s", "p50", "p99",
 		"admitted", "over-adm.", "errors")
-	for _, g := range cfg.concurrency {
-		for _, s := range services {
-			r := results[s.name][g]
-			fmt.Fprintf(out, "%-16s %7d %9d %9.0f %9s %9s %9d %9d %6d\n", s.name, g, r.calls,
-				float64(r.calls)/r.elapsed.Seconds(), fmtDur(r.hist.quantile(0.5)), fmtDur(r.hist.quantile(0.99)),
-				r.admitted, r.over, r.errors)
-			if r.firstErr != nil {
-				fmt.Fprintf(out, "    first error: %v\n", r.firstErr)
+	for _, tr := range cfg.transports {
+		for _, g := range cfg.concurrency {
+			for _, s := range services {
+				r := results[caseName(s, tr)][g]
+				fmt.Fprintf(out, "%-26s %7d %9d %9.0f %9s %9s %9d %9d %6d\n", caseName(s, tr), g, r.calls,
+					float64(r.calls)/r.elapsed.Seconds(), fmtDur(r.hist.quantile(0.5)), fmtDur(r.hist.quantile(0.99)),
+					r.admitted, r.over, r.errors)
+				if r.firstErr != nil {
+					fmt.Fprintf(out, "    first error: %v\n", r.firstErr)
+				}
 			}
 		}
 	}
 	fmt.Fprintf(out, "load average at end: %s\n", loadAverage())
-	if len(cfg.concurrency) > 0 {
-		g := cfg.concurrency[len(cfg.concurrency)-1]
-		a, b := results[sl.name][g], results[en.name][g]
-		ta, tb := float64(a.calls)/a.elapsed.Seconds(), float64(b.calls)/b.elapsed.Seconds()
-		fmt.Fprintf(out, "\nat %d streams: throughput %.2fx envoy ratelimit's (goal >= 1.5x: %s); p99 %s vs %s (goal lower: %s); "+
-			"over-admission %d (goal 0: %s)\n", g, ta/tb, verdict(ta >= 1.5*tb),
-			fmtDur(a.hist.quantile(0.99)), fmtDur(b.hist.quantile(0.99)), verdict(a.hist.quantile(0.99) < b.hist.quantile(0.99)),
-			a.over, verdict(a.over == 0))
+	fmt.Fprintf(out, "\nsluice-decide against envoy ratelimit's best configuration at each point:\n")
+	for _, tr := range cfg.transports {
+		for _, g := range cfg.concurrency {
+			a := results[caseName(sl, tr)][g]
+			var b *gatewayResult
+			var bn string
+			for _, s := range services[1:] {
+				if x := results[caseName(s, tr)][g]; b == nil || x.opsPerSec() > b.opsPerSec() {
+					b, bn = x, s.name
+				}
+			}
+			ratio := a.opsPerSec() / b.opsPerSec()
+			fmt.Fprintf(out, "  %-4s %3d streams: %.2fx %s's throughput; p99 %s vs %s (goal lower: %s); over-admission %d (goal 0: %s)",
+				tr, g, ratio, bn, fmtDur(a.hist.quantile(0.99)), fmtDur(b.hist.quantile(0.99)),
+				verdict(a.hist.quantile(0.99) < b.hist.quantile(0.99)), a.over, verdict(a.over == 0))
+			if g == 100 {
+				fmt.Fprintf(out, "; goal >= 1.5x: %s", verdict(ratio >= 1.5))
+			}
+			fmt.Fprintln(out)
+		}
 	}
 	return nil
 }
+
+func (r *gatewayResult) opsPerSec() float64 { return float64(r.calls) / r.elapsed.Seconds() }
 
 func (r *gatewayResult) add(o *gatewayResult) {
 	r.tally.add(&o.tally)
@@ -188,22 +253,60 @@ func (s *rls) authorized(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+s.token)
 }
 
-// measureRLS runs g concurrent streams of requests on s's connection for
+// askHTTP sends the service's HTTP request and reports whether it was
+// admitted (200) or denied (429); any other status is an error.
+func (s *rls) askHTTP(ctx context.Context, hc *http.Client) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.httpURL, bytes.NewReader(s.httpBody))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return true, nil
+	case http.StatusTooManyRequests:
+		return false, nil
+	}
+	return false, fmt.Errorf("HTTP status %d", resp.StatusCode)
+}
+
+// measureRLS runs g concurrent streams of requests to s over transport tr
+// (on s's one gRPC connection, or on keep-alive HTTP connections) for
 // warmup, then for d while recording latencies. Admissions are counted
 // from the first request of the case, so that they can be checked against
 // the service's own bound over the whole case.
-func measureRLS(ctx context.Context, s *rls, req *rlsv3.RateLimitRequest, g int, warmup, d time.Duration) *gatewayResult {
+func measureRLS(ctx context.Context, s *rls, tr string, req *rlsv3.RateLimitRequest, hc *http.Client, g int,
+	warmup, d time.Duration) *gatewayResult {
 	var admitted atomic.Int64
 	// Authorized once: the metadata is the same for every request.
 	authCtx := s.authorized(ctx)
-	caseStart := time.Now()
-	t := runCallers(ctx, g, warmup, d, func(int) error {
+	call := func(int) error {
 		resp, err := s.c.ShouldRateLimit(authCtx, req)
 		if err == nil && resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
 			admitted.Add(1)
 		}
 		return err
-	}, nil)
+	}
+	if tr == "http" {
+		call = func(int) error {
+			ok, err := s.askHTTP(ctx, hc)
+			if ok {
+				admitted.Add(1)
+			}
+			return err
+		}
+	}
+	caseStart := time.Now()
+	t := runCallers(ctx, g, warmup, d, call, nil)
 	r := &gatewayResult{tally: t, admitted: admitted.Load(), bound: s.bound(caseStart, time.Now())}
 	r.over = max(0, r.admitted-r.bound)
 	return r
@@ -339,13 +442,15 @@ func startDecide(ctx context.Context, bin, dir string, cfg config, redisAddr, pr
 		return nil, err
 	}
 	return &rls{name: "sluice-decide", conn: conn, c: rlsv3.NewRateLimitServiceClient(conn), token: token,
-		stop: func() { conn.Close(); p.stop() }}, nil
+		httpURL: "http://127.0.0.1:" + strconv.Itoa(hport) + "/v1/acquire",
+		stop:    func() { conn.Close(); p.stop() }}, nil
 }
 
 // startEnvoyRatelimit runs envoyproxy/ratelimit with one descriptor of
-// limit requests per second, its defaults otherwise (no local cache, no
-// pipelining window, a pool of 10 connections) and statsd off.
-func startEnvoyRatelimit(ctx context.Context, bin, dir, redisAddr, name string, limit int) (*rls, error) {
+// limit requests per second, statsd off, and the settings of extra; its
+// defaults otherwise (no local cache, no pipelining window, a pool of 10
+// connections).
+func startEnvoyRatelimit(ctx context.Context, bin, dir, redisAddr, name string, limit int, extra []string) (*rls, error) {
 	confDir := filepath.Join(dir, "runtime", "ratelimit", "config")
 	if err := os.MkdirAll(confDir, 0o755); err != nil {
 		return nil, err
@@ -367,6 +472,7 @@ func startEnvoyRatelimit(ctx context.Context, bin, dir, redisAddr, name string, 
 		"RUNTIME_ROOT="+filepath.Join(dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
 		"HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
 		"PORT="+strconv.Itoa(ports[0]), "GRPC_PORT="+strconv.Itoa(ports[1]), "DEBUG_PORT="+strconv.Itoa(ports[2]))
+	env = append(env, extra...)
 	p, err := startProcess(bin, env, filepath.Join(dir, "envoy-ratelimit.log"))
 	if err != nil {
 		return nil, err
@@ -389,5 +495,6 @@ func startEnvoyRatelimit(ctx context.Context, bin, dir, redisAddr, name string, 
 		return nil, err
 	}
 	return &rls{name: "envoy ratelimit", conn: conn, c: rlsv3.NewRateLimitServiceClient(conn),
-		stop: func() { conn.Close(); p.stop() }}, nil
+		httpURL: "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/json",
+		stop:    func() { conn.Close(); p.stop() }}, nil
 }

@@ -70,13 +70,14 @@ type config struct {
 	limit          int
 	pools          []int
 	sluicePools    []int
+	transports     []string
 	scriptCalls    int
 	lease          time.Duration
 }
 
 func parseFlags() (config, error) {
 	var c config
-	var conc, pools, sluicePools string
+	var conc, pools, sluicePools, transportList string
 	flag.StringVar(&c.redisAddr, "redis", "", "address of a running redis-server; empty starts a private one")
 	flag.StringVar(&c.redisServer, "redis-server", "redis-server", "redis-server binary used when -redis is empty")
 	flag.DurationVar(&c.duration, "duration", 1500*time.Millisecond, "measured time per implementation, concurrency and round")
@@ -95,6 +96,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&c.envoyRatelimit, "envoy-ratelimit", "", "with -gateway: path of the envoyproxy/ratelimit binary (service_cmd)")
 	flag.StringVar(&c.decideBin, "decide", "", "with -gateway: path of sluice-decide; empty builds ../cmd/decide")
 	flag.StringVar(&c.mysqlDSN, "mysql", "", "with -gateway: DSN of a MySQL database the harness may migrate and add rows to")
+	flag.StringVar(&transportList, "transports", "grpc,http", "with -gateway: comma-separated transports to drive each service over (grpc, http)")
 	flag.IntVar(&c.limit, "limit", 1000, "with -gateway: the limit, requests per second (and the bucket's capacity)")
 	flag.DurationVar(&c.lease, "lease", 100*time.Millisecond, "lease time of the 'sluice lease' case: Sluice on one hot bucket in lease mode (0 skips it)")
 	flag.IntVar(&c.scriptCalls, "script-calls", 20_000, "calls per round measuring Redis's time per script call (0 skips; only with the private redis-server)")
@@ -112,6 +114,14 @@ func parseFlags() (config, error) {
 			return c, fmt.Errorf("-peer-pools: %q is not a pool size", f)
 		}
 		c.pools = append(c.pools, n)
+	}
+	for f := range strings.SplitSeq(transportList, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case "grpc", "http":
+			c.transports = append(c.transports, f)
+		default:
+			return c, fmt.Errorf("-transports: %q is neither grpc nor http", f)
+		}
 	}
 	for f := range strings.SplitSeq(sluicePools, ",") {
 		if strings.TrimSpace(f) == "" {

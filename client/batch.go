@@ -104,21 +104,44 @@ type batcher struct {
 	// send runs calls as one round trip and sets every call's reply or
 	// err. It must not call finish.
 	send func(calls []*call)
-	// limit is the most round trips in flight at once.
-	limit int
+	// full is the most round trips in flight at once while Redis answers.
+	full int
+	// narrow is set while Redis fails calls: then one round trip at a time
+	// is in flight (limit 1), and the calls that arrive meanwhile go
+	// together in the next. A failing Redis is not dialled by every
+	// caller at once (go-redis stops dialling for a second after as many
+	// failed dials as its pool has connections), nor flooded when it
+	// comes back.
+	narrow atomic.Bool
 	// detached runs every round trip on a goroutine of its own, for a
 	// transport that cannot bound a blocked read by the caller's timeout:
 	// the caller then waits for its call like a queued one.
 	detached bool
 
 	mu       sync.Mutex
+	limit    int     // the most round trips in flight now: full, or 1 while narrow
 	inflight int     // round trips being sent, and places handed to promoted calls
 	queue    []*call // calls waiting for a place
 	closed   bool
 }
 
 func newBatcher(send func([]*call), limit int, detached bool) *batcher {
-	return &batcher{send: send, limit: max(1, limit), detached: detached}
+	return &batcher{send: send, full: max(1, limit), limit: max(1, limit), detached: detached}
+}
+
+// failing narrows the batcher to one round trip in flight while Redis
+// fails calls (on), and widens it again at Redis's next answer.
+func (b *batcher) failing(on bool) {
+	if b.narrow.Load() == on {
+		return
+	}
+	b.mu.Lock()
+	b.narrow.Store(on)
+	b.limit = b.full
+	if on {
+		b.limit = 1
+	}
+	b.mu.Unlock()
 }
 
 // do sends c, alone or with others, and waits up to timeout for its reply
@@ -233,7 +256,8 @@ func (b *batcher) takeQueue(c *call) {
 func (b *batcher) release() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for len(b.queue) > 0 {
+	// More in flight than the limit (it was just narrowed): the place ends.
+	for len(b.queue) > 0 && b.inflight <= b.limit {
 		last := len(b.queue) - 1
 		c := b.queue[last]
 		b.queue[last] = nil

@@ -19,7 +19,7 @@ func TestDenialCacheCallers(t *testing.T) {
 	e.shadow(t, "trial", 2, true)
 	e.define(t, "plain", 1, slow, 3600, "svc")
 	ctx := context.Background()
-	l := e.limiter(t, "svc")
+	l := e.limiter(t, "svc", client.WithDenialCache(time.Hour)) // a stalled test must not outlive an entry
 	cached := func() uint64 { return l.Stats().CachedDenials }
 
 	for i, want := range []bool{true, false, false} {

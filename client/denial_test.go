@@ -28,7 +28,8 @@ func TestDenialCacheAnswersAsRedis(t *testing.T) {
 	if _, err := redisscript.Apply(ctx, rdb, ks, cfg, false); err != nil {
 		t.Fatal(err)
 	}
-	l, err := New(rdb, "svc", WithKeyPrefix(prefix), WithTimeout(5*time.Second))
+	// Entries kept an hour: a stalled test must not outlive them.
+	l, err := New(rdb, "svc", WithKeyPrefix(prefix), WithTimeout(5*time.Second), WithDenialCache(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,25 +54,28 @@ func TestDenialCacheAnswersAsRedis(t *testing.T) {
 			t.Errorf("%s: cache %v, redis %v: %v apart, more than the %v the test ran", what, cached, redis, d, bound)
 		}
 	}
-	// Two denials: 3 tokens left (asked 5), then none (asked 1).
-	for _, step := range []struct{ take, ask, left int64 }{{7, 5, 3}, {3, 1, 0}} {
+	// Two denials: 3 tokens left (asked 5), then none (asked 1). The
+	// second comes from the cache: the entry of the first counts the 3
+	// tokens granted since.
+	start := time.Now()
+	for i, step := range []struct{ take, ask, left int64 }{{7, 5, 3}, {3, 1, 0}} {
 		if res, err := l.Acquire(ctx, "hourly", step.take); err != nil || !res.Allowed || res.Remaining != step.left {
 			t.Fatalf("take %d: %+v %v", step.take, res, err)
 		}
-		start := time.Now()
 		before := l.Stats().CachedDenials
 		if res, err := l.Acquire(ctx, "hourly", step.ask); err != nil || res.Allowed {
 			t.Fatalf("ask %d: %+v %v, want denied", step.ask, res, err)
 		}
-		if got := l.Stats().CachedDenials; got != before {
-			t.Fatalf("the first denial came from the cache (%d cached before, %d after)", before, got)
+		if fromCache := l.Stats().CachedDenials != before; fromCache != (i == 1) {
+			t.Fatalf("step %d: denial from the cache %v", i, fromCache)
 		}
 		for n := int64(1); n <= 10; n++ {
-			cached, ok := l.denied.answer(key, n, int64(l.now()))
+			cached, ok, cl := l.denied.answer(key, n, int64(l.now()))
 			if n <= step.left {
-				if ok {
-					t.Errorf("%d left: the cache denied %d: %+v", step.left, n, cached)
+				if ok || cl.e == nil {
+					t.Errorf("%d left: the cache denied %d or did not claim it: %+v", step.left, n, cached)
 				}
+				l.denied.release(key, cl)
 				continue
 			}
 			if !ok {
@@ -105,9 +109,10 @@ func TestDenialCacheAnswersAsRedis(t *testing.T) {
 	}
 }
 
-// TestDenialEntry: an entry denies while the refilled level is below the
-// call, never past its retry-after or the cache's time, and not a call
-// larger than the capacity.
+// TestDenialEntry: an entry denies while the refilled level, less the
+// tokens claimed, is below the call, never past the cache's time, and not
+// a call larger than the capacity; claims are taken by grants and given
+// back otherwise.
 func TestDenialEntry(t *testing.T) {
 	ms := int64(time.Millisecond)
 	// Capacity 4, 2 tokens a second; a call of 2 denied at 1000 ms with
@@ -123,19 +128,22 @@ func TestDenialEntry(t *testing.T) {
 	}{
 		{maxAge: 1000 * ms, at: 1000 * ms, n: 2, deny: true, remaining: 1, retry: 500 * time.Millisecond},
 		{maxAge: 1000 * ms, at: 1250 * ms, n: 2, deny: true, remaining: 1, retry: 250 * time.Millisecond},
-		{maxAge: 1000 * ms, at: 1250 * ms, n: 1, deny: false}, // 1.5 tokens cover it
+		{maxAge: 1000 * ms, at: 1250 * ms, n: 1, deny: false}, // 1.5 tokens may cover it
 		{maxAge: 1000 * ms, at: 1250 * ms, n: 4, deny: true, remaining: 1, retry: 1250 * time.Millisecond},
 		{maxAge: 1000 * ms, at: 1499 * ms, n: 2, deny: true, remaining: 1, retry: time.Millisecond},
-		{maxAge: 1000 * ms, at: 1500 * ms, n: 4, deny: false}, // past the retry-after: entry gone
+		{maxAge: 1000 * ms, at: 1500 * ms, n: 2, deny: false},
+		{maxAge: 1000 * ms, at: 1500 * ms, n: 4, deny: true, remaining: 2, retry: time.Second},
+		{maxAge: 1000 * ms, at: 1999 * ms, n: 4, deny: true, remaining: 2, retry: 500999 * time.Microsecond},
+		{maxAge: 1000 * ms, at: 2000 * ms, n: 4, deny: false}, // past the cache's time
 		{maxAge: 100 * ms, at: 1099 * ms, n: 2, deny: true, remaining: 1, retry: 401 * time.Millisecond},
-		{maxAge: 100 * ms, at: 1100 * ms, n: 2, deny: false},  // past the cache's time
+		{maxAge: 100 * ms, at: 1100 * ms, n: 2, deny: false},
 		{maxAge: 1000 * ms, at: 1000 * ms, n: 5, deny: false}, // over the capacity: Redis's to say
 		{maxAge: 0, at: 1000 * ms, n: 2, deny: false},         // cache off
 	} {
 		var d denials
 		d.maxAge = c.maxAge
-		d.learn("k", 2, 1000*ms, denied)
-		res, ok := d.answer("k", c.n, c.at)
+		d.learn("k", 2, 1000*ms, claim{}, denied)
+		res, ok, _ := d.answer("k", c.n, c.at)
 		if ok != c.deny {
 			t.Errorf("%+v: answered %v (%+v)", c, ok, res)
 			continue
@@ -146,24 +154,47 @@ func TestDenialEntry(t *testing.T) {
 			t.Errorf("%+v: %+v", c, res)
 		}
 	}
-	// Shadow and lease-mode denials are not kept; an allowed answer drops
-	// the entry.
+
+	// Claims: at 1500 ms the bucket holds at most 2 tokens: two calls of 1
+	// go to Redis, the third is denied while they are out.
 	var d denials
+	d.maxAge = int64(time.Second)
+	d.learn("k", 2, 1000*ms, claim{}, denied)
+	at := 1500 * ms
+	_, ok1, c1 := d.answer("k", 1, at)
+	_, ok2, c2 := d.answer("k", 1, at)
+	res, ok3, _ := d.answer("k", 1, at)
+	if ok1 || ok2 || c1.e == nil || c2.e == nil || !ok3 || res.Remaining != 0 {
+		t.Fatalf("two calls of 1 on 2 tokens: denied %v %v, third denied %v (%+v)", ok1, ok2, ok3, res)
+	}
+	granted := redisscript.Answer{Code: redisscript.Allowed, Remaining: 1, Capacity: 4, PermitsMicro: 2_000_000, PeriodSeconds: 1}
+	d.learn("k", 1, at, c1, granted) // taken
+	d.release("k", c2)               // no answer: given back
+	if _, ok, c := d.answer("k", 1, at); ok || c.e == nil {
+		t.Fatalf("one token left after one grant and one release: denied")
+	}
+	if res, ok, _ := d.answer("k", 2, at); !ok || res.Remaining != 0 {
+		t.Fatalf("a call of 2 on the one token left, one claimed: %v %+v", ok, res)
+	}
+
+	// Shadow and lease-mode denials are not kept; a grant with another
+	// config drops the entry.
+	d = denials{}
 	d.maxAge = int64(time.Second)
 	for _, a := range []redisscript.Answer{
 		{Code: redisscript.WouldDeny, RetryAfterMicros: 500_000, Capacity: 4, PermitsMicro: 2_000_000, PeriodSeconds: 1},
 		{Code: redisscript.Denied, RetryAfterMicros: 500_000, Capacity: 4, PermitsMicro: 2_000_000, PeriodSeconds: 1,
 			LeaseMillis: 100},
 	} {
-		d.learn("k", 2, 0, a)
-		if res, ok := d.answer("k", 2, 1); ok || d.n.Load() != 0 {
+		d.learn("k", 2, 0, claim{}, a)
+		if res, ok, _ := d.answer("k", 2, 1); ok || d.n.Load() != 0 {
 			t.Errorf("code %v, lease %d ms: cached (%+v)", a.Code, a.LeaseMillis, res)
 		}
 	}
-	d.learn("k", 2, 0, denied)
-	d.learn("k", 1, 1, redisscript.Answer{Code: redisscript.Allowed, Capacity: 4, PermitsMicro: 2_000_000, PeriodSeconds: 1})
-	if _, ok := d.answer("k", 2, 2); ok || d.n.Load() != 0 {
-		t.Errorf("an allowed answer left the denial cached")
+	d.learn("k", 2, 0, claim{}, denied)
+	d.learn("k", 1, 1, claim{}, redisscript.Answer{Code: redisscript.Allowed, Capacity: 8, PermitsMicro: 2_000_000, PeriodSeconds: 1})
+	if _, ok, _ := d.answer("k", 2, 2); ok || d.n.Load() != 0 {
+		t.Errorf("a grant with a new capacity left the denial cached")
 	}
 }
 
@@ -175,18 +206,18 @@ func TestDenialCacheBounded(t *testing.T) {
 	denied := redisscript.Answer{Code: redisscript.Denied, RetryAfterMicros: 500_000, Capacity: 4,
 		PermitsMicro: 2_000_000, PeriodSeconds: 1}
 	for i := range 2 * maxDenials {
-		d.learn(fmt.Sprint("k", i), 2, 0, denied)
+		d.learn(fmt.Sprint("k", i), 2, 0, claim{}, denied)
 	}
 	if n := d.n.Load(); n > maxDenials {
 		t.Fatalf("%d entries, more than %d", n, maxDenials)
 	}
-	// Every entry expired at 500 ms: new ones take their place.
-	later := int64(600 * time.Millisecond)
+	// Every entry expired at 1 s: new ones take their place.
+	later := int64(1100 * time.Millisecond)
 	kept := 0
 	for i := range maxDenials {
 		k := fmt.Sprint("new", i)
-		d.learn(k, 2, later, denied)
-		if _, ok := d.answer(k, 2, later); ok {
+		d.learn(k, 2, later, claim{}, denied)
+		if _, ok, _ := d.answer(k, 2, later); ok {
 			kept++
 		}
 	}

@@ -39,7 +39,15 @@
 // carries a round trip queue, and when one ends, one of the queued callers
 // sends them all as one pipeline. So no caller waits while a connection
 // could carry its call, and a hundred goroutines share the pool's round
-// trips instead of waiting for a connection each. Each call in a pipeline is still its
+// trips instead of waiting for a connection each.
+//
+// After Redis denies a bucket or key, calls it certainly denies too (the
+// level the denial implies, plus the refill since, less what this Limiter
+// took or is asking for since, is below what they ask) are answered
+// in-process with the Result Redis would give, for at most a second after
+// the denial (WithDenialCache): a refund from another process, a raised
+// limit or shadow mode turned on can meanwhile meet a stale denial. The
+// cache only denies; it never admits. Each call in a pipeline is still its
 // own atomic script.
 //
 // # When Redis fails

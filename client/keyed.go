@@ -134,7 +134,8 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 		return l.keyFallback(kb, name, key, state, n)
 	}
 	sent := int64(l.now())
-	if res, ok := l.denied.answer(stateKey, n, sent); ok {
+	res, denied, cl := l.denied.answer(stateKey, n, sent)
+	if denied {
 		l.cachedDenials.Add(1)
 		return res, nil
 	}
@@ -145,6 +146,9 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 	c.args[5], c.args[6], c.args[7] = l.appArg, n, &ka.key
 	c.nargs, c.src = 8, keyedSrcArg
 	reply, err := l.batch.do(ctx, c, l.opt.timeout)
+	if err != nil {
+		l.denied.release(stateKey, cl)
+	}
 	switch {
 	case err == nil:
 		// Answered: the round trip is over, nothing refers to ka any more.
@@ -163,11 +167,12 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 	}
 	a, err := redisscript.KeyedAnswerOf(reply)
 	if err != nil {
+		l.denied.release(stateKey, cl)
 		l.failed()
 		return l.keyFallback(kb, name, key, state, n)
 	}
 	l.answered()
-	l.denied.learn(stateKey, n, sent, a.Answer)
+	l.denied.learn(stateKey, n, sent, cl, a.Answer)
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny, redisscript.ExceedsCapacity:
 		if kb.gone.Load() {

@@ -190,14 +190,15 @@ func WithStateLossGrace(d time.Duration) Option { return func(o *options) { o.gr
 
 // WithDenialCache sets how long at most a denial is answered in-process
 // (default DefaultDenialCache; 0 turns the cache off). After Redis denied
-// a bucket or key, a call of the same Limiter that the bucket's refill
-// since then still cannot cover is denied without a round trip, with the
-// Result Redis would give if nobody else took tokens meanwhile; every
-// other call goes to Redis, so the cache never admits anything. An entry
-// lives until the denial's RetryAfter or d, whichever is first: a refund
-// from another process, a raised limit, a reset or deleted bucket, or
-// shadow mode turned on is seen at most d late. Shadow buckets, buckets in
-// lease mode and AcquireAll are never answered from it.
+// a bucket or key, a call of the same Limiter that the tokens the bucket
+// can hold by now (what the denial left, plus the refill since, less what
+// this Limiter's calls took or are taking since) cannot cover is denied
+// without a round trip, with the Result Redis would give if no other
+// process took tokens meanwhile. Every other call goes to Redis, so the
+// cache never admits anything. An entry lives d from the denial that made
+// it: a refund from another process, a raised limit, a reset or deleted
+// bucket, or shadow mode turned on is seen at most d late. Shadow buckets,
+// buckets in lease mode and AcquireAll are never answered from it.
 func WithDenialCache(d time.Duration) Option { return func(o *options) { o.denials = d } }
 
 // WithKeyPrefix sets the key prefix of bucket hashes (default "sluice:");
@@ -377,7 +378,8 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 	}
 	key, _ := b.keyArg.(string)
 	sent := int64(l.now())
-	if res, ok := l.denied.answer(key, n, sent); ok {
+	res, denied, cl := l.denied.answer(key, n, sent)
+	if denied {
 		l.cachedDenials.Add(1)
 		return res, nil
 	}
@@ -385,6 +387,9 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 	c.args[0], c.args[1], c.args[2], c.args[3], c.args[4], c.args[5], c.args[6] = "evalsha", l.shaArg, "1", b.keyArg, l.appArg, n, "2"
 	c.nargs, c.src = 7, l.srcArg
 	reply, err := l.batch.do(ctx, c, l.opt.timeout)
+	if err != nil {
+		l.denied.release(key, cl)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, errAbandoned):
@@ -401,11 +406,12 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 	}
 	a, err := redisscript.AnswerOf(reply)
 	if err != nil {
+		l.denied.release(key, cl)
 		l.failed()
 		return l.fallback(b, n)
 	}
 	l.answered()
-	l.denied.learn(key, n, sent, a)
+	l.denied.learn(key, n, sent, cl, a)
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny, redisscript.ExceedsCapacity:
 		b.learn(l, name, a) // the app may use the bucket: remember it for FailLocal
@@ -481,7 +487,10 @@ func unavailable(err error) bool {
 func (l *Limiter) now() time.Duration { return time.Since(l.start) }
 
 // answered records an answer from Redis.
-func (l *Limiter) answered() { l.brk.success(l.now) }
+func (l *Limiter) answered() {
+	l.brk.success(l.now)
+	l.batch.failing(false)
+}
 
 // settle records on the breaker what a call's error says about Redis, and
 // reports whether Redis answered. It is the one home of the rule: no
@@ -502,6 +511,7 @@ func (l *Limiter) settle(err error) bool {
 // failed records a call that Redis did not answer; a breaker that became
 // suspect gets its confirming probe.
 func (l *Limiter) failed() {
+	l.batch.failing(true)
 	now := l.now()
 	// The call was sent at most the timeout ago.
 	if l.closed.Load() || !l.brk.failure(now-l.opt.timeout, now) {
