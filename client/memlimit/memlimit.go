@@ -236,12 +236,13 @@ func (l *Limiter) Override(name string, o Override) error {
 func (l *Limiter) DeleteOverride(name, key string, prefix bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if b := l.buckets[name]; b != nil && b.def.Keyed {
+	b := l.buckets[name]
+	switch {
+	case b == nil || !b.def.Keyed:
+	case prefix:
+		delete(b.prefix, key)
+	default:
 		delete(b.exact, key)
-		if prefix {
-			delete(b.prefix, key)
-			return
-		}
 	}
 }
 

@@ -344,3 +344,24 @@ func TestDebtWait(t *testing.T) {
 		t.Fatalf("in debt, a set: %+v %v, want retry 12 s", res, err)
 	}
 }
+
+func TestDeleteOverride(t *testing.T) {
+	l := memlimit.New("svc", memlimit.WithClock(memlimit.NewManualClock(time.Unix(0, 0))))
+	if err := l.Define("k", memlimit.Bucket{Capacity: 1, Permits: 1, Per: time.Hour, Keyed: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []bool{false, true} {
+		if err := l.Override("k", memlimit.Override{Key: "a", Prefix: prefix, Capacity: 5, Permits: 1, Per: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	l.DeleteOverride("k", "a", false) // the prefix override "a" still applies to "a"
+	if res, err := l.AcquireKey(ctx, "k", "a", 5); err != nil || !res.Allowed || res.Limit != 5 {
+		t.Fatalf("after deleting the exact override: %+v %v", res, err)
+	}
+	l.DeleteOverride("k", "a", true)
+	if _, err := l.AcquireKey(ctx, "k", "ab", 2); !errors.Is(err, client.ErrExceedsCapacity) {
+		t.Fatalf("after deleting both: %v, want the bucket's capacity", err)
+	}
+}
