@@ -239,8 +239,9 @@ type setClient interface {
 // limiterFor returns a client.Limiter of app on srv, failing closed, or
 // nil for an app name the client refuses.
 func limiterFor(t *testing.T, srv server, app string) setClient {
+	// Without the denial cache: see the runner in client_test.go.
 	l, err := client.New(srv.rdb, app, client.WithKeyPrefix(srv.ks.Prefix), client.WithFailurePolicy(client.FailClosed),
-		client.WithTimeout(30*time.Second))
+		client.WithTimeout(30*time.Second), client.WithDenialCache(0))
 	if err != nil {
 		return nil
 	}
