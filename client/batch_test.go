@@ -268,3 +268,82 @@ func TestRoundTripContext(t *testing.T) {
 	old.cancel()
 	s.deadline.Load().cancel()
 }
+
+// TestBatcherNarrowsWhileRedisFails: while failing, one round trip is in
+// flight (the rest queue, then go together), whatever the limit; the next
+// answer restores the limit.
+func TestBatcherNarrowsWhileRedisFails(t *testing.T) {
+	f := newFake(true)
+	b := newBatcher(f.send, 4, false)
+	b.failing(true)
+	first := doAsync(b, context.Background(), 1)
+	<-f.entered
+	var later []chan outcome
+	for n := int64(2); n <= 4; n++ {
+		later = append(later, doAsync(b, context.Background(), n))
+	}
+	queued(b, 3) // not sent: the one place is taken
+	f.release()
+	for i, ch := range append([]chan outcome{first}, later...) {
+		if o := <-ch; o.err != nil || !slices.Equal(o.reply, []int64{int64(i + 1)}) {
+			t.Fatalf("call %d: %v %v", i+1, o.reply, o.err)
+		}
+	}
+	if got := f.recorded(); len(got) != 2 || f.most.Load() != 1 {
+		t.Fatalf("batches %v, %d at most in flight: want one alone, then three together, one at a time", got, f.most.Load())
+	}
+
+	// Widened again: four callers are each sent at once, side by side.
+	b.failing(false)
+	f2 := newFake(true)
+	b.send = f2.send
+	var chs []chan outcome
+	for n := int64(1); n <= 4; n++ {
+		chs = append(chs, doAsync(b, context.Background(), n))
+	}
+	for range 4 {
+		<-f2.entered
+	}
+	f2.release()
+	for _, ch := range chs {
+		if o := <-ch; o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+	if f2.most.Load() != 4 {
+		t.Fatalf("%d round trips at most in flight after the failure ended, want 4", f2.most.Load())
+	}
+}
+
+// TestBatcherNarrowedWithRoundTripsInFlight: narrowed while more round
+// trips are in flight than one, queued calls wait until only one is left
+// before the next goes out.
+func TestBatcherNarrowedWithRoundTripsInFlight(t *testing.T) {
+	f := newFake(true)
+	b := newBatcher(f.send, 3, false)
+	var chs []chan outcome
+	for n := int64(1); n <= 3; n++ {
+		chs = append(chs, doAsync(b, context.Background(), n))
+	}
+	for range 3 {
+		<-f.entered
+	}
+	b.failing(true)
+	chs = append(chs, doAsync(b, context.Background(), 4))
+	queued(b, 1)
+	f.release()
+	for i, ch := range chs {
+		if o := <-ch; o.err != nil || !slices.Equal(o.reply, []int64{int64(i + 1)}) {
+			t.Fatalf("call %d: %v %v", i+1, o.reply, o.err)
+		}
+	}
+	if got := f.recorded(); len(got) != 4 {
+		t.Fatalf("batches %v, want four", got)
+	}
+	b.mu.Lock()
+	inflight := b.inflight
+	b.mu.Unlock()
+	if inflight != 0 {
+		t.Fatalf("%d places still taken after every call ended", inflight)
+	}
+}

@@ -67,8 +67,10 @@ func TestVerticalSlice(t *testing.T) {
 		t.Fatalf("after the sync: %+v", s)
 	}
 
+	// Without the denial cache, which would answer the drained bucket as
+	// denied for up to a second after its delete below.
 	lim, err := client.New(e.rdb, "checkout", client.WithKeyPrefix(e.ks.Prefix),
-		client.WithFailurePolicy(client.FailClosed), client.WithTimeout(2*time.Second))
+		client.WithFailurePolicy(client.FailClosed), client.WithTimeout(2*time.Second), client.WithDenialCache(0))
 	if err != nil {
 		t.Fatal(err)
 	}
