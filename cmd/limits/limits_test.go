@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/internal/accounts"
 	"github.com/sluicehq/sluice/internal/api"
 	"github.com/sluicehq/sluice/internal/audit"
@@ -24,9 +27,12 @@ import (
 
 // console is a real API server on a fresh database, and a user's token.
 type console struct {
-	t     *testing.T
-	url   string
-	token string
+	t      *testing.T
+	url    string
+	token  string
+	db     *sqlx.DB
+	rdb    *redis.Client
+	prefix string
 }
 
 func newConsole(t *testing.T) *console {
@@ -58,7 +64,7 @@ func newConsole(t *testing.T) *console {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &console{t: t, url: srv.URL, token: token}
+	return &console{t: t, url: srv.URL, token: token, db: db, rdb: rdb, prefix: prefix}
 }
 
 // call sends one API request as the console's user and returns the

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/limitsfile"
 	"github.com/sluicehq/sluice/internal/settings"
@@ -152,7 +151,7 @@ func (c *command) export(ctx context.Context, args []string) error {
 		}
 	}
 	f := limitsfile.ToFile(live, !noVersions, only)
-	header := "Sluice limits, exported from " + conn.server + " at " + time.Now().UTC().Format(time.RFC3339) + ".\n" +
+	header := "Sluice limits, exported from " + conn.server + ".\n" +
 		"Apply with: sluice-limits apply -f FILE. Schema: docs/limits.schema.json."
 	w := c.stdout
 	if out != "" {

@@ -42,6 +42,28 @@ func asJSON(t *testing.T, text []byte) any {
 	return out
 }
 
+// TestExamplesCheck: every limits file the repository shows passes the
+// schema and the domain's checks.
+func TestExamplesCheck(t *testing.T) {
+	s := schema(t)
+	for _, p := range []string{"examples/limits/limits.yaml", "deploy/examples/istio-limits.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(asJSON(t, data)); err != nil {
+			t.Errorf("%s: schema: %v", p, err)
+		}
+		f, lines, err := limitsfile.Decode(bytes.NewReader(data))
+		if err == nil {
+			_, err = limitsfile.Check(f, lines)
+		}
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
 func readExample(t *testing.T) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "limits", "limits.yaml"))

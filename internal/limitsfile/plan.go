@@ -317,7 +317,7 @@ func (p *Plan) Write(w *strings.Builder) {
 		w.WriteString("note: " + s + "\n")
 	}
 	if len(p.Unpruned) > 0 {
-		fmt.Fprintf(w, "note: %d live object(s) of the file's apps are not in the file and stay (apply --prune deletes them):\n", len(p.Unpruned))
+		fmt.Fprintf(w, "note: %d live object(s) of the file's apps are not in the file and stay (apply -prune deletes them):\n", len(p.Unpruned))
 		for _, s := range p.Unpruned {
 			w.WriteString("  " + s + "\n")
 		}
