@@ -33,4 +33,12 @@ for pattern in "${module_patterns[@]}"; do
 		fi
 	done <"$deps"
 done
+# The workspace must not raise what the root builds with: its tests would
+# then run on other versions than the binaries built from its go.mod alone.
+skew="$(diff <(GOWORK=off go list -deps -test -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' ./... | grep -v '^github.com/sluicehq/' | sort -u) \
+	<(go list -deps -test -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' ./... | grep -v '^github.com/sluicehq/' | sort -u))" || {
+	echo "the workspace raises modules the root builds with (< root's go.mod, > go.work):"
+	echo "$skew"
+	status=1
+}
 exit $status
