@@ -1,4 +1,4 @@
-.PHONY: test test-short soak lint build run
+.PHONY: test test-short soak soak-decide lint build run
 
 # scripts/modules.sh (the modules of go.work) is a bash script.
 SHELL := /bin/bash
@@ -11,10 +11,17 @@ test-short:
 	./scripts/test.sh -short
 
 # The same suite with the long real-time scenarios (SLUICE_SOAK=1): the 60 s
-# slow-rate run, the 10 s multi-process and outage runs, and the brief's
-# wall-clock figures. Run it on a machine left to it.
+# slow-rate run, the 10 s multi-process and outage runs, the brief's
+# wall-clock figures, and an hour of the decision service under churning
+# connections (TestDecisionSoak; SLUICE_SOAK_DURATION=3m shortens it). Run it
+# on a machine left to it.
 soak:
-	SLUICE_SOAK=1 ./scripts/test.sh -timeout 45m
+	SLUICE_SOAK=1 ./scripts/test.sh -timeout 90m
+
+# The decision service's soak alone, for SLUICE_SOAK_DURATION (default 1h),
+# without the race detector, whose own memory would hide the service's RSS.
+soak-decide:
+	SLUICE_SOAK=1 ./scripts/test.sh -race=false -timeout 90m -run TestDecisionSoak -v
 
 lint:
 	./scripts/lint.sh

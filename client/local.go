@@ -179,8 +179,11 @@ func (l *Limiter) misconfigured(last *atomic.Int64, name string, err error) {
 	if !ok {
 		return
 	}
-	l.opt.log.Error("sluice: bucket cannot serve this app; its calls are refused (logged once a minute)",
-		"bucket", name, "app", l.app, "err", err, "other_buckets_not_logged", skipped)
+	args := []any{"bucket", name, "app", l.app, "err", err}
+	if skipped > 0 {
+		args = append(args, "other_buckets_not_logged", skipped)
+	}
+	l.opt.log.Error("sluice: bucket cannot serve this app; its calls are refused (logged once a minute)", args...)
 }
 
 // fallback answers by the failure policy.

@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"crypto/x509"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,12 +14,21 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // startNginx runs a real nginx with testdata/nginx.conf.tmpl, stopped by
 // PID when t ends, and returns its address.
 func startNginx(t *testing.T, decide, upstream, token string) string {
+	t.Helper()
+	return startNginxWith(t, map[string]string{"Decide": decide, "Upstream": upstream, "Token": token, "Scheme": "http"})
+}
+
+// startNginxWith is startNginx with the template's variables: Decide,
+// Upstream, Token, Scheme, and for TLS to the decision service CA, Cert and
+// Key (nginx's client certificate).
+func startNginxWith(t *testing.T, vars map[string]string) string {
 	t.Helper()
 	bin := testenv.LookPath(t, "nginx")
 	dir := t.TempDir()
@@ -32,7 +42,8 @@ func startNginx(t *testing.T, decide, upstream, token string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = tmpl.Execute(f, map[string]string{"Dir": dir, "Listen": listen, "Decide": decide, "Upstream": upstream, "Token": token})
+	vars["Dir"], vars["Listen"] = dir, listen
+	err = tmpl.Execute(f, vars)
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -72,13 +83,44 @@ func startNginx(t *testing.T, decide, upstream, token string) string {
 func TestNginxAuthRequest(t *testing.T) {
 	t.Parallel()
 	st := newStack(t, ServerConfig{}, gatewayBuckets, gatewayMappings)
+	checkNginx(t, st, func(upstream string) string { return startNginx(t, st.srv.HTTPAddr(), upstream, st.edge) })
+}
+
+// The TLS and mTLS configuration of docs/gateways.md: nginx verifies the
+// service's certificate and presents its own.
+func TestNginxAuthRequestOverMTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := newTestCA(t, "sluice test CA")
+	files := startup.TLSFiles{
+		CertFile: filepath.Join(dir, "server.pem"), KeyFile: filepath.Join(dir, "server-key.pem"),
+		ClientCAFile: filepath.Join(dir, "ca.pem"),
+	}
+	cert, key := ca.issue(t, "sluice-decide", x509.ExtKeyUsageServerAuth)
+	writeFile(t, files.CertFile, cert)
+	writeFile(t, files.KeyFile, key)
+	writeFile(t, files.ClientCAFile, ca.pem)
+	ncert, nkey := ca.issue(t, "nginx", x509.ExtKeyUsageClientAuth)
+	writeFile(t, filepath.Join(dir, "nginx.pem"), ncert)
+	writeFile(t, filepath.Join(dir, "nginx-key.pem"), nkey)
+	st := newStack(t, ServerConfig{TLS: files}, gatewayBuckets, gatewayMappings)
+	checkNginx(t, st, func(upstream string) string {
+		return startNginxWith(t, map[string]string{"Decide": st.srv.HTTPAddr(), "Upstream": upstream, "Token": st.edge,
+			"Scheme": "https", "CA": files.ClientCAFile, "Cert": filepath.Join(dir, "nginx.pem"), "Key": filepath.Join(dir, "nginx-key.pem")})
+	})
+}
+
+// checkNginx runs the requests of the documented configuration through
+// the nginx start returns the address of.
+func checkNginx(t *testing.T, st *stack, start func(upstream string) string) {
+	t.Helper()
 	var served atomic.Int64
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		served.Add(1)
 		_, _ = w.Write([]byte("hello\n"))
 	}))
 	defer upstream.Close()
-	addr := startNginx(t, st.srv.HTTPAddr(), upstream.Listener.Addr().String(), st.edge)
+	addr := start(upstream.Listener.Addr().String())
 
 	get := func(path string) (int, http.Header) {
 		t.Helper()
