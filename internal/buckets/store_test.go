@@ -262,8 +262,9 @@ func TestUpdate(t *testing.T) {
 	stale := created
 	stale.MaxPermits = 7
 	err = s.Update(ctx, alice, &stale)
-	if !errors.Is(err, errs.ErrConflict) || !strings.Contains(err.Error(), "changed by someone else") {
-		t.Fatalf("stale update: %v; want ErrConflict", err)
+	var se *errs.Stale
+	if !errors.As(err, &se) || se.Version != 2 || se.Based != 1 || se.Current.(*buckets.Bucket).MaxPermits != 500 {
+		t.Fatalf("stale update: %v; want an *errs.Stale carrying version 2", err)
 	}
 	if stale.MaxPermits != 7 || stale.Version != 1 {
 		t.Fatalf("refused update changed its argument: %+v", stale)
@@ -271,7 +272,7 @@ func TestUpdate(t *testing.T) {
 	// The owner app cannot change; unknown apps and missing buckets are refused.
 	moved := *b
 	moved.OwnerApp = "ads"
-	if err := s.Update(ctx, alice, &moved); errs.Fields(err).For("owner_app") == "" {
+	if err := moved.CheckFixed(b); errs.Fields(err).For("owner_app") == "" {
 		t.Fatalf("owner change: %v; want a validation error on owner_app", err)
 	}
 	ghost := *b
