@@ -188,16 +188,16 @@ func TestOverrideLifecycle(t *testing.T) {
 	}
 	var ops []string
 	for _, e := range evs {
-		if e.OverrideID != 0 {
-			ops = append(ops, fmt.Sprintf("%s %d v%d %s %q %d", e.Op, e.OverrideID, e.Version, e.OverrideMatch, e.OverrideKey, e.MaxPermits))
+		if o := e.Override; o != nil {
+			ops = append(ops, fmt.Sprintf("%s %d v%d %s %q", e.Op, o.ID, e.Version, o.Match, o.Key))
 		}
 	}
 	want := []string{
-		fmt.Sprintf("override_upsert %d v1 exact %q 10000", o.ID, "tenant:acme"),
-		fmt.Sprintf("override_upsert %d v1 prefix %q 7", p.ID, "tenant:acme"),
-		fmt.Sprintf("override_upsert %d v1 exact %q 3", upper.ID, "TENANT:ACME"),
-		fmt.Sprintf("override_upsert %d v2 exact %q 20000", o.ID, "tenant:acme"),
-		fmt.Sprintf("override_delete %d v3 exact %q 20000", o.ID, "tenant:acme"),
+		fmt.Sprintf("override_upsert %d v1 exact %q", o.ID, "tenant:acme"),
+		fmt.Sprintf("override_upsert %d v1 prefix %q", p.ID, "tenant:acme"),
+		fmt.Sprintf("override_upsert %d v1 exact %q", upper.ID, "TENANT:ACME"),
+		fmt.Sprintf("override_upsert %d v2 exact %q", o.ID, "tenant:acme"),
+		fmt.Sprintf("override_delete %d v3 exact %q", o.ID, "tenant:acme"),
 	}
 	if strings.Join(ops, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("override events:\n%s\nwant:\n%s", strings.Join(ops, "\n"), strings.Join(want, "\n"))
