@@ -202,16 +202,16 @@ func New(reg prometheus.Registerer, app string, opts ...Option) (*Metrics, error
 		Help: "Acquires after which at least the near-limit fraction of the bucket's capacity was in use, by app and bucket.",
 	}, []string{"app", "bucket"})
 	var err error
-	if decisions, err = Register(reg, decisions); err != nil {
+	if decisions, err = register(reg, decisions); err != nil {
 		return nil, err
 	}
-	if near, err = Register(reg, near); err != nil {
+	if near, err = register(reg, near); err != nil {
 		return nil, err
 	}
-	if duration, err = Register(reg, duration); err != nil {
+	if duration, err = register(reg, duration); err != nil {
 		return nil, err
 	}
-	if fallback, err = Register(reg, fallback); err != nil {
+	if fallback, err = register(reg, fallback); err != nil {
 		return nil, err
 	}
 	m := &Metrics{
@@ -381,11 +381,12 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.lost, prometheus.CounterValue, s.StateLost.Seconds())
 }
 
-// Register adds c to reg, or returns the collector already registered
-// under the same name, so that several limiters, servers or workers in one
-// process (tests, -dev) share their metrics instead of failing. Any other
-// refusal is returned with c. The server's metrics use it too.
-func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+// register adds c to reg, or returns the collector already registered
+// under the same name, so that several limiters in one process share their
+// metrics instead of failing. Any other refusal is returned with c. (The
+// servers' copy is startup.Register: this module cannot import theirs, and
+// they should not link the client for it.)
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
 	err := reg.Register(c)
 	if err == nil {
 		return c, nil

@@ -48,3 +48,12 @@ func migrate(_ context.Context, e env) error {
 	}
 	return nil
 }
+
+// migrateIf is the migration startup.Open applies: migrations.Up when on
+// is set, none otherwise.
+func migrateIf(on bool) func(dsn string) error {
+	if on {
+		return migrations.Up
+	}
+	return nil
+}

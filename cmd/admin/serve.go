@@ -137,7 +137,7 @@ func serve(ctx context.Context, e env) error {
 	if cfg.dev {
 		return serveDev(ctx, cfg, e, log)
 	}
-	st, err := startup.Open(ctx, cfg.startupTimeout, log, cfg.mysqlDSN, database.Options{}, cfg.migrate, cfg.redis.Open)
+	st, err := startup.Open(ctx, cfg.startupTimeout, log, cfg.mysqlDSN, database.Options{}, migrateIf(cfg.migrate), cfg.redis.Open)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/settings"
 	"github.com/sluicehq/sluice/internal/startup"
@@ -114,17 +116,18 @@ func createUser(ctx context.Context, e env) error {
 		return err
 	}
 	defer db.Close()
-	if _, err := accounts.NewStore(db).CreateUser(ctx, cliActor, f.username, password); err != nil {
-		return explain(err)
+	// The console's use case: the same rules, refusals and audit rows.
+	enf, err := rbac.New(ctx, db)
+	if err != nil {
+		return err
 	}
-	if admin {
-		enf, err := rbac.New(ctx, db)
-		if err != nil {
-			return err
-		}
-		if err := enf.SetAdmin(ctx, cliActor, f.username, true); err != nil {
-			return explain(err)
-		}
+	svc, err := manage.New(manage.Config{DB: db, Enforcer: enf, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	if _, err := svc.CreateUser(ctx, manage.Operator, manage.CreateUser{Username: f.username, Password: password, Admin: admin}); err != nil {
+		return explain(err)
 	}
 	role := "user"
 	if admin {

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/startup"
 	"github.com/sluicehq/sluice/internal/syncer"
 	"github.com/sluicehq/sluice/internal/usage"
+	"github.com/sluicehq/sluice/migrations"
 )
 
 // worker is the whole program; main adds signals and the exit code.
@@ -27,7 +28,11 @@ var worker = startup.Worker[config]{
 // serve connects to the stores, then runs the worker and the HTTP server
 // until ctx ends.
 func serve(ctx context.Context, cfg config, log *slog.Logger) error {
-	st, err := startup.Open(ctx, cfg.startupTimeout, log, cfg.stores.MySQLDSN, database.Options{MaxOpenConns: 10}, cfg.migrate, cfg.stores.Redis.Open)
+	var migrate func(string) error
+	if cfg.migrate {
+		migrate = migrations.Up
+	}
+	st, err := startup.Open(ctx, cfg.startupTimeout, log, cfg.stores.MySQLDSN, database.Options{MaxOpenConns: 10}, migrate, cfg.stores.Redis.Open)
 	if err != nil {
 		return err
 	}

@@ -145,7 +145,7 @@ func (s *server) updateBucket(w http.ResponseWriter, r *http.Request, c manage.C
 	ch, err := s.svc.UpdateBucket(r.Context(), c, manage.UpdateBucket{Name: r.PathValue("bucket"), Version: version,
 		Replace: r.Method == http.MethodPut, Fields: in.patch()})
 	if err != nil {
-		return stale(err)
+		return err
 	}
 	writeVersioned(w, http.StatusOK, "", ch.Bucket.Version, toBucketJSON(ch.Bucket))
 	return nil
@@ -158,7 +158,7 @@ func (s *server) deleteBucket(w http.ResponseWriter, r *http.Request, c manage.C
 		return err
 	}
 	if err := s.svc.DeleteBucket(r.Context(), c, manage.DeleteBucket{Name: r.PathValue("bucket"), Version: version}); err != nil {
-		return stale(err)
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -103,7 +103,7 @@ func (s *server) getMapping(w http.ResponseWriter, r *http.Request, c manage.Cal
 }
 
 // replaceMapping: PUT /apps/{app}/mappings/{id}, with If-Match; a stale
-// version is a 409.
+// version is a 412, as for every versioned object.
 func (s *server) replaceMapping(w http.ResponseWriter, r *http.Request, c manage.Caller) error {
 	id, err := pathID(r)
 	if err != nil {

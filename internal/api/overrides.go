@@ -126,7 +126,7 @@ func (s *server) updateOverride(w http.ResponseWriter, r *http.Request, c manage
 	ch, err := s.svc.UpdateOverride(r.Context(), c, manage.UpdateOverride{Bucket: r.PathValue("bucket"), ID: id,
 		Version: version, Replace: r.Method == http.MethodPut, Fields: in.patch()})
 	if err != nil {
-		return stale(err)
+		return err
 	}
 	writeVersioned(w, http.StatusOK, "", ch.Override.Version, toOverrideJSON(ch.Override))
 	return nil
@@ -143,7 +143,7 @@ func (s *server) deleteOverride(w http.ResponseWriter, r *http.Request, c manage
 		return err
 	}
 	if err := s.svc.DeleteOverride(r.Context(), c, manage.DeleteOverride{Bucket: r.PathValue("bucket"), ID: id, Version: version}); err != nil {
-		return stale(err)
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

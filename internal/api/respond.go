@@ -277,20 +277,6 @@ func preconditionFailed(message string) error {
 	return &apiError{status: http.StatusPreconditionFailed, code: "precondition_failed", message: message}
 }
 
-// stale turns a change based on an older version into a 412. Every
-// *manage.StaleError, whatever its object, tells what the answer says.
-func stale(err error) error {
-	var se interface {
-		Stale() (object string, version, based int64)
-	}
-	if errors.As(err, &se) {
-		object, version, based := se.Stale()
-		return preconditionFailed(object + " is now at version " + etag(version) + ", not " + etag(based) +
-			"; GET it again and reapply your change")
-	}
-	return err
-}
-
 // Page sizes of every list.
 const (
 	defaultLimit = database.DefaultPageSize

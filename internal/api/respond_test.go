@@ -2,14 +2,12 @@ package api
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/router"
 )
@@ -177,32 +175,5 @@ func TestPanicIsA500(t *testing.T) {
 	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), `"code":"internal"`) ||
 		strings.Contains(w.Body.String(), "secret") {
 		t.Fatalf("status %d body %s", w.Code, w.Body)
-	}
-}
-
-// TestStale keeps the 412 of a stale bucket and of a stale override worded
-// as the API documents them.
-func TestStale(t *testing.T) {
-	b := &buckets.Bucket{Name: "b"}
-	b.Version = 3
-	o := &buckets.Override{ID: 7, Bucket: "b"}
-	o.Version = 5
-	tests := []struct {
-		err  error
-		want string
-	}{
-		{&manage.StaleError[*buckets.Bucket]{Current: b, Based: 2},
-			`bucket b is now at version "3", not "2"; GET it again and reapply your change`},
-		{&manage.StaleError[*buckets.Override]{Current: o, Based: 4},
-			`override 7 of bucket b is now at version "5", not "4"; GET it again and reapply your change`},
-	}
-	for _, tt := range tests {
-		err := stale(fmt.Errorf("update: %w", tt.err))
-		if statusOf(err) != http.StatusPreconditionFailed || err.Error() != tt.want {
-			t.Errorf("stale(%v) = %d %q, want 412 %q", tt.err, statusOf(err), err, tt.want)
-		}
-	}
-	if err := errors.New("other"); stale(err) != err {
-		t.Errorf("stale changed an error that is not stale")
 	}
 }

@@ -112,7 +112,7 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, app, name string,
 			return err
 		}
 		if taken {
-			return conflict(fmt.Sprintf("app %q already has an active token named %q; choose another name or revoke it first", app, name))
+			return errs.Conflictf("app %q already has an active token named %q; choose another name or revoke it first", app, name)
 		}
 		if t.ID, err = database.Insert(ctx, tx, `INSERT INTO app_tokens (app_id, name, scope, prefix, token_hash, created_by,
 			created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -132,11 +132,6 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, app, name string,
 	}
 	return secret, t, nil
 }
-
-type conflict string
-
-func (c conflict) Error() string        { return string(c) }
-func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
 
 // List returns every token of app, revoked and expired ones included,
 // newest first.

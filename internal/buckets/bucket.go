@@ -176,3 +176,28 @@ func unknownApps(names []string) string {
 	}
 	return "unknown apps " + strings.Join(q, ", ")
 }
+
+// CheckVersion refuses a change based on version based of b (0: whatever
+// is stored) with an *errs.Stale carrying b.
+func (b *Bucket) CheckVersion(based int64) error {
+	return errs.CheckVersion("bucket "+strconv.Quote(b.Name), b, b.Version, based)
+}
+
+// CheckFixed refuses n, a change of old, when it changes a field fixed at
+// creation: the name, the owner app (ownership decides who may edit, so
+// moving a bucket to another team is a new bucket) and keyed. It is a
+// *errs.Validation naming each.
+func (n *Bucket) CheckFixed(old *Bucket) error {
+	var v errs.Validation
+	const why = "cannot be changed; create a new bucket and delete this one instead"
+	if n.Name != old.Name {
+		v.Add("name", why)
+	}
+	if n.OwnerApp != old.OwnerApp {
+		v.Add("owner_app", why)
+	}
+	if n.Keyed != old.Keyed {
+		v.Add("keyed", why)
+	}
+	return v.Err()
+}

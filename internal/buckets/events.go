@@ -2,7 +2,6 @@ package buckets
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -17,11 +16,11 @@ type Op string
 
 // Change event operations.
 const (
-	// OpUpsert writes the definition carried by the event.
+	// OpUpsert writes the bucket's current definition.
 	OpUpsert Op = "upsert"
 	// OpDelete removes the bucket.
 	OpDelete Op = "delete"
-	// OpOverrideUpsert writes the override carried by the event into the
+	// OpOverrideUpsert writes the override's current definition into the
 	// keyed bucket's Redis state.
 	OpOverrideUpsert Op = "override_upsert"
 	// OpOverrideDelete removes the override: its keys get the default
@@ -29,9 +28,12 @@ const (
 	OpOverrideDelete Op = "override_delete"
 )
 
-// Event is one row of the outbox: a bucket change for the sync worker,
-// committed in the same transaction as the change. It carries the whole
-// definition, so applying it needs no further read.
+// Event is one row of the outbox: a change for the sync worker, committed
+// in the same transaction as the change. It names what changed and does
+// not copy it: the worker reads the current definition when it applies an
+// upsert (a newer one than the event's version is as good, and a row that
+// is gone means a delete event follows), so a field added to a bucket
+// never reaches the outbox.
 //
 // Version orders the events of one bucket: an upsert carries the version
 // it saved, a delete the deleted version plus one, so a delete always wins
@@ -39,26 +41,28 @@ const (
 // a new BucketID and starts again at version 1, so guards compare
 // (BucketID, Version), not Version alone.
 type Event struct {
-	ID          int64    `json:"id"`
-	BucketID    int64    `json:"bucket_id"`
-	Name        string   `json:"name"`
-	Op          Op       `json:"op"`
-	Version     int64    `json:"version"`
-	MaxPermits  int64    `json:"max_permits"`
-	Rate        Rate     `json:"rate"`
-	AllowedApps []string `json:"allowed_apps"`
-	// Keyed is set for every event of a keyed bucket.
-	Keyed       bool  `json:"keyed"`
-	Shadow      bool  `json:"shadow"`
-	LeaseMillis int64 `json:"lease_ms"`
-	// Override events name the override (ID, match and key); Version is
-	// then the override's version, MaxPermits, Rate and Shadow its limit, and
-	// AllowedApps is empty. An override is never re-created under its ID,
-	// so guards compare (OverrideID, Version).
-	OverrideID    int64     `json:"override_id,omitempty"`
-	OverrideMatch Match     `json:"override_match,omitempty"`
-	OverrideKey   string    `json:"override_key,omitempty"`
-	CreatedAt     time.Time `json:"created_at"`
+	ID       int64  `json:"id"`
+	BucketID int64  `json:"bucket_id"`
+	Name     string `json:"name"`
+	Op       Op     `json:"op"`
+	Version  int64  `json:"version"`
+	// Keyed is set for every event of a keyed bucket: it says which Redis
+	// state a delete removes.
+	Keyed bool `json:"keyed"`
+	// Override names the override of OpOverrideUpsert and OpOverrideDelete
+	// events, whose Version is the override's; nil for bucket events.
+	Override  *OverrideRef `json:"override,omitempty"`
+	CreatedAt time.Time    `json:"created_at"`
+}
+
+// OverrideRef names an override in an event: its id and the keys it
+// covers, which are fixed at creation and which removing its Redis state
+// needs once its row is gone. An override is never re-created under its
+// ID, so guards compare (ID, Version).
+type OverrideRef struct {
+	ID    int64  `json:"id"`
+	Match Match  `json:"match"`
+	Key   string `json:"key"`
 }
 
 // Event page sizes of PendingEvents.
@@ -67,15 +71,10 @@ const (
 	MaxEventLimit     = 10000
 )
 
+// writeEvent records a change of bucket b, of the given version.
 func writeEvent(ctx context.Context, tx *sqlx.Tx, op Op, b *Bucket, version int64) error {
-	apps, err := json.Marshal(b.AllowedApps)
-	if err != nil {
-		return fmt.Errorf("encode allowed apps: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO bucket_events (bucket_id, bucket_name, op, version, max_permits,
-		rate_permits, rate_period_seconds, allowed_apps, keyed, shadow, lease_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		b.ID, b.Name, string(op), version, b.MaxPermits, b.Rate.Permits(), b.Rate.PeriodSeconds(),
-		string(apps), b.Keyed, b.Shadow, b.LeaseMillis, database.Now()); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO bucket_events (bucket_id, bucket_name, op, version, keyed, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)`, b.ID, b.Name, string(op), version, b.Keyed, database.Now()); err != nil {
 		return fmt.Errorf("write change event of %q: %w", b.Name, database.Translate(err))
 	}
 	return nil
@@ -83,33 +82,25 @@ func writeEvent(ctx context.Context, tx *sqlx.Tx, op Op, b *Bucket, version int6
 
 // writeOverrideEvent records a change of override o of keyed bucket b.
 func writeOverrideEvent(ctx context.Context, tx *sqlx.Tx, op Op, b *Bucket, o *Override, version int64) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO bucket_events (bucket_id, bucket_name, op, version, max_permits,
-		rate_permits, rate_period_seconds, allowed_apps, keyed, shadow, override_id, override_match, override_key, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, '[]', TRUE, ?, ?, ?, ?, ?)`,
-		b.ID, b.Name, string(op), version, o.MaxPermits, o.Rate.Permits(), o.Rate.PeriodSeconds(),
-		o.Shadow, o.ID, string(o.Match), []byte(o.Key), database.Now()); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO bucket_events (bucket_id, bucket_name, op, version, keyed,
+		override_id, override_match, override_key, created_at) VALUES (?, ?, ?, ?, TRUE, ?, ?, ?, ?)`,
+		b.ID, b.Name, string(op), version, o.ID, string(o.Match), []byte(o.Key), database.Now()); err != nil {
 		return fmt.Errorf("write change event of an override of %q: %w", b.Name, database.Translate(err))
 	}
 	return nil
 }
 
 type eventRow struct {
-	ID          int64     `db:"id"`
-	BucketID    int64     `db:"bucket_id"`
-	Name        string    `db:"bucket_name"`
-	Op          string    `db:"op"`
-	Version     int64     `db:"version"`
-	MaxPermits  int64     `db:"max_permits"`
-	RatePermits string    `db:"rate_permits"`
-	RatePeriod  int64     `db:"rate_period_seconds"`
-	AllowedApps string    `db:"allowed_apps"`
-	Keyed       bool      `db:"keyed"`
-	OverrideID  int64     `db:"override_id"`
-	Match       string    `db:"override_match"`
-	Key         []byte    `db:"override_key"`
-	Shadow      bool      `db:"shadow"`
-	LeaseMillis int64     `db:"lease_ms"`
-	CreatedAt   time.Time `db:"created_at"`
+	ID         int64     `db:"id"`
+	BucketID   int64     `db:"bucket_id"`
+	Name       string    `db:"bucket_name"`
+	Op         string    `db:"op"`
+	Version    int64     `db:"version"`
+	Keyed      bool      `db:"keyed"`
+	OverrideID int64     `db:"override_id"`
+	Match      string    `db:"override_match"`
+	Key        []byte    `db:"override_key"`
+	CreatedAt  time.Time `db:"created_at"`
 }
 
 // PendingEvents returns up to limit unacknowledged change events, oldest
@@ -127,26 +118,18 @@ func (s *Store) PendingEvents(ctx context.Context, limit int) ([]Event, error) {
 	}
 	limit = min(limit, MaxEventLimit)
 	var rows []eventRow
-	if err := s.db.SelectContext(ctx, &rows, `SELECT id, bucket_id, bucket_name, op, version, max_permits,
-		rate_permits, rate_period_seconds, allowed_apps, keyed, shadow, lease_ms, override_id, override_match, override_key, created_at
-		FROM bucket_events ORDER BY id LIMIT ?`, limit); err != nil {
+	if err := s.db.SelectContext(ctx, &rows, `SELECT id, bucket_id, bucket_name, op, version, keyed, override_id,
+		override_match, override_key, created_at FROM bucket_events ORDER BY id LIMIT ?`, limit); err != nil {
 		return nil, fmt.Errorf("read change events: %w", database.Translate(err))
 	}
 	out := make([]Event, 0, len(rows))
 	for _, r := range rows {
-		rate, err := storedRate(r.RatePermits, r.RatePeriod)
-		if err != nil {
-			return nil, fmt.Errorf("change event %d: %w", r.ID, err)
+		e := Event{ID: r.ID, BucketID: r.BucketID, Name: r.Name, Op: Op(r.Op), Version: r.Version, Keyed: r.Keyed,
+			CreatedAt: r.CreatedAt}
+		if r.OverrideID != 0 {
+			e.Override = &OverrideRef{ID: r.OverrideID, Match: Match(r.Match), Key: string(r.Key)}
 		}
-		var apps []string
-		if err := json.Unmarshal([]byte(r.AllowedApps), &apps); err != nil {
-			return nil, fmt.Errorf("change event %d: decode allowed apps: %w", r.ID, err)
-		}
-		out = append(out, Event{
-			ID: r.ID, BucketID: r.BucketID, Name: r.Name, Op: Op(r.Op), Version: r.Version,
-			MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: apps, Keyed: r.Keyed, Shadow: r.Shadow, LeaseMillis: r.LeaseMillis,
-			OverrideID: r.OverrideID, OverrideMatch: Match(r.Match), OverrideKey: string(r.Key), CreatedAt: r.CreatedAt,
-		})
+		out = append(out, e)
 	}
 	return out, nil
 }

@@ -120,3 +120,24 @@ func MostSpecific(os []*Override, key string) *Override {
 	}
 	return best
 }
+
+// CheckVersion refuses a change based on version based of o (0: whatever
+// is stored) with an *errs.Stale carrying o.
+func (o *Override) CheckVersion(based int64) error {
+	return errs.CheckVersion(fmt.Sprintf("override %d of bucket %q", o.ID, o.Bucket), o, o.Version, based)
+}
+
+// CheckFixed refuses n, a change of old, when it changes its match or
+// key: they say which keys it covers, so another set of keys is another
+// override. It is a *errs.Validation naming each.
+func (n *Override) CheckFixed(old *Override) error {
+	var v errs.Validation
+	const why = "cannot be changed; delete the override and create another"
+	if n.Match != old.Match {
+		v.Add("match", why)
+	}
+	if n.Key != old.Key {
+		v.Add("key", why)
+	}
+	return v.Err()
+}

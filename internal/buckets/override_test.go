@@ -82,13 +82,18 @@ func TestKeyedIsFixed(t *testing.T) {
 	if err != nil || !got.Keyed {
 		t.Fatalf("Get = %+v, %v; want keyed", got, err)
 	}
-	got.Keyed = false
-	if err := s.Update(ctx, alice, got); errs.Fields(err).For("keyed") == "" {
-		t.Fatalf("Update unkeying = %v; want a problem on keyed", err)
+	unkeyed := *got
+	unkeyed.Keyed = false
+	if err := unkeyed.CheckFixed(got); errs.Fields(err).For("keyed") == "" {
+		t.Fatalf("CheckFixed unkeying = %v; want a problem on keyed", err)
+	}
+	// The store saves only what may change: keyed stays as stored.
+	if err := s.Update(ctx, alice, &unkeyed); err != nil || !unkeyed.Keyed {
+		t.Fatalf("Update unkeying = %+v, %v; want the bucket saved keyed", unkeyed, err)
 	}
 	evs, err := s.PendingEvents(ctx, 10)
-	if err != nil || len(evs) != 1 || !evs[0].Keyed || evs[0].BucketID != b.ID {
-		t.Fatalf("events = %+v, %v; want one keyed upsert", evs, err)
+	if err != nil || len(evs) != 2 || !evs[1].Keyed || evs[1].BucketID != b.ID {
+		t.Fatalf("events = %+v, %v; want two keyed upserts", evs, err)
 	}
 }
 
@@ -142,7 +147,7 @@ func TestOverrideLifecycle(t *testing.T) {
 	}
 	moved := *o
 	moved.Key = "tenant:other"
-	if err := s.UpdateOverride(ctx, alice, &moved); errs.Fields(err).For("key") == "" {
+	if err := moved.CheckFixed(o); errs.Fields(err).For("key") == "" {
 		t.Fatalf("changing the key = %v; want a problem on key", err)
 	}
 	// An override id of another bucket is not found through this one.
@@ -183,16 +188,16 @@ func TestOverrideLifecycle(t *testing.T) {
 	}
 	var ops []string
 	for _, e := range evs {
-		if e.OverrideID != 0 {
-			ops = append(ops, fmt.Sprintf("%s %d v%d %s %q %d", e.Op, e.OverrideID, e.Version, e.OverrideMatch, e.OverrideKey, e.MaxPermits))
+		if o := e.Override; o != nil {
+			ops = append(ops, fmt.Sprintf("%s %d v%d %s %q", e.Op, o.ID, e.Version, o.Match, o.Key))
 		}
 	}
 	want := []string{
-		fmt.Sprintf("override_upsert %d v1 exact %q 10000", o.ID, "tenant:acme"),
-		fmt.Sprintf("override_upsert %d v1 prefix %q 7", p.ID, "tenant:acme"),
-		fmt.Sprintf("override_upsert %d v1 exact %q 3", upper.ID, "TENANT:ACME"),
-		fmt.Sprintf("override_upsert %d v2 exact %q 20000", o.ID, "tenant:acme"),
-		fmt.Sprintf("override_delete %d v3 exact %q 20000", o.ID, "tenant:acme"),
+		fmt.Sprintf("override_upsert %d v1 exact %q", o.ID, "tenant:acme"),
+		fmt.Sprintf("override_upsert %d v1 prefix %q", p.ID, "tenant:acme"),
+		fmt.Sprintf("override_upsert %d v1 exact %q", upper.ID, "TENANT:ACME"),
+		fmt.Sprintf("override_upsert %d v2 exact %q", o.ID, "tenant:acme"),
+		fmt.Sprintf("override_delete %d v3 exact %q", o.ID, "tenant:acme"),
 	}
 	if strings.Join(ops, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("override events:\n%s\nwant:\n%s", strings.Join(ops, "\n"), strings.Join(want, "\n"))

@@ -185,9 +185,8 @@ func (s *Store) CreateOverride(ctx context.Context, actor audit.Actor, o *Overri
 
 // UpdateOverride saves the description and limit of override o.ID of
 // bucket o.Bucket. o.Version must be the version the caller read, else
-// nothing changes and the error matches errs.ErrConflict. Match and key
-// cannot change (a *errs.Validation): delete the override and create
-// another. On success o holds the stored override, its Version one higher.
+// nothing changes and the error is an *errs.Stale. Match and key are kept
+// as stored (Override.CheckFixed, which the application layer checks). On success o holds the stored override, its Version one higher.
 func (s *Store) UpdateOverride(ctx context.Context, actor audit.Actor, o *Override) error {
 	if err := o.Validate(); err != nil {
 		return err
@@ -202,12 +201,8 @@ func (s *Store) UpdateOverride(ctx context.Context, actor audit.Actor, o *Overri
 		if err != nil {
 			return err
 		}
-		if old.Version != o.Version {
-			return errs.Conflictf("this override of %q was changed by someone else (now version %d, you edited version %d); reload it and apply your change again",
-				b.Name, old.Version, o.Version)
-		}
-		if old.Match != o.Match || old.Key != o.Key {
-			return errs.Invalid("key", "the key and match of an override cannot be changed; delete it and create another")
+		if err := old.CheckVersion(o.Version); err != nil {
+			return err
 		}
 		saved = *old
 		saved.Description, saved.MaxPermits, saved.Rate, saved.Shadow = o.Description, o.MaxPermits, o.Rate, o.Shadow
@@ -228,8 +223,8 @@ func (s *Store) UpdateOverride(ctx context.Context, actor audit.Actor, o *Overri
 }
 
 // DeleteOverride removes override id of bucket. version is the version the
-// caller read, or 0 for whatever is stored; a stale one gives an error
-// matching errs.ErrConflict and deletes nothing. The keys of the override
+// caller read, or 0 for whatever is stored; a stale one gives an
+// *errs.Stale and deletes nothing. The keys of the override
 // get the bucket's limit again (or a less specific override's).
 func (s *Store) DeleteOverride(ctx context.Context, actor audit.Actor, bucket string, id, version int64) error {
 	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
@@ -241,9 +236,8 @@ func (s *Store) DeleteOverride(ctx context.Context, actor audit.Actor, bucket st
 		if err != nil {
 			return err
 		}
-		if version != 0 && old.Version != version {
-			return errs.Conflictf("this override of %q was changed by someone else (now version %d, you saw version %d); reload it and try again",
-				b.Name, old.Version, version)
+		if err := old.CheckVersion(version); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM bucket_overrides WHERE id = ?`, old.ID); err != nil {
 			return fmt.Errorf("delete override %d of %q: %w", old.ID, b.Name, database.Translate(err))

@@ -424,15 +424,15 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 	return nil
 }
 
-// Update saves the description, capacity, rate, shadow mode and allowed apps of the
-// bucket named b.Name. b.Version must be the version the caller read: when
-// the bucket changed since, nothing changes and the error matches
-// errs.ErrConflict. b.ID, when set, must be the row the caller read and
-// authorized: a bucket deleted and created again under the same name is
-// another bucket, and gives errs.ErrNotFound. The owner app cannot change (a
-// *errs.Validation on owner_app): ownership decides who may edit, so moving
-// a bucket to another team is done by creating a new bucket. On success b
-// holds the stored bucket, its Version one higher.
+// Update saves the description, capacity, rate, shadow mode, lease and
+// allowed apps of the bucket named b.Name; the fields fixed at creation
+// (Bucket.CheckFixed, which the application layer checks) are kept as
+// stored. b.Version must be the version the caller read: when the bucket
+// changed since, nothing changes and the error is an *errs.Stale. b.ID,
+// when set, must be the row the caller read and authorized: a bucket
+// deleted and created again under the same name is another bucket, and
+// gives errs.ErrNotFound. On success b holds the stored bucket, its
+// Version one higher.
 func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error {
 	if err := b.Validate(); err != nil {
 		return err
@@ -446,15 +446,8 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 		if b.ID != 0 && old.ID != b.ID {
 			return notFound(b.Name)
 		}
-		if old.Version != b.Version {
-			return errs.Conflictf("bucket %q was changed by someone else (now version %d, you edited version %d); reload it and apply your change again",
-				b.Name, old.Version, b.Version)
-		}
-		if old.OwnerApp != b.OwnerApp {
-			return errs.Invalid("owner_app", "cannot be changed; create a new bucket under the other app instead")
-		}
-		if old.Keyed != b.Keyed {
-			return errs.Invalid("keyed", "cannot be changed; create a new bucket instead")
+		if err := old.CheckVersion(b.Version); err != nil {
+			return err
 		}
 		saved = *old
 		saved.Description, saved.MaxPermits, saved.Rate, saved.Shadow = b.Description, b.MaxPermits, b.Rate, b.Shadow
@@ -512,16 +505,16 @@ type Expect struct {
 	// OwnerApp is the owner app on which the caller's permission was
 	// checked.
 	OwnerApp string
-	// Version is the version the caller read; a newer one gives
-	// errs.ErrConflict.
+	// Version is the version the caller read; a newer one gives an
+	// *errs.Stale.
 	Version int64
 }
 
 // Delete removes the bucket named name if it is the bucket want describes.
 // Another row under that name, or another owner app, gives
 // errs.ErrNotFound (the bucket the caller saw is gone, and the one now
-// bearing its name may be invisible to them); a newer version
-// errs.ErrConflict. Either way nothing is deleted.
+// bearing its name may be invisible to them); a newer version an
+// *errs.Stale. Either way nothing is deleted.
 func (s *Store) Delete(ctx context.Context, actor audit.Actor, name string, want Expect) error {
 	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		old, err := lock(ctx, tx, name)
@@ -531,9 +524,8 @@ func (s *Store) Delete(ctx context.Context, actor audit.Actor, name string, want
 		if (want.ID != 0 && old.ID != want.ID) || (want.OwnerApp != "" && old.OwnerApp != want.OwnerApp) {
 			return notFound(name)
 		}
-		if want.Version != 0 && old.Version != want.Version {
-			return errs.Conflictf("bucket %q was changed by someone else (now version %d, you saw version %d); reload it and try again",
-				name, old.Version, want.Version)
+		if err := old.CheckVersion(want.Version); err != nil {
+			return err
 		}
 		// Allowed apps first: the schema's cascade is not relied on, so the
 		// statement works the same on every engine.

@@ -247,7 +247,8 @@ type bucketPage struct {
 type bucketDeletePage struct {
 	layout
 	Bucket *buckets.Bucket
-	Error  string
+	// Stale is the refusal of a delete confirmed on an older version.
+	Stale error
 }
 
 func (s *server) listBuckets(c *gin.Context) {
@@ -498,13 +499,12 @@ func (s *server) updateBucket(c *gin.Context) {
 		return
 	}
 	p := &bucketFormPage{layout: layout{Title: "Edit " + name, Nav: "buckets"}, Form: form, Pattern: patternOf(c)}
-	var stale *manage.StaleError[*buckets.Bucket]
-	switch {
-	case errors.As(err, &stale):
-		p.Form.OwnerApp = stale.Current.OwnerApp
-		p.Conflict = stale.Current
-		p.Form.Version = stale.Current.Version
-		s.renderBucketForm(c, http.StatusConflict, p)
+	switch cur, ok := staleCurrent[*buckets.Bucket](err); {
+	case ok:
+		p.Form.OwnerApp = cur.OwnerApp
+		p.Conflict = cur
+		p.Form.Version = cur.Version
+		s.renderBucketForm(c, status(err), p)
 	case status(err) == http.StatusUnprocessableEntity:
 		p.Errors = errs.Fields(err)
 		s.renderBucketForm(c, http.StatusUnprocessableEntity, p)
@@ -538,13 +538,13 @@ func (s *server) deleteBucket(c *gin.Context) {
 		return
 	}
 	err = s.svc.DeleteBucket(ctx(c), caller(c), manage.DeleteBucket{Name: name, Version: version})
-	var stale *manage.StaleError[*buckets.Bucket]
+	cur, ok := staleCurrent[*buckets.Bucket](err)
 	switch {
 	case err == nil:
 		s.redirect(c, "/buckets", "Bucket "+name+" deleted.")
-	case errors.As(err, &stale):
-		s.render(c, http.StatusConflict, "bucket_delete", &bucketDeletePage{layout: layout{Title: "Delete " + name, Nav: "buckets"},
-			Bucket: stale.Current, Error: "Someone changed this bucket after you opened this page; nothing was deleted. Check the values below and confirm again."})
+	case ok:
+		s.render(c, status(err), "bucket_delete", &bucketDeletePage{layout: layout{Title: "Delete " + name, Nav: "buckets"},
+			Bucket: cur, Stale: err})
 	default:
 		s.fail(c, err)
 	}

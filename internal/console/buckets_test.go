@@ -90,7 +90,7 @@ func TestBucketStaleEditShowsConflict(t *testing.T) {
 
 	r = second.post("/buckets/search", url.Values{"max_permits": {"7"}, "rate": {"1/s"}, "allowed_apps": {"alpha"},
 		"description": {"mine"}, "version": {"1"}})
-	wantStatus(t, "stale save", r, http.StatusConflict)
+	wantStatus(t, "stale save", r, http.StatusPreconditionFailed)
 	wantBody(t, "stale save", r, "Someone else saved this bucket", "olga saved version 2", "10 per second",
 		`name="version" value="2"`, `value="7"`, ">mine</textarea>")
 	b, _ := e.bkts.Get(context.Background(), "search")
@@ -125,8 +125,8 @@ func TestBucketDeleteNeedsConfirmation(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = ob.post("/buckets/old/delete", url.Values{"version": {"1"}})
-	wantStatus(t, "stale delete", r, http.StatusConflict)
-	wantBody(t, "stale delete", r, "nothing was deleted", `name="version" value="2"`)
+	wantStatus(t, "stale delete", r, http.StatusPreconditionFailed)
+	wantBody(t, "stale delete", r, `id="stale"`, `bucket &#34;old&#34; was changed by someone else (now version 2, your change was based on version 1)`, `name="version" value="2"`)
 	r = ob.post("/buckets/old/delete", url.Values{"version": {"2"}})
 	wantStatus(t, "delete", r, http.StatusSeeOther)
 	if _, err := e.bkts.Get(context.Background(), "old"); err == nil {

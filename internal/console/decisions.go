@@ -107,6 +107,8 @@ type confirmPage struct {
 	// Blocked, when set, says why the action cannot be done; the page
 	// shows it instead of the button.
 	Blocked string
+	// Stale is the refusal of a confirmation made on an older version.
+	Stale error
 }
 
 func pathID(c *gin.Context) (int64, bool) {
@@ -140,10 +142,16 @@ func (s *server) confirmDeleteMapping(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.render(c, http.StatusOK, "app_confirm", &confirmPage{layout: layout{Title: "Delete mapping", Nav: "apps"}, App: app,
-		Heading: "Delete this descriptor mapping?", Version: m.Version,
+	s.render(c, http.StatusOK, "app_confirm", mappingDeletePage(m, nil))
+}
+
+// mappingDeletePage asks before deleting m, after stale when a
+// confirmation came from an older version.
+func mappingDeletePage(m *descriptors.Mapping, stale error) *confirmPage {
+	return &confirmPage{layout: layout{Title: "Delete mapping", Nav: "apps"}, App: m.App,
+		Heading: "Delete this descriptor mapping?", Version: m.Version, Stale: stale,
 		Text:   "Descriptors of domain " + m.Domain + " will no longer take from bucket " + m.Bucket + ".",
-		Action: appURL(app) + "/mappings/" + strconv.FormatInt(id, 10) + "/delete", Button: "Delete mapping"})
+		Action: appURL(m.App) + "/mappings/" + strconv.FormatInt(m.ID, 10) + "/delete", Button: "Delete mapping"}
 }
 
 func (s *server) deleteMapping(c *gin.Context) {
@@ -152,7 +160,12 @@ func (s *server) deleteMapping(c *gin.Context) {
 		return
 	}
 	version, _ := strconv.ParseInt(c.PostForm("version"), 10, 64)
-	if err := s.svc.DeleteMapping(ctx(c), caller(c), manage.DeleteMapping{App: app, ID: id, Version: version}); err != nil {
+	err := s.svc.DeleteMapping(ctx(c), caller(c), manage.DeleteMapping{App: app, ID: id, Version: version})
+	if cur, ok := staleCurrent[*descriptors.Mapping](err); ok {
+		s.render(c, status(err), "app_confirm", mappingDeletePage(cur, err))
+		return
+	}
+	if err != nil {
 		s.fail(c, err)
 		return
 	}

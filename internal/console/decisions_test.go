@@ -55,7 +55,19 @@ func TestAppPageMappingsAndTokens(t *testing.T) {
 	r = b.get("/apps/alpha/mappings/" + itoa(ms[0].ID) + "/delete")
 	wantStatus(t, "confirm delete", r, http.StatusOK)
 	wantBody(t, "confirm delete", r, "Delete this descriptor mapping?", `name="version" value="1"`)
-	wantStatus(t, "delete", b.post("/apps/alpha/mappings/"+itoa(ms[0].ID)+"/delete", url.Values{"version": {"1"}}), http.StatusSeeOther)
+	// Changed meanwhile: the delete of version 1 is refused with the
+	// banner every stale delete shows, and the page asks again about
+	// version 2.
+	m := ms[0]
+	m.Description = "changed meanwhile"
+	if err := descriptors.NewStore(e.db).Update(context.Background(), e.system, m); err != nil {
+		t.Fatal(err)
+	}
+	r = b.post("/apps/alpha/mappings/"+itoa(m.ID)+"/delete", url.Values{"version": {"1"}})
+	wantStatus(t, "stale delete", r, http.StatusPreconditionFailed)
+	wantBody(t, "stale delete", r, `id="stale"`, "descriptor mapping "+itoa(m.ID)+" was changed by someone else (now version 2, your change was based on version 1)",
+		`name="version" value="2"`)
+	wantStatus(t, "delete", b.post("/apps/alpha/mappings/"+itoa(ms[0].ID)+"/delete", url.Values{"version": {"2"}}), http.StatusSeeOther)
 	if ms, _ := descriptors.NewStore(e.db).List(context.Background(), "alpha"); len(ms) != 0 {
 		t.Fatalf("mapping not deleted: %+v", ms)
 	}

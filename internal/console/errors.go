@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -62,6 +63,17 @@ func (s *server) fail(c *gin.Context, err error) {
 // status is the HTTP status of err, for handlers that answer an invalid
 // form or a conflict with the form itself rather than an error page.
 func status(err error) int { return errs.HTTPStatus(err) }
+
+// staleCurrent returns the stored object of a change refused because it
+// was based on an older version (an *errs.Stale), for the page that shows
+// the newer values; ok is false for any other error.
+func staleCurrent[T any](err error) (cur T, ok bool) {
+	var stale *errs.Stale
+	if errors.As(err, &stale) {
+		cur, ok = stale.Current.(T)
+	}
+	return cur, ok
+}
 
 func (s *server) notFound(c *gin.Context) {
 	// No route ran the session middleware: a signed-in user still gets the

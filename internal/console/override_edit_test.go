@@ -86,13 +86,13 @@ func TestOverrideEditPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = ob.post(path, url.Values{"version": {"2"}, "max_permits": {"600"}, "rate": {"600/min"}})
-	wantStatus(t, "stale", r, http.StatusConflict)
+	wantStatus(t, "stale", r, http.StatusPreconditionFailed)
 	wantBody(t, "stale", r, "Someone else saved this override", `name="version" value="3"`, `value="600"`, "<dd>7</dd>")
 	if cur, _ := e.bkts.GetOverride(ctx, "per-key", o.ID); cur.MaxPermits != 7 {
 		t.Fatalf("a stale edit wrote: %+v", cur)
 	}
 	// A form without its version matches no version.
-	wantStatus(t, "no version", ob.post(path, url.Values{"max_permits": {"600"}, "rate": {"600/min"}}), http.StatusConflict)
+	wantStatus(t, "no version", ob.post(path, url.Values{"max_permits": {"600"}, "rate": {"600/min"}}), http.StatusPreconditionFailed)
 	// Saving again, deliberately, on the newer version.
 	r = ob.post(path, url.Values{"version": {"3"}, "max_permits": {"600"}, "rate": {"600/min"}})
 	wantStatus(t, "save again", r, http.StatusSeeOther)

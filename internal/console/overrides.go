@@ -56,7 +56,8 @@ type overrideDeletePage struct {
 	layout
 	Bucket   string
 	Override *buckets.Override
-	Error    string
+	// Stale is the refusal of a delete confirmed on an older version.
+	Stale error
 }
 
 // overridesOf reads the overrides table, the top keys and the looked-up
@@ -199,14 +200,13 @@ func (s *server) deleteOverride(c *gin.Context) {
 		return
 	}
 	err = s.svc.DeleteOverride(ctx(c), caller(c), manage.DeleteOverride{Bucket: o.Bucket, ID: o.ID, Version: version})
-	var stale *manage.StaleError[*buckets.Override]
+	cur, ok := staleCurrent[*buckets.Override](err)
 	switch {
 	case err == nil:
 		s.redirect(c, "/buckets/"+url.PathEscape(o.Bucket)+"#overrides", "Override for "+strconv.Quote(o.Key)+" deleted.")
-	case errors.As(err, &stale):
-		s.render(c, http.StatusConflict, "override_delete", &overrideDeletePage{layout: layout{Title: "Delete override", Nav: "buckets"},
-			Bucket: o.Bucket, Override: stale.Current,
-			Error: "Someone changed this override after you opened this page; nothing was deleted. Check the values below and confirm again."})
+	case ok:
+		s.render(c, status(err), "override_delete", &overrideDeletePage{layout: layout{Title: "Delete override", Nav: "buckets"},
+			Bucket: o.Bucket, Override: cur, Stale: err})
 	default:
 		s.fail(c, err)
 	}
@@ -282,11 +282,10 @@ func (s *server) updateOverride(c *gin.Context) {
 	}
 	p := &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"}, Bucket: o.Bucket, Override: o, Form: form,
 		Version: version}
-	var stale *manage.StaleError[*buckets.Override]
-	switch {
-	case errors.As(err, &stale):
-		p.Conflict, p.Override, p.Version = stale.Current, stale.Current, stale.Current.Version
-		s.render(c, http.StatusConflict, "override_form", p)
+	switch cur, ok := staleCurrent[*buckets.Override](err); {
+	case ok:
+		p.Conflict, p.Override, p.Version = cur, cur, cur.Version
+		s.render(c, status(err), "override_form", p)
 	case status(err) == http.StatusUnprocessableEntity:
 		p.Errors = errs.Fields(err)
 		p.Version = o.Version

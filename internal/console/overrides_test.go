@@ -108,8 +108,8 @@ func TestOverridesOnAKeyedBucketsPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = ob.post(path, url.Values{"version": {"1"}})
-	wantStatus(t, "stale delete", r, http.StatusConflict)
-	wantBody(t, "stale delete", r, "nothing was deleted", `name="version" value="2"`)
+	wantStatus(t, "stale delete", r, http.StatusPreconditionFailed)
+	wantBody(t, "stale delete", r, `id="stale"`, "was changed by someone else (now version 2, your change was based on version 1)", `name="version" value="2"`)
 	r = ob.post(path, url.Values{"version": {"2"}})
 	wantStatus(t, "delete", r, http.StatusSeeOther)
 	if o, _ := e.bkts.EffectiveOverride(ctx, "per-key", "basic:1"); o != nil {

@@ -3,7 +3,7 @@ package console
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/client/clientmetrics"
+	"github.com/sluicehq/sluice/internal/startup"
 )
 
 // Sign-in results counted by sluice_console_signins_total.
@@ -27,7 +27,7 @@ func newSignins(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	for _, r := range []string{signinSuccess, signinFailure, signinThrottled} {
 		c.WithLabelValues(r)
 	}
-	return clientmetrics.Register(reg, c)
+	return startup.Register(reg, c)
 }
 
 // signin counts one sign-in attempt.

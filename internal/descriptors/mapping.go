@@ -144,3 +144,9 @@ func (m *Mapping) matchHash() string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// CheckVersion refuses a change based on version based of m (0: whatever
+// is stored) with an *errs.Stale carrying m.
+func (m *Mapping) CheckVersion(based int64) error {
+	return errs.CheckVersion(fmt.Sprintf("descriptor mapping %d", m.ID), m, m.Version, based)
+}

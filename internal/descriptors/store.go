@@ -23,12 +23,6 @@ type Store struct {
 // NewStore returns a Store on db, a pool opened with database.Open.
 func NewStore(db *sqlx.DB) *Store { return &Store{db: db} }
 
-// conflict is an errs.ErrConflict whose message is fit to show a user as is.
-type conflict string
-
-func (c conflict) Error() string        { return string(c) }
-func (c conflict) Is(target error) bool { return target == errs.ErrConflict }
-
 func notFound(id int64) error { return fmt.Errorf("descriptor mapping %d: %w", id, errs.ErrNotFound) }
 
 type row struct {
@@ -156,7 +150,7 @@ func encodeEntries(es []Entry) (string, error) {
 }
 
 func duplicate(m *Mapping) error {
-	return conflict(fmt.Sprintf("app %q already maps these descriptor entries in domain %q; edit that mapping instead", m.App, m.Domain))
+	return errs.Conflictf("app %q already maps these descriptor entries in domain %q; edit that mapping instead", m.App, m.Domain)
 }
 
 // Create stores m, setting its ID, Version (1), timestamps and authors.
@@ -225,7 +219,7 @@ func lock(ctx context.Context, tx *sqlx.Tx, id int64) (*Mapping, error) {
 }
 
 // Update saves m over the mapping with m.ID. m.Version must be the version
-// the caller read; a changed mapping gives errs.ErrConflict. The app cannot
+// the caller read; a changed mapping gives an *errs.Stale. The app cannot
 // change. On success m holds the stored mapping, its Version one higher.
 func (s *Store) Update(ctx context.Context, actor audit.Actor, m *Mapping) error {
 	if err := m.Validate(); err != nil {
@@ -241,9 +235,8 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, m *Mapping) error
 		if err != nil {
 			return err
 		}
-		if old.Version != m.Version {
-			return conflict(fmt.Sprintf("descriptor mapping %d was changed by someone else (now version %d, you edited version %d); reload it and apply your change again",
-				m.ID, old.Version, m.Version))
+		if err := old.CheckVersion(m.Version); err != nil {
+			return err
 		}
 		if old.App != m.App {
 			return errs.Invalid("app", "cannot be changed; create the mapping under the other app instead")
@@ -281,16 +274,15 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, m *Mapping) error
 }
 
 // Delete removes the mapping with id. version is the version the caller
-// read, or 0 for whatever is stored; a stale one gives errs.ErrConflict.
+// read, or 0 for whatever is stored; a stale one gives an *errs.Stale.
 func (s *Store) Delete(ctx context.Context, actor audit.Actor, id, version int64) error {
 	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		old, err := lock(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		if version != 0 && old.Version != version {
-			return conflict(fmt.Sprintf("descriptor mapping %d was changed by someone else (now version %d, you saw version %d); reload it and try again",
-				id, old.Version, version))
+		if err := old.CheckVersion(version); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM descriptor_mappings WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("delete descriptor mapping %d: %w", id, database.Translate(err))

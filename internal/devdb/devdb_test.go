@@ -202,7 +202,7 @@ func TestKeyedOverridesOnEmbeddedEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	events, err := store.PendingEvents(ctx, 0)
-	if err != nil || len(events) != 6 || events[5].Op != buckets.OpOverrideDelete || events[5].OverrideKey != "tenant:" {
+	if err != nil || len(events) != 6 || events[5].Op != buckets.OpOverrideDelete || events[5].Override == nil || events[5].Override.Key != "tenant:" {
 		t.Fatalf("events = %+v, %v", events, err)
 	}
 	if err := store.Delete(ctx, actor, "api", buckets.Expect{}); err != nil {

@@ -21,6 +21,8 @@ func HTTPStatus(err error) int {
 		return http.StatusForbidden
 	case errors.Is(err, ErrNotFound):
 		return http.StatusNotFound
+	case errors.Is(err, ErrStale):
+		return http.StatusPreconditionFailed
 	case errors.Is(err, ErrConflict):
 		return http.StatusConflict
 	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
@@ -32,7 +34,7 @@ func HTTPStatus(err error) int {
 
 // Code is the short machine-readable name of err's kind, used in API error
 // bodies: "invalid", "unauthenticated", "forbidden", "not_found", "conflict",
-// "unavailable" or "internal".
+// "precondition_failed" (a stale version), "unavailable" or "internal".
 func Code(err error) string {
 	switch HTTPStatus(err) {
 	case http.StatusUnprocessableEntity:
@@ -45,6 +47,8 @@ func Code(err error) string {
 		return "not_found"
 	case http.StatusConflict:
 		return "conflict"
+	case http.StatusPreconditionFailed:
+		return "precondition_failed"
 	case http.StatusServiceUnavailable:
 		return "unavailable"
 	case http.StatusOK:

@@ -245,22 +245,16 @@ type BucketChange struct {
 	Changed bool
 }
 
-// UpdateBucket needs the owner role on the bucket's owner app. The name
-// and the owner app cannot change. A change based on an older version is
-// a *StaleError.
+// UpdateBucket needs the owner role on the bucket's owner app. The fields
+// fixed at creation (buckets.Bucket.CheckFixed) cannot change. A change
+// based on an older version is an *errs.Stale.
 func (s *Service) UpdateBucket(ctx context.Context, c Caller, req UpdateBucket) (BucketChange, error) {
 	cur, err := s.bucketFor(ctx, c, req.Name, rbac.ActionEdit)
 	if err != nil {
 		return BucketChange{}, err
 	}
-	if req.Version != 0 && req.Version != cur.Version {
-		return BucketChange{}, staleError(cur, req.Version)
-	}
-	if n := req.Fields.Name; n != nil && *n != cur.Name {
-		return BucketChange{}, errs.Invalid("name", "cannot be changed; create a new bucket and delete this one instead")
-	}
-	if k := req.Fields.Keyed; k != nil && *k != cur.Keyed {
-		return BucketChange{}, errs.Invalid("keyed", "cannot be changed; create a new bucket and delete this one instead")
+	if err := cur.CheckVersion(req.Version); err != nil {
+		return BucketChange{}, err
 	}
 	b := *cur
 	if req.Replace {
@@ -270,21 +264,16 @@ func (s *Service) UpdateBucket(ctx context.Context, c Caller, req UpdateBucket) 
 	if err := req.Fields.Apply(&b); err != nil {
 		return BucketChange{}, err
 	}
+	if err := b.CheckFixed(cur); err != nil {
+		return BucketChange{}, err
+	}
 	if b.SameSettings(cur) {
 		return BucketChange{Bucket: cur}, nil
 	}
 	if err := s.buckets.Update(ctx, c.Actor(), &b); err != nil {
-		return BucketChange{}, s.staleBucket(ctx, err, cur)
+		return BucketChange{}, err
 	}
 	return BucketChange{Bucket: &b, Changed: true}, nil
-}
-
-// staleBucket is staleAfter for a change made to based: it reloads the
-// bucket by name.
-func (s *Service) staleBucket(ctx context.Context, err error, based *buckets.Bucket) error {
-	return staleAfter(ctx, err, based.Version, func(ctx context.Context) (*buckets.Bucket, error) {
-		return s.buckets.Get(ctx, based.Name)
-	})
 }
 
 // DeleteBucket deletes a bucket.
@@ -295,21 +284,18 @@ type DeleteBucket struct {
 }
 
 // DeleteBucket needs the owner role on the bucket's owner app. A bucket
-// changed since the caller saw it is not deleted (a *StaleError).
+// changed since the caller saw it is not deleted (an *errs.Stale).
 func (s *Service) DeleteBucket(ctx context.Context, c Caller, req DeleteBucket) error {
 	b, err := s.bucketFor(ctx, c, req.Name, rbac.ActionEdit)
 	if err != nil {
 		return err
 	}
-	if req.Version != 0 && req.Version != b.Version {
-		return staleError(b, req.Version)
+	if err := b.CheckVersion(req.Version); err != nil {
+		return err
 	}
 	err = s.buckets.Delete(ctx, c.Actor(), b.Name, buckets.Expect{ID: b.ID, OwnerApp: b.OwnerApp, Version: b.Version})
 	if errors.Is(err, errs.ErrNotFound) {
 		return errs.NotFoundf("bucket %q not found", b.Name)
 	}
-	if err != nil {
-		return s.staleBucket(ctx, err, b)
-	}
-	return nil
+	return err
 }

@@ -257,10 +257,10 @@ func TestUpdateBucketSkipsNoOpsAndRefusesStaleVersions(t *testing.T) {
 	if err != nil || !ch.Changed || ch.Bucket.Version != 2 || ch.Bucket.MaxPermits != 20 || ch.Bucket.Rate.String() != "1/s" {
 		t.Fatalf("patch: %+v %v", ch.Bucket, err)
 	}
-	var stale *manage.StaleError[*buckets.Bucket]
+	var stale *errs.Stale
 	_, err = f.svc.UpdateBucket(ctx, olga, manage.UpdateBucket{Name: b.Name, Version: 1,
 		Fields: manage.BucketPatch{MaxPermits: ptr(int64(30))}})
-	if !errors.As(err, &stale) || stale.Current.Version != 2 || !errors.Is(err, errs.ErrConflict) {
+	if !errors.As(err, &stale) || stale.Version != 2 || !errors.Is(err, errs.ErrStale) {
 		t.Fatalf("stale update: %v", err)
 	}
 	// Replace resets what is not given: capacity and rate are required.
@@ -630,10 +630,10 @@ func TestOverrides(t *testing.T) {
 	if err != nil || !ch.Changed || ch.Override.Version != 2 || ch.Override.MaxPermits != 200 {
 		t.Fatalf("update: %+v %v", ch, err)
 	}
-	var stale *manage.StaleError[*buckets.Override]
+	var stale *errs.Stale
 	_, err = f.svc.UpdateOverride(ctx, olga, manage.UpdateOverride{Bucket: "per-key", ID: o.ID, Version: 1,
 		Fields: manage.OverridePatch{MaxPermits: ptr(int64(300))}})
-	if !errors.As(err, &stale) || stale.Current.Version != 2 || !errors.Is(err, errs.ErrConflict) {
+	if !errors.As(err, &stale) || stale.Version != 2 || !errors.Is(err, errs.ErrStale) {
 		t.Fatalf("stale update: %v", err)
 	}
 	if _, err := f.svc.UpdateOverride(ctx, vera, manage.UpdateOverride{Bucket: "per-key", ID: o.ID,
@@ -791,16 +791,16 @@ func TestOverrideChangesRacingAnotherSaveAreStale(t *testing.T) {
 	}
 
 	// The update read version 1; version 2 is saved before it writes.
-	var stale *manage.StaleError[*buckets.Override]
+	var stale *errs.Stale
 	err = f.savedMeanwhile("per-key", o.ID, 2, 150, func() error {
 		_, err := f.svc.UpdateOverride(ctx, olga, manage.UpdateOverride{Bucket: "per-key", ID: o.ID, Version: 1,
 			Fields: manage.OverridePatch{MaxPermits: ptr(int64(300))}})
 		return err
 	})
-	if !errors.As(err, &stale) || !errors.Is(err, errs.ErrConflict) {
+	if !errors.As(err, &stale) || !errors.Is(err, errs.ErrStale) {
 		t.Fatalf("update racing a save: %v, want a stale override", err)
 	}
-	if c := stale.Current; c.ID != o.ID || c.Version != 2 || c.MaxPermits != 150 || stale.Based != 1 {
+	if c := stale.Current.(*buckets.Override); c.ID != o.ID || c.Version != 2 || c.MaxPermits != 150 || stale.Based != 1 {
 		t.Fatalf("stale update: current %+v based on %d, want version 2 with capacity 150 based on 1", c, stale.Based)
 	}
 
@@ -808,10 +808,10 @@ func TestOverrideChangesRacingAnotherSaveAreStale(t *testing.T) {
 	err = f.savedMeanwhile("per-key", o.ID, 3, 80, func() error {
 		return f.svc.DeleteOverride(ctx, olga, manage.DeleteOverride{Bucket: "per-key", ID: o.ID, Version: 2})
 	})
-	if !errors.As(err, &stale) || !errors.Is(err, errs.ErrConflict) {
+	if !errors.As(err, &stale) || !errors.Is(err, errs.ErrStale) {
 		t.Fatalf("delete racing a save: %v, want a stale override", err)
 	}
-	if c := stale.Current; c.ID != o.ID || c.Version != 3 || c.MaxPermits != 80 || stale.Based != 2 {
+	if c := stale.Current.(*buckets.Override); c.ID != o.ID || c.Version != 3 || c.MaxPermits != 80 || stale.Based != 2 {
 		t.Fatalf("stale delete: current %+v based on %d, want version 3 with capacity 80 based on 2", c, stale.Based)
 	}
 

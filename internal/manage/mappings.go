@@ -62,14 +62,14 @@ func (s *Service) CreateMapping(ctx context.Context, c Caller, req SaveMapping) 
 		KeyFrom: req.KeyFrom, Description: req.Description}
 	st := descriptors.NewStore(s.db)
 	if err := st.Create(ctx, c.Actor(), m); err != nil {
-		return nil, public(err)
+		return nil, err
 	}
 	return m, nil
 }
 
 // UpdateMapping changes a descriptor mapping of an app; it needs the owner
-// role on the app. A Version other than the stored one gives
-// errs.ErrConflict (0 means whatever is stored).
+// role on the app. A Version other than the stored one gives an
+// *errs.Stale (0 means whatever is stored).
 func (s *Service) UpdateMapping(ctx context.Context, c Caller, req SaveMapping) (*descriptors.Mapping, error) {
 	a, err := s.appAction(ctx, c, req.App, rbac.ActionEdit, "mapping descriptors")
 	if err != nil {
@@ -85,7 +85,7 @@ func (s *Service) UpdateMapping(ctx context.Context, c Caller, req SaveMapping) 
 	}
 	m.Domain, m.Entries, m.Bucket, m.KeyFrom, m.Description = req.Domain, req.Entries, req.Bucket, req.KeyFrom, req.Description
 	if err := descriptors.NewStore(s.db).Update(ctx, c.Actor(), &m); err != nil {
-		return nil, public(err)
+		return nil, err
 	}
 	return &m, nil
 }
@@ -107,7 +107,7 @@ func (s *Service) DeleteMapping(ctx context.Context, c Caller, req DeleteMapping
 	if _, err := s.mappingOf(ctx, a.Name, req.ID); err != nil {
 		return err
 	}
-	return public(descriptors.NewStore(s.db).Delete(ctx, c.Actor(), req.ID, req.Version))
+	return descriptors.NewStore(s.db).Delete(ctx, c.Actor(), req.ID, req.Version)
 }
 
 // AppTokens lists the credentials of app, revoked ones included; it needs
@@ -136,7 +136,7 @@ func (s *Service) CreateAppToken(ctx context.Context, c Caller, req CreateAppTok
 		return "", nil, err
 	}
 	secret, t, err := apptokens.NewStore(s.db).Create(ctx, c.Actor(), a.Name, req.Name, req.Expires)
-	return secret, t, public(err)
+	return secret, t, err
 }
 
 // RevokeAppToken revokes token id of app; it needs the owner role.
@@ -146,13 +146,4 @@ func (s *Service) RevokeAppToken(ctx context.Context, c Caller, app string, id i
 		return err
 	}
 	return apptokens.NewStore(s.db).Revoke(ctx, c.Actor(), a.Name, id)
-}
-
-// public makes a store's conflict, whose text is written for the user
-// (a duplicate match, a stale version), a message transports show.
-func public(err error) error {
-	if _, ok := errs.PublicMessage(err); !ok && errors.Is(err, errs.ErrConflict) {
-		return errs.Conflictf("%s", err.Error())
-	}
-	return err
 }

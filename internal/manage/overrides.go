@@ -154,14 +154,8 @@ func (s *Service) UpdateOverride(ctx context.Context, c Caller, req UpdateOverri
 	if err != nil {
 		return OverrideChange{}, err
 	}
-	if req.Version != 0 && req.Version != cur.Version {
-		return OverrideChange{}, staleError(cur, req.Version)
-	}
-	if m := req.Fields.Match; m != nil && buckets.Match(*m) != cur.Match {
-		return OverrideChange{}, errs.Invalid("match", "cannot be changed; delete the override and create another")
-	}
-	if k := req.Fields.Key; k != nil && *k != cur.Key {
-		return OverrideChange{}, errs.Invalid("key", "cannot be changed; delete the override and create another")
+	if err := cur.CheckVersion(req.Version); err != nil {
+		return OverrideChange{}, err
 	}
 	o := *cur
 	if req.Replace {
@@ -171,21 +165,16 @@ func (s *Service) UpdateOverride(ctx context.Context, c Caller, req UpdateOverri
 	if err := req.Fields.Apply(&o); err != nil {
 		return OverrideChange{}, err
 	}
+	if err := o.CheckFixed(cur); err != nil {
+		return OverrideChange{}, err
+	}
 	if o.Description == cur.Description && o.MaxPermits == cur.MaxPermits && o.Rate == cur.Rate && o.Shadow == cur.Shadow {
 		return OverrideChange{Override: cur}, nil
 	}
 	if err := s.buckets.UpdateOverride(ctx, c.Actor(), &o); err != nil {
-		return OverrideChange{}, s.staleOverride(ctx, err, cur)
+		return OverrideChange{}, err
 	}
 	return OverrideChange{Override: &o, Changed: true}, nil
-}
-
-// staleOverride is staleAfter for a change made to based: it reloads the
-// override by bucket and id.
-func (s *Service) staleOverride(ctx context.Context, err error, based *buckets.Override) error {
-	return staleAfter(ctx, err, based.Version, func(ctx context.Context) (*buckets.Override, error) {
-		return s.buckets.GetOverride(ctx, based.Bucket, based.ID)
-	})
 }
 
 // DeleteOverride removes an override: its keys get the bucket's limit
@@ -207,15 +196,12 @@ func (s *Service) DeleteOverride(ctx context.Context, c Caller, req DeleteOverri
 	if err != nil {
 		return err
 	}
-	if req.Version != 0 && req.Version != cur.Version {
-		return staleError(cur, req.Version)
+	if err := cur.CheckVersion(req.Version); err != nil {
+		return err
 	}
 	err = s.buckets.DeleteOverride(ctx, c.Actor(), b.Name, cur.ID, cur.Version)
 	if errors.Is(err, errs.ErrNotFound) {
 		return errs.NotFoundf("bucket %q has no override %d", b.Name, req.ID)
 	}
-	if err != nil {
-		return s.staleOverride(ctx, err, cur)
-	}
-	return nil
+	return err
 }

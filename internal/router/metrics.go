@@ -9,7 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/client/clientmetrics"
+	"github.com/sluicehq/sluice/internal/startup"
 )
 
 // UnmatchedRoute labels requests that matched no route: unknown paths,
@@ -41,10 +41,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"route", "method"}),
 	}
 	var err error
-	if m.requests, err = clientmetrics.Register(reg, m.requests); err != nil {
+	if m.requests, err = startup.Register(reg, m.requests); err != nil {
 		return nil, err
 	}
-	if m.duration, err = clientmetrics.Register(reg, m.duration); err != nil {
+	if m.duration, err = startup.Register(reg, m.duration); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -19,7 +19,6 @@ import (
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/settings"
-	"github.com/sluicehq/sluice/migrations"
 )
 
 // Wait calls open until it succeeds, ctx ends or timeout passes, so that a
@@ -93,17 +92,19 @@ func (s Stores) Close() {
 }
 
 // Open waits for MySQL at dsn (a pool of pool), applies the migrations
-// when migrate is set, then waits for Redis, each for up to timeout.
-func Open(ctx context.Context, timeout time.Duration, log *slog.Logger, dsn string, pool database.Options, migrate bool,
-	openRedis func(context.Context) (redis.UniversalClient, error)) (Stores, error) {
+// with migrate unless it is nil (migrations.Up: passed in, so that a
+// binary that never migrates does not link the migration library), then
+// waits for Redis, each for up to timeout.
+func Open(ctx context.Context, timeout time.Duration, log *slog.Logger, dsn string, pool database.Options,
+	migrate func(dsn string) error, openRedis func(context.Context) (redis.UniversalClient, error)) (Stores, error) {
 	db, err := Wait(ctx, timeout, log, "mysql", func(ctx context.Context) (*sqlx.DB, error) {
 		return database.Open(ctx, dsn, pool)
 	})
 	if err != nil {
 		return Stores{}, fmt.Errorf("mysql is unreachable: %w", err)
 	}
-	if migrate {
-		if err := migrations.Up(dsn); err != nil {
+	if migrate != nil {
+		if err := migrate(dsn); err != nil {
 			db.Close()
 			return Stores{}, fmt.Errorf("migrate database: %w", err)
 		}

@@ -129,15 +129,12 @@ func (e *env) pending(t testing.TB) []buckets.Event {
 func (e *env) replay(t testing.TB, evs ...buckets.Event) {
 	t.Helper()
 	for _, ev := range evs {
-		apps := `["` + strings.Join(ev.AllowedApps, `","`) + `"]`
-		if ev.OverrideID != 0 {
+		if ev.Override != nil {
 			e.replayOverrides(t, ev)
 			continue
 		}
-		if _, err := e.db.Exec(`INSERT INTO bucket_events (bucket_id, bucket_name, op, version, max_permits,
-			rate_permits, rate_period_seconds, allowed_apps, keyed, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			ev.BucketID, ev.Name, string(ev.Op), ev.Version, ev.MaxPermits, ev.Rate.Permits(), ev.Rate.PeriodSeconds(),
-			apps, ev.Keyed, ev.CreatedAt); err != nil {
+		if _, err := e.db.Exec(`INSERT INTO bucket_events (bucket_id, bucket_name, op, version, keyed, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)`, ev.BucketID, ev.Name, string(ev.Op), ev.Version, ev.Keyed, ev.CreatedAt); err != nil {
 			t.Fatalf("replay event: %v", err)
 		}
 	}

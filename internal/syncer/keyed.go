@@ -46,15 +46,6 @@ func (w *Worker) clearTombstones(ctx context.Context, keyed bool, name string) e
 	return nil
 }
 
-// eventOverride is the Redis override an override event carries.
-func eventOverride(e buckets.Event) redisscript.Override {
-	return redisscript.Override{
-		Bucket: e.Name, BucketID: e.BucketID, ID: e.OverrideID, Version: e.Version, Match: matchOf(e.OverrideMatch),
-		Key: e.OverrideKey, Capacity: e.MaxPermits, PermitsMicro: e.Rate.PermitsMicro,
-		PeriodSeconds: int64(e.Rate.Period / time.Second), Shadow: e.Shadow,
-	}
-}
-
 // storedOverride is the Redis override of a stored definition.
 func storedOverride(b *buckets.Bucket, o *buckets.Override) redisscript.Override {
 	return redisscript.Override{

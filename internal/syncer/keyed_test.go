@@ -130,14 +130,13 @@ func TestKeyedEventsApplied(t *testing.T) {
 func (e *env) replayOverrides(t testing.TB, evs ...buckets.Event) {
 	t.Helper()
 	for _, ev := range evs {
-		if ev.OverrideID == 0 {
+		if ev.Override == nil {
 			continue
 		}
-		if _, err := e.db.Exec(`INSERT INTO bucket_events (bucket_id, bucket_name, op, version, max_permits,
-			rate_permits, rate_period_seconds, allowed_apps, keyed, override_id, override_match, override_key, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, '[]', TRUE, ?, ?, ?, ?)`,
-			ev.BucketID, ev.Name, string(ev.Op), ev.Version, ev.MaxPermits, ev.Rate.Permits(), ev.Rate.PeriodSeconds(),
-			ev.OverrideID, string(ev.OverrideMatch), []byte(ev.OverrideKey), ev.CreatedAt); err != nil {
+		if _, err := e.db.Exec(`INSERT INTO bucket_events (bucket_id, bucket_name, op, version, keyed, override_id,
+			override_match, override_key, created_at) VALUES (?, ?, ?, ?, TRUE, ?, ?, ?, ?)`,
+			ev.BucketID, ev.Name, string(ev.Op), ev.Version, ev.Override.ID, string(ev.Override.Match),
+			[]byte(ev.Override.Key), ev.CreatedAt); err != nil {
 			t.Fatalf("replay event: %v", err)
 		}
 	}

@@ -3,7 +3,7 @@ package syncer
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/client/clientmetrics"
+	"github.com/sluicehq/sluice/internal/startup"
 )
 
 // metrics are the worker's Prometheus collectors. They exist even when no
@@ -80,13 +80,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.errors.WithLabelValues(s)
 	}
 	if reg != nil {
-		m.lag, _ = clientmetrics.Register(reg, m.lag)
-		m.applied, _ = clientmetrics.Register(reg, m.applied)
-		m.repairs, _ = clientmetrics.Register(reg, m.repairs)
-		m.errors, _ = clientmetrics.Register(reg, m.errors)
-		m.reconcileDuration, _ = clientmetrics.Register(reg, m.reconcileDuration)
-		m.lastSync, _ = clientmetrics.Register(reg, m.lastSync)
-		m.lastReconcile, _ = clientmetrics.Register(reg, m.lastReconcile)
+		m.lag, _ = startup.Register(reg, m.lag)
+		m.applied, _ = startup.Register(reg, m.applied)
+		m.repairs, _ = startup.Register(reg, m.repairs)
+		m.errors, _ = startup.Register(reg, m.errors)
+		m.reconcileDuration, _ = startup.Register(reg, m.reconcileDuration)
+		m.lastSync, _ = startup.Register(reg, m.lastSync)
+		m.lastReconcile, _ = startup.Register(reg, m.lastReconcile)
 	}
 	return m
 }

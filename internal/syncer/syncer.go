@@ -23,6 +23,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/database"
+	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
@@ -283,7 +285,17 @@ func (w *Worker) applyEvent(ctx context.Context, e buckets.Event) error {
 func (w *Worker) applyOp(ctx context.Context, e buckets.Event) (string, error) {
 	switch e.Op {
 	case buckets.OpUpsert:
-		out, err := w.applyConfig(ctx, e.Keyed, eventConfig(e), false)
+		// The event names the change; the definition is the current one.
+		// A row that is gone, or is another bucket now, was deleted after
+		// the event: its delete event follows and nothing is written.
+		d, err := w.store.Definition(ctx, e.Name)
+		if errors.Is(err, errs.ErrNotFound) || err == nil && d.ID != e.BucketID {
+			return "superseded", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		out, err := w.applyConfig(ctx, d.Keyed, bucketConfig(d), false)
 		return out.String(), err
 	case buckets.OpDelete:
 		deleted, err := w.deleteConfig(ctx, e.Keyed, e.Name, e.BucketID, e.Version)
@@ -292,18 +304,33 @@ func (w *Worker) applyOp(ctx context.Context, e buckets.Event) (string, error) {
 		}
 		return "deleted", err
 	case buckets.OpOverrideUpsert, buckets.OpOverrideDelete:
+		if e.Override == nil {
+			w.log.Error("sync: skipping an override event without its override", "event", e.ID, "bucket", e.Name)
+			return "unknown", nil
+		}
+		b := &buckets.Bucket{Name: e.Name, ID: e.BucketID}
 		var out redisscript.OverrideOutcome
 		var err error
 		if e.Op == buckets.OpOverrideUpsert {
-			out, err = redisscript.ApplyOverride(ctx, w.rdb, w.ks, eventOverride(e), false)
+			// As for a bucket: the current override, or nothing when it is
+			// gone (its delete event follows).
+			o, gerr := w.store.GetOverride(ctx, e.Name, e.Override.ID)
+			if errors.Is(gerr, errs.ErrNotFound) {
+				return "superseded", nil
+			}
+			if gerr != nil {
+				return "", gerr
+			}
+			out, err = redisscript.ApplyOverride(ctx, w.rdb, w.ks, storedOverride(b, o), false)
 		} else {
-			out, err = redisscript.DeleteOverride(ctx, w.rdb, w.ks, eventOverride(e))
+			out, err = redisscript.DeleteOverride(ctx, w.rdb, w.ks, storedOverride(b, &buckets.Override{
+				ID: e.Override.ID, Match: e.Override.Match, Key: e.Override.Key, Stamp: database.Stamp{Version: e.Version}}))
 		}
 		if err == nil && out == redisscript.OverrideNoBucket {
 			// The bucket's own event was refused or skipped; the reconcile
 			// writes both once MySQL and Redis agree on the bucket.
 			w.log.Warn("sync: override of a bucket redis does not hold", "event", e.ID, "bucket", e.Name,
-				"override", e.OverrideID)
+				"override", e.Override.ID)
 		}
 		return out.String(), err
 	default:
@@ -311,15 +338,6 @@ func (w *Worker) applyOp(ctx context.Context, e buckets.Event) (string, error) {
 		// holding it back would stall everything behind it.
 		w.log.Error("sync: skipping an event of unknown operation", "event", e.ID, "bucket", e.Name, "op", string(e.Op))
 		return "unknown", nil
-	}
-}
-
-// eventConfig is the Redis config an upsert event carries.
-func eventConfig(e buckets.Event) redisscript.Config {
-	return redisscript.Config{
-		Name: e.Name, ID: e.BucketID, Version: e.Version, Capacity: e.MaxPermits,
-		PermitsMicro: e.Rate.PermitsMicro, PeriodSeconds: int64(e.Rate.Period / time.Second),
-		Apps: e.AllowedApps, LeaseMillis: e.LeaseMillis, Shadow: e.Shadow,
 	}
 }
 

@@ -496,16 +496,24 @@ func TestInvalidEventIsSkipped(t *testing.T) {
 	e := newEnv(t, nil)
 	w := e.worker(Config{})
 	good := e.create(t, "good", 5, "1/s")
+	e.create(t, "bad", 5, "1/s")
 	evs := e.pending(t)
-	syncOnce(t, w)
-	bad := evs[0]
-	bad.Name, bad.MaxPermits = "bad", 0 // Redis refuses a zero capacity
+	if _, err := e.db.Exec(`DELETE FROM bucket_events`); err != nil {
+		t.Fatal(err)
+	}
+	// Redis refuses a zero capacity: a row written around the store.
+	if _, err := e.db.Exec(`UPDATE buckets SET max_permits = 0 WHERE name = 'bad'`); err != nil {
+		t.Fatal(err)
+	}
+	bad := evs[1]
 	weird := evs[0]
 	weird.Op = "rename"
-	e.replay(t, bad, weird)
+	gone := evs[0]
+	gone.BucketID = 999_999 // a bucket deleted since: its delete follows
+	e.replay(t, bad, weird, gone)
 	e.update(t, good, 6, "1/s")
-	if n := syncOnce(t, w); n != 3 {
-		t.Fatalf("applied %d events, want 3 (2 skipped, 1 applied)", n)
+	if n := syncOnce(t, w); n != 4 {
+		t.Fatalf("applied %d events, want 4 (3 skipped, 1 applied)", n)
 	}
 	if st := e.read(t, "good"); st.Config.Capacity != 6 {
 		t.Fatalf("an event behind a poisoned one was not applied: %+v", st.Config)
@@ -693,10 +701,8 @@ func TestStopFinishesTheBatchInHand(t *testing.T) {
 	// Real rows behind the events: the reconcile that runs at start would
 	// rightly delete hashes of buckets MySQL does not have.
 	names := e.seed(t, "drain", n)
-	if _, err := e.db.Exec(`INSERT INTO bucket_events (bucket_id, bucket_name, op, version, max_permits,
-		rate_permits, rate_period_seconds, allowed_apps, created_at)
-		SELECT id, name, 'upsert', version, max_permits, rate_permits, rate_period_seconds, ?, UTC_TIMESTAMP(6)
-		FROM buckets WHERE name LIKE 'drain-%' ORDER BY id`, `["`+ownerApp+`"]`); err != nil {
+	if _, err := e.db.Exec(`INSERT INTO bucket_events (bucket_id, bucket_name, op, version, created_at)
+		SELECT id, name, 'upsert', version, UTC_TIMESTAMP(6) FROM buckets WHERE name LIKE 'drain-%' ORDER BY id`); err != nil {
 		t.Fatal(err)
 	}
 	w := e.worker(Config{BatchSize: batch, ReconcileInterval: time.Hour})
@@ -728,4 +734,47 @@ func TestStopFinishesTheBatchInHand(t *testing.T) {
 		}
 	}
 	t.Logf("stopped with %d of %d events pending", len(left), n)
+}
+
+// TestUpsertEventReadsTheCurrentRow: an event names the change and the
+// worker applies the definition stored when it reads the event, so the
+// first of two pending upserts already writes the second version (the
+// second then changes nothing), and an upsert whose bucket is gone writes
+// nothing at all.
+func TestUpsertEventReadsTheCurrentRow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	w := e.worker(Config{})
+	b := e.create(t, "api", 5, "1/s")
+	e.update(t, b, 7, "2/s")
+	evs := e.pending(t)
+	if len(evs) != 2 || evs[0].Version != 1 {
+		t.Fatalf("pending %+v, want the events of versions 1 and 2", evs)
+	}
+	if err := w.applyEvent(context.Background(), evs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.read(t, "api"); st.Config.Version != 2 || st.Config.Capacity != 7 {
+		t.Fatalf("after the version 1 event: %+v, want version 2 with capacity 7", st.Config)
+	}
+	if n := syncOnce(t, w); n != 2 {
+		t.Fatalf("applied %d events, want both again", n)
+	}
+	if v := testutil.ToFloat64(w.m.applied.WithLabelValues(string(buckets.OpUpsert), "unchanged")); v != 2 {
+		t.Fatalf("upserts unchanged = %v, want 2", v)
+	}
+	// Deleted meanwhile: the pending upsert is superseded, the delete
+	// removes the hash, and nothing brings it back.
+	gone := e.create(t, "gone", 5, "1/s")
+	if err := e.store.Delete(context.Background(), actor, gone.Name, buckets.Expect{}); err != nil {
+		t.Fatal(err)
+	}
+	for syncOnce(t, w) > 0 {
+	}
+	if v := testutil.ToFloat64(w.m.applied.WithLabelValues(string(buckets.OpUpsert), "superseded")); v != 1 {
+		t.Fatalf("upserts superseded = %v, want 1", v)
+	}
+	if e.read(t, "gone").Exists {
+		t.Fatal("a deleted bucket was written")
+	}
 }

@@ -3,7 +3,7 @@ package usage
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/client/clientmetrics"
+	"github.com/sluicehq/sluice/internal/startup"
 )
 
 // rollMetrics are a Roller's Prometheus collectors. They exist even
@@ -30,9 +30,9 @@ func newRollMetrics(reg prometheus.Registerer) *rollMetrics {
 		}),
 	}
 	if reg != nil {
-		m.rolledUpTo, _ = clientmetrics.Register(reg, m.rolledUpTo)
-		m.commands, _ = clientmetrics.Register(reg, m.commands)
-		m.failures, _ = clientmetrics.Register(reg, m.failures)
+		m.rolledUpTo, _ = startup.Register(reg, m.rolledUpTo)
+		m.commands, _ = startup.Register(reg, m.commands)
+		m.failures, _ = startup.Register(reg, m.failures)
 	}
 	return m
 }
