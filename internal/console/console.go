@@ -34,6 +34,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/router"
+	"github.com/sluicehq/sluice/internal/sso"
 )
 
 // Config holds what the console is built on. Service is required.
@@ -104,6 +105,8 @@ func (s *server) routes(rt *router.Router) {
 	e.GET("/healthz", s.healthz)
 	e.GET("/login", s.loginForm)
 	e.POST("/login", s.login)
+	e.GET("/login/sso", s.beginSSO)
+	e.GET(sso.CallbackPath, s.finishSSO)
 
 	u := e.Group("", s.signedIn)
 	u.POST("/logout", s.logout)
