@@ -214,7 +214,7 @@ func verifyReason(err error) string {
 		return "expired at " + expired.Expiry.UTC().Format("2006-01-02 15:04:05Z")
 	case strings.Contains(msg, "audience"):
 		return "issued for another client (audience)"
-	case strings.Contains(msg, "issuer"):
+	case strings.Contains(msg, "issuer"), strings.Contains(msg, "different provider"):
 		return "issued by another issuer"
 	case strings.Contains(msg, "signature"):
 		return "bad signature"
