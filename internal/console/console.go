@@ -16,7 +16,8 @@
 //     the session on the server.
 //   - Cross-site request forgery: http.CrossOriginProtection refuses
 //     state-changing requests a browser marks as cross-origin; no handler
-//     changes anything on GET.
+//     changes anything on GET but single sign-on's start and callback,
+//     whose state is bound to the browser and good once (see sso.go).
 //   - Every response carries a CSP without 'unsafe-inline' and a referrer
 //     policy, beside the router's nosniff and X-Frame-Options DENY.
 //   - Sign-in attempts are throttled (manage), 5 per 5 minutes per user

@@ -72,7 +72,7 @@ func newTestOP(t *testing.T, clientID, secret string) *testOP {
 	if _, err := rand.Read(cfg.CryptoKey[:]); err != nil {
 		t.Fatal(err)
 	}
-	o.provider, err = op.NewOpenIDProvider(o.issuer, cfg, &opStorage{o}, op.WithAllowInsecure())
+	o.provider, err = op.NewProvider(cfg, &opStorage{o}, op.StaticIssuer(o.issuer), op.WithAllowInsecure())
 	if err != nil {
 		t.Fatal(err)
 	}
