@@ -116,6 +116,11 @@ func TestBrowserSSO(t *testing.T) {
 		ada.wantText("table", "ada", "olga")
 		ada.open("/apps/search")
 		ada.wantText("table", "ada", "viewer")
+		ada.open("/account")
+		ada.wantText("#no-password", "single sign-on")
+		if ada.count("form[action='/account/password']") != 0 {
+			t.Fatal("an account without a password is offered to change it")
+		}
 		ada.shot(t, "signed-in")
 		e.wantAudited(t, "login.success", "single sign-on", "sluice-admins", "shop-owners", "account created")
 		if e.auditCount("member.grant") < 2 || e.auditCount("user.admin") < 1 {

@@ -150,6 +150,9 @@ func (s *Service) ChangePassword(ctx context.Context, c Caller, req ChangePasswo
 		return errs.ErrUnauthenticated
 	}
 	var v errs.Validation
+	if !c.User.HasPassword() {
+		return errs.Invalid("current_password", "this account signs in through single sign-on and has no password")
+	}
 	if req.Current == "" {
 		v.Add("current_password", "is required")
 	}
