@@ -46,6 +46,10 @@ func TestMalformedSettingsFailAtOnce(t *testing.T) {
 		{"bad bool", map[string]string{"SLUICE_SECURE_COOKIES": "yes please"}, nil, "SLUICE_SECURE_COOKIES"},
 		{"bad duration", nil, []string{"-startup-timeout", "soon"}, "startup-timeout"},
 		{"bad db", map[string]string{"SLUICE_REDIS_DB": "first"}, nil, "SLUICE_REDIS_DB"},
+		{"no password sign-in and no provider", map[string]string{"SLUICE_LOCAL_SIGNIN": "false"}, nil, "SLUICE_LOCAL_SIGNIN"},
+		{"malformed group mapping", map[string]string{"SLUICE_OIDC_APP_ROLES": "admins=shop:admin"}, nil, "SLUICE_OIDC_APP_ROLES"},
+		{"provider without client id", map[string]string{"SLUICE_OIDC_ISSUER": "https://idp.example.com"}, nil, "client id"},
+		{"provider without callback", map[string]string{"SLUICE_OIDC_ISSUER": "https://idp.example.com", "SLUICE_OIDC_CLIENT_ID": "sluice"}, nil, "/login/sso/callback"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := dispatch(context.Background(), env{args: tc.args, getenv: func(k string) string { return tc.env[k] },

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/internal/router"
 	"github.com/sluicehq/sluice/internal/settings"
 	"github.com/sluicehq/sluice/internal/signin"
+	"github.com/sluicehq/sluice/internal/sso"
 	"github.com/sluicehq/sluice/internal/startup"
 )
 
@@ -48,6 +49,9 @@ type serveConfig struct {
 	logLevel       slog.Level
 	startupTimeout time.Duration
 	auditRetention time.Duration
+	sso            sso.Config
+	appRoles       []string
+	localSignIn    bool
 }
 
 // devListen is where -dev listens unless told otherwise: loopback only.
@@ -85,13 +89,24 @@ func bindServe(cfg *serveConfig, e env) *settings.Set {
 	s.StartupTimeout(&cfg.startupTimeout)
 	s.Bool(&cfg.migrate, "migrate", "SLUICE_MIGRATE", "apply database migrations at start-up")
 	s.Duration(&cfg.auditRetention, "audit-retention", "SLUICE_AUDIT_RETENTION", "how long audit entries are kept (9600h is 400 days); 0 keeps them for ever")
+	s.String(&cfg.sso.Issuer, "oidc-issuer", "SLUICE_OIDC_ISSUER", "OpenID Connect issuer URL for single sign-on (discovery reads ISSUER/.well-known/openid-configuration); empty disables it")
+	s.String(&cfg.sso.ClientID, "oidc-client-id", "SLUICE_OIDC_CLIENT_ID", "client id of the console at the identity provider; ID tokens must be issued for it")
+	s.Secret(&cfg.sso.ClientSecret, "", "SLUICE_OIDC_CLIENT_SECRET", "client secret of the console at the identity provider")
+	s.String(&cfg.sso.RedirectURL, "oidc-redirect-url", "SLUICE_OIDC_REDIRECT_URL", "the console's callback as browsers reach it, registered at the provider: https://HOST/login/sso/callback")
+	s.List(&cfg.sso.Scopes, "oidc-scopes", "SLUICE_OIDC_SCOPES", "comma-separated scopes asked beside openid (add groups for providers that need it, such as Dex)")
+	s.String(&cfg.sso.GroupsClaim, "oidc-groups-claim", "SLUICE_OIDC_GROUPS_CLAIM", "ID token claim holding the user's groups")
+	s.String(&cfg.sso.UsernameClaim, "oidc-username-claim", "SLUICE_OIDC_USERNAME_CLAIM", "ID token claim the console user name is made of at the first sign-in (email if missing)")
+	s.List(&cfg.sso.Roles.AdminGroups, "oidc-admin-groups", "SLUICE_OIDC_ADMIN_GROUPS", "comma-separated groups whose members are admins")
+	s.List(&cfg.appRoles, "oidc-app-roles", "SLUICE_OIDC_APP_ROLES", "comma-separated group=app:role pairs (role owner or viewer) giving members of group that role on app")
+	s.Bool(&cfg.localSignIn, "local-signin", "SLUICE_LOCAL_SIGNIN", "allow sign-in with a password; false leaves only single sign-on (needs -oidc-issuer)")
 	s.Bool(&cfg.dev, "dev", "", "everything in this process, in memory, with a seeded admin and a demo app (builds with -tags dev)")
 	return s
 }
 
 // defaultServe is serve's configuration before settings are read.
 func defaultServe() serveConfig {
-	return serveConfig{migrate: true, startupTimeout: 15 * time.Second, auditRetention: audit.DefaultRetention}
+	return serveConfig{migrate: true, startupTimeout: 15 * time.Second, auditRetention: audit.DefaultRetention, localSignIn: true,
+		sso: sso.Config{Scopes: []string{"profile", "email"}, GroupsClaim: sso.DefaultGroupsClaim, UsernameClaim: sso.DefaultUsernameClaim}}
 }
 
 func parseServe(e env) (serveConfig, error) {
@@ -114,6 +129,9 @@ func parseServe(e env) (serveConfig, error) {
 	if cfg.startupTimeout <= 0 {
 		return cfg, usagef("start-up timeout must be positive")
 	}
+	if err := parseSSO(&cfg); err != nil {
+		return cfg, err
+	}
 	if cfg.dev {
 		return cfg, nil // the in-memory stores need no addresses
 	}
@@ -124,6 +142,22 @@ func parseServe(e env) (serveConfig, error) {
 		return cfg, usageError{Err: fmt.Errorf("%w (the console needs Redis for live state and the sign-in throttle)", err)}
 	}
 	return cfg, nil
+}
+
+// parseSSO checks the single sign-on settings as a whole.
+func parseSSO(cfg *serveConfig) error {
+	roles, err := sso.ParseAppRoles(cfg.appRoles)
+	if err != nil {
+		return usagef("SLUICE_OIDC_APP_ROLES (-oidc-app-roles): %v", err)
+	}
+	cfg.sso.Roles.Apps = roles
+	if err := cfg.sso.Validate(); err != nil {
+		return usagef("single sign-on (SLUICE_OIDC_*): %v", err)
+	}
+	if !cfg.localSignIn && !cfg.sso.Enabled() {
+		return usagef("SLUICE_LOCAL_SIGNIN=false needs single sign-on (SLUICE_OIDC_ISSUER), or nobody could sign in")
+	}
+	return nil
 }
 
 // serve connects to MySQL and Redis, applies migrations and serves the
@@ -165,7 +199,7 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 	go func() { _ = enf.Run(runCtx) }()
 	// One throttle both counts sign-ins and purges its spent counters.
 	throttle := signin.New(st.db)
-	go purgeSessions(runCtx, accounts.NewStore(st.db), throttle, log)
+	go purgeSessions(runCtx, accounts.NewStore(st.db), throttle, sso.NewLogins(st.db), log)
 	go audit.NewStore(st.db).RunRetention(runCtx, cfg.auditRetention, log)
 
 	// Metrics are served on a listener of their own, if at all, so that the
@@ -174,7 +208,13 @@ func serveWith(ctx context.Context, cfg serveConfig, st stores, stderr io.Writer
 	if cfg.metricsAddr != "" {
 		reg = startup.NewRegistry()
 	}
-	mcfg := manage.Config{DB: st.db, Enforcer: enf, Redis: st.rdb, Keyspace: st.ks, Throttle: throttle, Logger: log}
+	mcfg := manage.Config{DB: st.db, Enforcer: enf, Redis: st.rdb, Keyspace: st.ks, Throttle: throttle, Logger: log,
+		LocalSignInOff: !cfg.localSignIn}
+	if cfg.sso.Enabled() {
+		if mcfg.SSO, err = sso.NewProvider(cfg.sso); err != nil {
+			return usageError{Err: err}
+		}
+	}
 	if reg != nil {
 		refusals := prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "console", Name: "anonymous_refusals_total",
@@ -264,12 +304,17 @@ func displayAddr(a net.Addr) string {
 // purgeSessions deletes expired and idle sessions, spent sign-in failure
 // counters and forgotten sign-in devices every hour, so the tables hold
 // only live rows. Every console instance may do it; it is idempotent.
-func purgeSessions(ctx context.Context, store *accounts.Store, throttle *signin.Throttle, log *slog.Logger) {
+func purgeSessions(ctx context.Context, store *accounts.Store, throttle *signin.Throttle, logins *sso.Logins, log *slog.Logger) {
 	periodic.Every(ctx, time.Hour, func(ctx context.Context) {
 		if n, err := store.PurgeSessions(ctx); err != nil {
 			log.Warn("purge sessions", "err", err)
 		} else if n > 0 {
 			log.Info("purged sessions", "count", n)
+		}
+		if n, err := logins.Purge(ctx); err != nil {
+			log.Warn("purge sign-ins through the provider", "err", err)
+		} else if n > 0 {
+			log.Info("purged unfinished sign-ins through the provider", "count", n)
 		}
 		if n, err := throttle.Purge(ctx); err != nil {
 			log.Warn("purge sign-in throttle", "err", err)

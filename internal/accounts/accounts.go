@@ -83,6 +83,11 @@ type User struct {
 	passwordHash string
 }
 
+// HasPassword reports whether the user can sign in with a password: an
+// account created at a sign-in through the identity provider has none
+// until an admin sets one.
+func (u *User) HasPassword() bool { return u.passwordHash != "" }
+
 // userRow is User as stored, with the password hash.
 type userRow struct {
 	User

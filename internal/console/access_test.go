@@ -75,10 +75,12 @@ func probes() map[string]probe {
 		"POST /login": {public: true, prepare: func(*matrixFixture, string) (string, url.Values) {
 			return "/login", url.Values{"username": {"nobody"}, "password": {"wrong password"}}
 		}},
-		"POST /logout":  {allow: everyone(), signsOut: true, prepare: static("/logout")},
-		"GET /":         {allow: everyone(), prepare: static("/")},
-		"GET /apps":     {allow: everyone(), prepare: static("/apps")},
-		"GET /apps/new": {allow: everyone(), prepare: static("/apps/new")},
+		"GET /login/sso":          {public: true, prepare: static("/login/sso")},
+		"GET /login/sso/callback": {public: true, prepare: static("/login/sso/callback?state=x&code=y")},
+		"POST /logout":            {allow: everyone(), signsOut: true, prepare: static("/logout")},
+		"GET /":                   {allow: everyone(), prepare: static("/")},
+		"GET /apps":               {allow: everyone(), prepare: static("/apps")},
+		"GET /apps/new":           {allow: everyone(), prepare: static("/apps/new")},
 		"POST /apps": {allow: everyone(), prepare: func(fx *matrixFixture, _ string) (string, url.Values) {
 			return "/apps", url.Values{"name": {fx.unique("m-app")}}
 		}},

@@ -19,6 +19,8 @@ type accountPage struct {
 	layout
 	Roles  []accountRole
 	Errors *errs.Validation
+	// NoPassword: the account signs in through the identity provider only.
+	NoPassword bool
 }
 
 type accountRole struct {
@@ -29,6 +31,9 @@ func (s *server) account(c *gin.Context) { s.renderAccount(c, http.StatusOK, nil
 
 func (s *server) renderAccount(c *gin.Context, st int, v *errs.Validation) {
 	p := &accountPage{layout: layout{Title: "Your account", Nav: "account"}, Errors: v}
+	if u := caller(c).User; u != nil && !u.HasPassword() {
+		p.NoPassword = true
+	}
 	for app, r := range s.svc.Roles(caller(c)) {
 		p.Roles = append(p.Roles, accountRole{App: app, Role: string(r)})
 	}

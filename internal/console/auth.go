@@ -20,17 +20,25 @@ type loginPage struct {
 	Username string
 	Next     string
 	Error    string
+	// SSO offers sign-in through the identity provider; Local the
+	// password form.
+	SSO, Local bool
+}
+
+func (s *server) loginPage(next string) *loginPage {
+	return &loginPage{layout: layout{Title: "Sign in"}, Next: safeNext(next), SSO: s.svc.SSOEnabled(), Local: s.svc.LocalSignIn()}
 }
 
 func (s *server) loginForm(c *gin.Context) {
-	s.render(c, http.StatusOK, "login", &loginPage{layout: layout{Title: "Sign in"}, Next: safeNext(c.Query("next"))})
+	s.render(c, http.StatusOK, "login", s.loginPage(c.Query("next")))
 }
 
 // login signs a user in. On success the browser gets a new session id,
 // whatever it sent before (which is ended), so a planted id is worthless.
 func (s *server) login(c *gin.Context) {
 	name := postValue(c, "username")
-	p := &loginPage{layout: layout{Title: "Sign in"}, Username: name, Next: safeNext(c.PostForm("next"))}
+	p := s.loginPage(c.PostForm("next"))
+	p.Username = name
 	if len(name) > manage.MaxUsername {
 		p.Username = ""
 	}
@@ -50,6 +58,10 @@ func (s *server) login(c *gin.Context) {
 		c.Header("Retry-After", fmt.Sprint(int(math.Ceil(throttled.Wait.Seconds()))))
 		p.Error = "Too many sign-in attempts. Try again in " + roughly(throttled.Wait) + "."
 		s.render(c, http.StatusTooManyRequests, "login", p)
+	case errors.Is(err, manage.ErrLocalSignInOff):
+		s.signin(signinFailure)
+		p.Username, p.Error = "", "Sign-in with a password is turned off. Use single sign-on."
+		s.render(c, http.StatusForbidden, "login", p)
 	case errors.Is(err, manage.ErrMissingCredentials):
 		s.signin(signinFailure)
 		p.Error = "Enter your user name and password."
@@ -109,7 +121,7 @@ func safeNext(next string) string {
 		return "/buckets"
 	}
 	u, err := url.Parse(next)
-	if err != nil || u.Scheme != "" || u.Host != "" || u.Path == "/login" || u.Path == "/logout" {
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Path == "/login" || strings.HasPrefix(u.Path, "/login/") || u.Path == "/logout" {
 		return "/buckets"
 	}
 	return next

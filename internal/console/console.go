@@ -16,7 +16,8 @@
 //     the session on the server.
 //   - Cross-site request forgery: http.CrossOriginProtection refuses
 //     state-changing requests a browser marks as cross-origin; no handler
-//     changes anything on GET.
+//     changes anything on GET but single sign-on's start and callback,
+//     whose state is bound to the browser and good once (see sso.go).
 //   - Every response carries a CSP without 'unsafe-inline' and a referrer
 //     policy, beside the router's nosniff and X-Frame-Options DENY.
 //   - Sign-in attempts are throttled (manage), 5 per 5 minutes per user
@@ -34,6 +35,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/router"
+	"github.com/sluicehq/sluice/internal/sso"
 )
 
 // Config holds what the console is built on. Service is required.
@@ -104,6 +106,8 @@ func (s *server) routes(rt *router.Router) {
 	e.GET("/healthz", s.healthz)
 	e.GET("/login", s.loginForm)
 	e.POST("/login", s.login)
+	e.GET("/login/sso", s.beginSSO)
+	e.GET(sso.CallbackPath, s.finishSSO)
 
 	u := e.Group("", s.signedIn)
 	u.POST("/logout", s.logout)

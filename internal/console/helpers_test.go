@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -68,6 +69,9 @@ type setup struct {
 	metrics *prometheus.Registry
 	// api mounts the JSON API beside the pages, as cmd/admin runs it.
 	api bool
+	// listener, when set, is where the console listens (a test that must
+	// know its address before building it).
+	listener net.Listener
 }
 
 func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*setup)) *env {
@@ -115,7 +119,12 @@ func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*setup)) *env {
 	if st.api {
 		api.Mount(rt, api.Config{Service: svc, Logger: cfg.Logger})
 	}
-	srv := httptest.NewServer(rt)
+	srv := httptest.NewUnstartedServer(rt)
+	if st.listener != nil {
+		srv.Listener.Close()
+		srv.Listener = st.listener
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	e := &env{t: t, db: db, rdb: rdb, ks: ks, enf: enf, s: s, rt: rt, srv: srv, reg: st.metrics, acc: acc,
 		apps: apps.NewStore(db), bkts: buckets.NewStore(db), system: audit.Actor{User: "system", Via: "test"}}

@@ -33,6 +33,7 @@ import (
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisscript"
 	"github.com/sluicehq/sluice/internal/signin"
+	"github.com/sluicehq/sluice/internal/sso"
 	"github.com/sluicehq/sluice/internal/usage"
 )
 
@@ -55,6 +56,10 @@ type Config struct {
 	// RefusalCounter, if set, counts every refused request without a
 	// signed-in caller; the audit log keeps only a sample of those.
 	RefusalCounter audit.Counter
+	// SSO, when set, signs people in through an OpenID Connect provider.
+	SSO *sso.Provider
+	// LocalSignInOff refuses sign-in with a password (SSO must be set).
+	LocalSignInOff bool
 }
 
 // Service runs the use cases. It is safe for concurrent use; Close it to
@@ -76,12 +81,18 @@ type Service struct {
 	stopRefusals context.CancelFunc
 	log          *slog.Logger
 	tokenUse     *useLog
+	sso          *sso.Provider
+	logins       *sso.Logins
+	localOff     bool
 }
 
 // New returns a Service on cfg.
 func New(cfg Config) (*Service, error) {
 	if cfg.DB == nil || cfg.Enforcer == nil {
 		return nil, errors.New("manage: DB and Enforcer are required")
+	}
+	if cfg.LocalSignInOff && cfg.SSO == nil {
+		return nil, errors.New("manage: sign-in with a password can be turned off only with single sign-on configured")
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -91,6 +102,7 @@ func New(cfg Config) (*Service, error) {
 		db: cfg.DB, enf: cfg.Enforcer, rdb: cfg.Redis, ks: cfg.Keyspace,
 		apps: apps.NewStore(cfg.DB), buckets: buckets.NewStore(cfg.DB), audit: audit.NewStore(cfg.DB),
 		accounts: cfg.Accounts, log: log, tokenUse: newUseLog(), recents: usage.NewRecents(cfg.DB),
+		sso: cfg.SSO, logins: sso.NewLogins(cfg.DB), localOff: cfg.LocalSignInOff,
 	}
 	if s.accounts == nil {
 		s.accounts = accounts.NewStore(cfg.DB)

@@ -69,7 +69,9 @@ type SignedIn struct {
 // SignIn checks a user name and password and starts a session. Only
 // failed attempts count against the throttle (internal/signin): per client
 // address, and per user name or, for a device that signed in as the user
-// before, per device. Every attempt is audited.
+// before, per device. Every attempt is audited. With password sign-in
+// turned off (Config.LocalSignInOff) every attempt is refused, audited,
+// without checking anything.
 func (s *Service) SignIn(ctx context.Context, c Caller, req SignIn) (SignedIn, error) {
 	who := audit.Actor{User: clip(req.Username, MaxUsername), Via: "console", Addr: c.Addr}
 	if who.User == "" {
@@ -78,6 +80,9 @@ func (s *Service) SignIn(ctx context.Context, c Caller, req SignIn) (SignedIn, e
 	failed := func(detail string, err error) (SignedIn, error) {
 		s.event(ctx, who, audit.Entry{Action: "login.failure", ObjectType: "user", ObjectName: who.User, Detail: detail})
 		return SignedIn{}, err
+	}
+	if s.localOff {
+		return SignedIn{}, s.refuseLocal(ctx, who)
 	}
 	if req.Username == "" || req.Password == "" || len(req.Username) > MaxUsername || len(req.Password) > MaxPassword {
 		// Refused before any password is checked: nothing to count.
@@ -145,6 +150,9 @@ func (s *Service) ChangePassword(ctx context.Context, c Caller, req ChangePasswo
 		return errs.ErrUnauthenticated
 	}
 	var v errs.Validation
+	if !c.User.HasPassword() {
+		return errs.Invalid("current_password", "this account signs in through single sign-on and has no password")
+	}
 	if req.Current == "" {
 		v.Add("current_password", "is required")
 	}

@@ -42,7 +42,11 @@ func (e *Enforcer) Grant(ctx context.Context, actor audit.Actor, user, app strin
 	err := database.InTx(ctx, e.db, func(tx *sqlx.Tx) error {
 		var err error
 		before, err = grant(ctx, tx, user, app, r)
-		if err != nil || before == r {
+		if err != nil {
+			return err
+		}
+		// A role set in the console is the console's, not the provider's.
+		if err := forgetIdentityRole(ctx, tx, user, app); err != nil || before == r {
 			return err
 		}
 		return audit.Write(ctx, tx, actor, audit.Entry{
@@ -148,6 +152,9 @@ func (e *Enforcer) Revoke(ctx context.Context, actor audit.Actor, user, app stri
 		if _, err := tx.ExecContext(ctx, `DELETE FROM casbin_rule WHERE ptype = 'g' AND v0 = ? AND v2 = ?`, userSubject(user), app); err != nil {
 			return fmt.Errorf("revoke role of %q on app %q: %w", user, app, database.Translate(err))
 		}
+		if err := forgetIdentityRole(ctx, tx, user, app); err != nil {
+			return err
+		}
 		return audit.Write(ctx, tx, actor, audit.Entry{
 			Action: "member.revoke", ObjectType: "member", ObjectName: user, App: app,
 			Before: memberSnapshot(user, before),
@@ -179,8 +186,8 @@ func (e *Enforcer) SetAdmin(ctx context.Context, actor audit.Actor, user string,
 			return fmt.Errorf("list admins: %w", database.Translate(err))
 		}
 		was := slices.Contains(admins, userSubject(user))
-		if was == admin {
-			return nil
+		if err := forgetIdentityRole(ctx, tx, user, globalDomain); err != nil || was == admin {
+			return err
 		}
 		rule := []string{userSubject(user), roleSubject(roleAdmin), globalDomain}
 		if admin {

@@ -1,0 +1,2 @@
+DROP TABLE idp_roles;
+DROP TABLE user_identities;
