@@ -125,7 +125,7 @@ func (s *server) usageOverview(c *gin.Context) {
 }
 
 // stepUnit names the span of one point of a usage chart: "minute",
-// "15 minutes", "hour".
+// "hour", "2 hours".
 func stepUnit(step time.Duration) string {
 	switch {
 	case step == time.Minute:
