@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/sluicehq/sluice/internal/buckets"
-	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/rbac"
 )
@@ -27,31 +26,6 @@ type BucketQuery struct {
 func (s *Service) ListBuckets(ctx context.Context, c Caller, q BucketQuery) (buckets.Page, error) {
 	return s.buckets.List(ctx, buckets.Filter{Search: q.Search, App: q.App, After: q.After, Before: q.Before, Limit: q.Limit,
 		VisibleTo: s.Visible(c)})
-}
-
-// visibleBuckets returns every bucket the caller may see, all pages of it.
-func (s *Service) visibleBuckets(ctx context.Context, c Caller) ([]*buckets.Bucket, error) {
-	return s.allBuckets(ctx, buckets.Filter{VisibleTo: s.Visible(c)})
-}
-
-// allBuckets returns every bucket f selects, all pages of it.
-func (s *Service) allBuckets(ctx context.Context, f buckets.Filter) ([]*buckets.Bucket, error) {
-	f.Limit = database.MaxPageSize
-	if f.VisibleTo != nil && len(f.VisibleTo) == 0 {
-		return nil, nil
-	}
-	var out []*buckets.Bucket
-	for {
-		page, err := s.buckets.List(ctx, f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, page.Buckets...)
-		if page.Next == "" || len(page.Buckets) == 0 {
-			return out, nil
-		}
-		f.After = page.Next
-	}
 }
 
 // OwnedApps lists, sorted, the apps the caller may create buckets for:

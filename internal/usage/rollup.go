@@ -274,6 +274,42 @@ func (r *Recents) For(ctx context.Context, names []string) (map[string]Recent, e
 	return out, nil
 }
 
+// TopDeniedOf is TopDenied for the buckets a member of apps sees: those
+// whose owner app or one of whose allowed apps is among apps (the
+// visibility rule of package buckets). It walks the index on the hour's
+// denials from the top and checks each bucket's apps by key, so it stops
+// after limit visible buckets: one statement, whatever the number of
+// buckets the user sees.
+func (r *Recents) TopDeniedOf(ctx context.Context, apps []string, limit int) ([]Recent, error) {
+	if limit < 1 || limit > MaxRecentNames {
+		v := &errs.Validation{}
+		v.Add("limit", fmt.Sprintf("must be from 1 to %d", MaxRecentNames))
+		return nil, v
+	}
+	if len(apps) == 0 {
+		return []Recent{}, nil
+	}
+	last := lastComplete(r.now())
+	q, args, err := sqlx.In(`SELECT u.bucket_name, u.last_minute, u.allowed_counts, u.denied_counts,
+		COALESCE(u.would_counts, '') AS would_counts, COALESCE(u.near_counts, '') AS near_counts
+		FROM bucket_usage u JOIN buckets b ON b.name = u.bucket_name JOIN apps o ON o.id = b.owner_app_id
+		WHERE u.denied_total > 0 AND (o.name IN (?) OR EXISTS (SELECT 1 FROM bucket_apps ba JOIN apps a ON a.id = ba.app_id
+			WHERE ba.bucket_id = b.id AND a.name IN (?)))
+		ORDER BY u.denied_total DESC, u.bucket_name DESC LIMIT ?`, apps, apps, limit)
+	if err != nil {
+		return nil, fmt.Errorf("usage: top denied: %w", err)
+	}
+	var rows []rollupRow
+	if err := r.db.SelectContext(ctx, &rows, r.db.Rebind(q), args...); err != nil {
+		return nil, fmt.Errorf("usage: top denied: %w", database.Translate(err))
+	}
+	out := make([]Recent, 0, len(rows))
+	for _, row := range rows {
+		out = append(out, recent(row.Bucket, row.ring(), last))
+	}
+	return mostDenied(out, limit, func(r Recent) (int64, int64, string) { return r.TotalDenied, 0, r.Bucket }), nil
+}
+
 // TopDenied returns the buckets that denied the most acquires in the last
 // hour, at most limit of them (1 to MaxRecentNames), most denials first.
 // It reads the index on the hour's denials: the cost depends on limit, not
