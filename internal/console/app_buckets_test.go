@@ -25,7 +25,8 @@ func TestAppPageListsItsBuckets(t *testing.T) {
 	ob.signIn(olga)
 	r := ob.get("/apps/alpha")
 	wantStatus(t, "alpha", r, http.StatusOK)
-	wantBody(t, "alpha", r, `<tr data-bucket="alpha-api">`, `<tr data-bucket="beta-shared">`, `href="/buckets/new?app=alpha">New bucket</a>`)
+	wantBody(t, "alpha", r, `<tr data-bucket="alpha-api">`, `<tr data-bucket="beta-shared">`, `href="/buckets/new?app=alpha">New bucket</a>`,
+		`id="mapping-example"`, `key from <code>remote_address</code>`)
 
 	e.app("bare", "olga")
 	r = ob.get("/apps/bare")
