@@ -240,11 +240,8 @@ func (f Filter) conditions() (where []string, args []any) {
 		args = append(args, f.App, f.App)
 	}
 	if f.VisibleTo != nil {
-		// The ids of the visible buckets from the two app indexes (owner,
-		// allowed), not a check of every bucket: a user who sees 2,000 of
-		// 10,000 buckets costs 2,000 lookups, not 10,000 subqueries.
-		where = append(where, `b.id IN (SELECT vb.id FROM buckets vb JOIN apps vo ON vo.id = vb.owner_app_id WHERE vo.name IN (?)
-			UNION SELECT ba.bucket_id FROM bucket_apps ba JOIN apps a ON a.id = ba.app_id WHERE a.name IN (?))`)
+		where = append(where, `(o.name IN (?) OR EXISTS (SELECT 1 FROM bucket_apps ba JOIN apps a ON a.id = ba.app_id
+			WHERE ba.bucket_id = b.id AND a.name IN (?)))`)
 		args = append(args, f.VisibleTo, f.VisibleTo)
 	}
 	return where, args
