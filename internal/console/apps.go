@@ -117,7 +117,7 @@ func (s *server) renderAppWith(c *gin.Context, st int, g grantForm, v *errs.Vali
 	}
 	p := &appPage{layout: layout{Title: m.App.Name, Nav: "apps"}, AppMembers: m,
 		Grant: g, Errors: v, GrantError: grantErr, Decisions: d}
-	bs, err := s.svc.ListBuckets(ctx(c), caller(c), manage.BucketQuery{App: m.App.Name, Limit: appBucketsShown})
+	bs, err := s.svc.AppBuckets(ctx(c), caller(c), m.App.Name, appBucketsShown)
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -22,6 +22,17 @@ type BucketQuery struct {
 	Limit  int
 }
 
+// AppBuckets returns the first limit buckets app owns or may take tokens
+// from, that the caller may see. A member of app sees all of them (that is
+// the visibility rule), so their list needs no visibility check.
+func (s *Service) AppBuckets(ctx context.Context, c Caller, app string, limit int) (buckets.Page, error) {
+	f := buckets.Filter{App: app, Limit: limit, VisibleTo: s.Visible(c)}
+	if _, member := s.Roles(c)[app]; member {
+		f.VisibleTo = nil
+	}
+	return s.buckets.List(ctx, f)
+}
+
 // ListBuckets returns one page of the buckets the caller may see.
 func (s *Service) ListBuckets(ctx context.Context, c Caller, q BucketQuery) (buckets.Page, error) {
 	return s.buckets.List(ctx, buckets.Filter{Search: q.Search, App: q.App, After: q.After, Before: q.Before, Limit: q.Limit,
