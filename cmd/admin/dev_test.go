@@ -43,6 +43,19 @@ func TestDevStack(t *testing.T) {
 	if password == nil || redisAddr == nil {
 		t.Fatalf("the -dev banner must print the admin password and the Redis address:\n%s", banner)
 	}
+	// A line to paste into another terminal, with the same addresses.
+	exp := regexp.MustCompile(`(?m)^export SLUICE_CONSOLE=(\S+) SLUICE_REDIS=(\S+) SLUICE_DECIDE=(http://\S+) SLUICE_TOKEN=(\S+)$`).FindStringSubmatch(banner)
+	if exp == nil || exp[1] != base || exp[2] != redisAddr[1] {
+		t.Fatalf("the -dev banner must print a pasteable export line with the console at %s and Redis at %v:\n%s", base, redisAddr, banner)
+	}
+	// A second instance on the same address says so and how to move it,
+	// and prints no password that would not work.
+	second := &syncBuffer{}
+	err := dispatch(ctx, env{getenv: noEnv, stdin: strings.NewReader(""), stdout: io.Discard, stderr: second,
+		args: []string{"-dev", "-listen", "127.0.0.1:" + strconv.Itoa(port), "-log-level", "warn"}})
+	if err == nil || !strings.Contains(err.Error(), "-listen 127.0.0.1:") || strings.Contains(second.String(), "password") {
+		t.Fatalf("a second -dev on a taken port: %v\n%s", err, second.String())
+	}
 
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar, Timeout: 10 * time.Second}

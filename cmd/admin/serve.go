@@ -171,7 +171,10 @@ func serve(ctx context.Context, e env) error {
 	if cfg.dev {
 		return serveDev(ctx, cfg, e, log)
 	}
-	st, err := startup.Open(ctx, cfg.startupTimeout, log, cfg.mysqlDSN, database.Options{}, migrateIf(cfg.migrate), cfg.redis.Open)
+	// A statement runs no longer than the request that sent it may: a query
+	// the request gave up on stops in MySQL too.
+	st, err := startup.Open(ctx, cfg.startupTimeout, log, cfg.mysqlDSN,
+		database.Options{StatementTimeout: router.DefaultRequestTimeout}, migrateIf(cfg.migrate), cfg.redis.Open)
 	if err != nil {
 		return err
 	}

@@ -25,9 +25,14 @@ func Preview(sim buckets.Simulation, r buckets.Rate, title string) template.HTML
 		s.Times[i] = time.Unix(0, 0).UTC().Add(time.Duration(i) * step)
 	}
 	if title == "" {
-		title = "Preview: allowed and denied per " + human(step)
+		title = "Allowed and denied per " + human(step)
 	}
 	limit := Sustained(r.PerSecond(), step)
-	return UsageResponsive(s, Options{Title: title, Elapsed: true, Limit: limit,
-		LimitLabel: "sustained: " + compact(limit) + " per " + human(step)})
+	label := "sustained: " + compact(limit) + " per " + human(step)
+	if limit < 0.05 {
+		// Less than a tenth per point reads as "0 per second": say the
+		// rate as it was given ("1 per hour").
+		label = "sustained: " + r.Human()
+	}
+	return UsageResponsive(s, Options{Title: title, Elapsed: true, Limit: limit, LimitLabel: label, Unit: "per " + human(step)})
 }

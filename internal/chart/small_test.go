@@ -116,6 +116,16 @@ func TestPreview(t *testing.T) {
 	if out := string(Preview(buckets.Simulation{}, buckets.Rate{}, "x")); !strings.Contains(out, "No acquires") || strings.Contains(out, "chart-limit") {
 		t.Errorf("empty preview: %s", out)
 	}
+	// A slow rate is said as given, never "0 per second".
+	slow, _ := buckets.ParseRate("1/hour")
+	sim, err = buckets.Simulate(3, slow, buckets.Pattern{Steady: 1, Duration: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = string(Preview(sim, slow, ""))
+	if !strings.Contains(out, "sustained: 1 per hour") || strings.Contains(out, "sustained: 0 per") || !strings.Contains(out, ">allowed per second ↑<") {
+		t.Errorf("a preview of 1/hour: %s", out)
+	}
 }
 
 func TestSparklineWouldDeny(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/internal/apps"
+	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/manage"
 )
@@ -55,7 +56,14 @@ type appPage struct {
 	// UserNames feed the member picker (a datalist): user names are not
 	// secret among signed-in users, see docs/console.md.
 	UserNames []string
+	// Buckets are the first appBucketsShown buckets the app owns or may
+	// take tokens from (that the caller sees), of BucketsTotal.
+	Buckets      []*buckets.Bucket
+	BucketsTotal int
 }
+
+// appBucketsShown is how many buckets an app's page lists.
+const appBucketsShown = 20
 
 func (s *server) listApps(c *gin.Context) {
 	q := manage.AppQuery{Search: queryValue(c, "q", 100), After: queryValue(c, "after", 100), Limit: 50}
@@ -109,6 +117,12 @@ func (s *server) renderAppWith(c *gin.Context, st int, g grantForm, v *errs.Vali
 	}
 	p := &appPage{layout: layout{Title: m.App.Name, Nav: "apps"}, AppMembers: m,
 		Grant: g, Errors: v, GrantError: grantErr, Decisions: d}
+	bs, err := s.svc.AppBuckets(ctx(c), caller(c), m.App.Name, appBucketsShown)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	p.Buckets, p.BucketsTotal = bs.Buckets, bs.Total
 	if m.CanManage {
 		if p.UserNames, err = s.svc.UserNames(ctx(c), caller(c), g.User); err != nil {
 			s.fail(c, err)

@@ -91,10 +91,13 @@ func usageOf(d *manage.BucketDetail) usageView {
 
 // topRow is one bucket of the overview.
 type topRow struct {
-	Bucket   *buckets.Bucket
-	Allowed  int64
-	Denied   int64
-	Requests int64
+	Bucket  *buckets.Bucket
+	Allowed int64
+	Denied  int64
+	// WouldDeny counts the acquires a bucket in shadow mode would have
+	// denied (a part of Allowed).
+	WouldDeny int64
+	Requests  int64
 	// Sparkline draws the last hour, per minute.
 	Sparkline template.HTML
 }
@@ -119,13 +122,14 @@ func (s *server) usageOverview(c *gin.Context) {
 	p := &usagePage{layout: layout{Title: "Usage", Nav: "usage"}, Buckets: ov.Buckets}
 	for _, r := range ov.Rows {
 		p.Rows = append(p.Rows, topRow{Bucket: r.Bucket, Allowed: r.Allowed, Denied: r.Denied, Requests: r.Allowed + r.Denied,
+			WouldDeny: r.Recent.TotalWouldDeny,
 			Sparkline: chart.Sparkline(r.Recent.Allowed, r.Recent.Denied, r.Recent.WouldDeny)})
 	}
 	s.render(c, http.StatusOK, "usage", p)
 }
 
 // stepUnit names the span of one point of a usage chart: "minute",
-// "15 minutes", "hour".
+// "hour", "2 hours".
 func stepUnit(step time.Duration) string {
 	switch {
 	case step == time.Minute:

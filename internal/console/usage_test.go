@@ -292,3 +292,41 @@ func TestBucketUsageWouldDeny(t *testing.T) {
 		t.Error("a bucket without shadow mode or would-deny counts mentions them")
 	}
 }
+
+// TestUsageOverviewShowsShadowBuckets: a bucket in shadow mode never
+// denies, so the overview ranks it by what it would have denied, for an
+// admin and for a member.
+func TestUsageOverviewShowsShadowBuckets(t *testing.T) {
+	e := newEnv(t)
+	olga := e.user("olga", false)
+	ada := e.user("ada", true)
+	e.app("alpha", "olga")
+	e.bucket("alpha-api", "alpha")
+	rate, _ := buckets.ParseRate("100/min")
+	trial := &buckets.Bucket{Name: "alpha-trial", OwnerApp: "alpha", MaxPermits: 10, Rate: rate, Shadow: true}
+	if err := e.bkts.Create(context.Background(), e.system, trial); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	e.record("alpha", "alpha-api", now.Add(-3*time.Minute), 10, 4)
+	rec, err := usage.NewRecorder(e.rdb, "alpha", usage.WithKeyPrefix(e.ks.Prefix), usage.WithFlushInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Add("alpha-trial", now.Add(-2*time.Minute), true, 50)
+	rec.AddWouldDeny("alpha-trial", now.Add(-2*time.Minute), 30)
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.rollUp()
+	for _, u := range []*accounts.User{olga, ada} {
+		br := e.browser()
+		br.signIn(u)
+		r := br.get("/usage")
+		wantStatus(t, u.Username, r, http.StatusOK)
+		wantBody(t, u.Username, r, `<tr data-bucket="alpha-trial">`, `data-would-deny>30 would deny</div>`, `<tr data-bucket="alpha-api">`)
+		if strings.Index(r.body, `data-bucket="alpha-trial"`) > strings.Index(r.body, `data-bucket="alpha-api"`) {
+			t.Errorf("%s: the shadow bucket (30 would deny) ranks below the one that denied 4", u.Username)
+		}
+	}
+}

@@ -41,6 +41,11 @@ func PageSize(limit int) int {
 type Options struct {
 	// MaxOpenConns caps the pool; 0 means 25. The -dev engine needs 1.
 	MaxOpenConns int
+	// StatementTimeout, when positive, has the server stop a statement of
+	// this pool that runs longer (rounded up to whole milliseconds), so
+	// that a query a request gave up on stops in the database too: see
+	// limitStatements. 0 sets no limit.
+	StatementTimeout time.Duration
 }
 
 // Config parses dsn (go-sql-driver/mysql syntax) and sets what Sluice
@@ -69,9 +74,13 @@ func Open(ctx context.Context, dsn string, opts Options) (*sqlx.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	connector, err := mysql.NewConnector(cfg)
+	var connector driver.Connector
+	connector, err = mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	if opts.StatementTimeout > 0 {
+		connector = limitedConnector{Connector: connector, limit: opts.StatementTimeout}
 	}
 	db := sqlx.NewDb(sql.OpenDB(connector), "mysql")
 	n := opts.MaxOpenConns
@@ -297,4 +306,37 @@ func (s Stamp) Next(user string) Stamp {
 	s.Version++
 	s.UpdatedBy, s.UpdatedAt = user, Now()
 	return s
+}
+
+// limitedConnector sets a statement time limit on each new connection.
+type limitedConnector struct {
+	driver.Connector
+	limit time.Duration
+}
+
+func (c limitedConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	limitStatements(ctx, conn, c.limit)
+	return conn, nil
+}
+
+// limitStatements sets the session's statement time limit: MariaDB's
+// max_statement_time (seconds, every statement), else MySQL 8's
+// max_execution_time (milliseconds, SELECT statements), the variable the
+// other server does not know. An engine that knows neither (the embedded
+// -dev engine) keeps no limit: the errors are ignored, the connection is
+// used as is.
+func limitStatements(ctx context.Context, conn driver.Conn, limit time.Duration) {
+	ex, ok := conn.(driver.ExecerContext)
+	if !ok {
+		return
+	}
+	ms := (limit + time.Millisecond - 1).Milliseconds()
+	if _, err := ex.ExecContext(ctx, fmt.Sprintf("SET SESSION max_statement_time = %d.%03d", ms/1000, ms%1000), nil); err == nil {
+		return
+	}
+	_, _ = ex.ExecContext(ctx, fmt.Sprintf("SET SESSION max_execution_time = %d", ms), nil)
 }

@@ -39,6 +39,10 @@ const (
 	AdminUser  = "admin"
 	DemoApp    = "demo"
 	DemoBucket = "demo-api"
+	// DemoHTTPBucket is the bucket the README takes from over the decision
+	// service's HTTP API: apart from DemoBucket, so that each of its two
+	// loops starts from a full bucket.
+	DemoHTTPBucket = "demo-http"
 )
 
 // Options tune a Stack. The zero value is ready to use.
@@ -198,10 +202,21 @@ func seed(ctx context.Context, db *sqlx.DB, password string) error {
 	if err != nil {
 		return err
 	}
-	return buckets.NewStore(db).Create(ctx, audit.Actor{User: AdminUser, Via: "dev"}, &buckets.Bucket{
+	store := buckets.NewStore(db)
+	if err := store.Create(ctx, audit.Actor{User: AdminUser, Via: "dev"}, &buckets.Bucket{
 		Name:        DemoBucket,
 		OwnerApp:    DemoApp,
 		Description: "Guards the example service's /checkout route",
+		MaxPermits:  10,
+		Rate:        rate,
+		AllowedApps: []string{DemoApp},
+	}); err != nil {
+		return err
+	}
+	return store.Create(ctx, audit.Actor{User: AdminUser, Via: "dev"}, &buckets.Bucket{
+		Name:        DemoHTTPBucket,
+		OwnerApp:    DemoApp,
+		Description: "Taken from over the decision service's HTTP API",
 		MaxPermits:  10,
 		Rate:        rate,
 		AllowedApps: []string{DemoApp},

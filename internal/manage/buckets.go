@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/sluicehq/sluice/internal/buckets"
-	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/rbac"
 )
@@ -23,35 +22,21 @@ type BucketQuery struct {
 	Limit  int
 }
 
+// AppBuckets returns the first limit buckets app owns or may take tokens
+// from, that the caller may see. A member of app sees all of them (that is
+// the visibility rule), so their list needs no visibility check.
+func (s *Service) AppBuckets(ctx context.Context, c Caller, app string, limit int) (buckets.Page, error) {
+	f := buckets.Filter{App: app, Limit: limit, VisibleTo: s.Visible(c)}
+	if _, member := s.Roles(c)[app]; member {
+		f.VisibleTo = nil
+	}
+	return s.buckets.List(ctx, f)
+}
+
 // ListBuckets returns one page of the buckets the caller may see.
 func (s *Service) ListBuckets(ctx context.Context, c Caller, q BucketQuery) (buckets.Page, error) {
 	return s.buckets.List(ctx, buckets.Filter{Search: q.Search, App: q.App, After: q.After, Before: q.Before, Limit: q.Limit,
 		VisibleTo: s.Visible(c)})
-}
-
-// visibleBuckets returns every bucket the caller may see, all pages of it.
-func (s *Service) visibleBuckets(ctx context.Context, c Caller) ([]*buckets.Bucket, error) {
-	return s.allBuckets(ctx, buckets.Filter{VisibleTo: s.Visible(c)})
-}
-
-// allBuckets returns every bucket f selects, all pages of it.
-func (s *Service) allBuckets(ctx context.Context, f buckets.Filter) ([]*buckets.Bucket, error) {
-	f.Limit = database.MaxPageSize
-	if f.VisibleTo != nil && len(f.VisibleTo) == 0 {
-		return nil, nil
-	}
-	var out []*buckets.Bucket
-	for {
-		page, err := s.buckets.List(ctx, f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, page.Buckets...)
-		if page.Next == "" || len(page.Buckets) == 0 {
-			return out, nil
-		}
-		f.After = page.Next
-	}
 }
 
 // OwnedApps lists, sorted, the apps the caller may create buckets for:

@@ -212,48 +212,49 @@ type UsageOverview struct {
 // Redis that serves acquires. Only visible buckets count, so the answer
 // says nothing about the others, not even that they exist.
 func (s *Service) TopDenied(ctx context.Context, c Caller, limit int) (UsageOverview, error) {
-	var names []string // nil: every bucket (an admin)
 	byName := map[string]*buckets.Bucket{}
 	var ov UsageOverview
+	var top []usage.Recent
 	if s.IsAdmin(c) {
 		n, err := s.buckets.Count(ctx)
 		if err != nil {
 			return UsageOverview{}, err
 		}
 		ov.Buckets = n
+		if top, err = s.recents.TopDenied(ctx, nil, limit); err != nil {
+			return ov, err
+		}
 	} else {
-		visible, err := s.visibleBuckets(ctx, c)
+		// A count and a ranked walk in MySQL, never the list of every
+		// bucket the user sees (thousands, read a page at a time).
+		apps := s.Visible(c)
+		if len(apps) == 0 {
+			return ov, nil
+		}
+		page, err := s.buckets.List(ctx, buckets.Filter{VisibleTo: apps, Limit: 1})
 		if err != nil {
 			return UsageOverview{}, err
 		}
-		ov.Buckets = len(visible)
-		if len(visible) == 0 {
+		ov.Buckets = page.Total
+		if ov.Buckets == 0 {
 			return ov, nil
 		}
-		names = make([]string, 0, len(visible))
-		for _, b := range visible {
-			byName[b.Name] = b
-			names = append(names, b.Name)
+		if top, err = s.recents.TopDeniedOf(ctx, apps, limit); err != nil {
+			return ov, err
 		}
 	}
-	top, err := s.recents.TopDenied(ctx, names, limit)
+	// The top buckets, read at once; one deleted since the roll-up is left
+	// out.
+	want := make([]string, len(top))
+	for i, t := range top {
+		want[i] = t.Bucket
+	}
+	bs, err := s.buckets.ByNames(ctx, want)
 	if err != nil {
 		return ov, err
 	}
-	if names == nil {
-		// An admin's top buckets, read at once; one deleted since the
-		// roll-up is left out.
-		want := make([]string, len(top))
-		for i, t := range top {
-			want[i] = t.Bucket
-		}
-		bs, err := s.buckets.ByNames(ctx, want)
-		if err != nil {
-			return ov, err
-		}
-		for _, b := range bs {
-			byName[b.Name] = b
-		}
+	for _, b := range bs {
+		byName[b.Name] = b
 	}
 	for _, t := range top {
 		b := byName[t.Bucket]

@@ -96,6 +96,10 @@ func TestReconcileCluster(t *testing.T) {
 	if err := rdb.HSet(ctx, e.ks.Bucket("stray"), redisscript.FieldID, "1").Err(); err != nil {
 		t.Fatal(err)
 	}
+	// As a worker's write leaves it: named in the registry of bucket hashes.
+	if err := rdb.SAdd(ctx, e.ks.BucketRegistry(), "stray").Err(); err != nil {
+		t.Fatal(err)
+	}
 	rep, err = w.Reconcile(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,21 @@ func (w *Worker) applyConfig(ctx context.Context, keyed bool, cfg redisscript.Co
 	if keyed {
 		return redisscript.ApplyKeyed(ctx, w.rdb, w.ks, cfg, force)
 	}
+	// The registry first: a hash written before a crash is still found.
+	if err := w.rdb.SAdd(ctx, w.ks.BucketRegistry(), cfg.Name).Err(); err != nil {
+		return 0, fmt.Errorf("apply bucket %q: register: %w", cfg.Name, err)
+	}
 	return redisscript.Apply(ctx, w.rdb, w.ks, cfg, force)
+}
+
+// unregister removes name from the registry of bucket hashes once its
+// hash is gone (a delete can be refused, a newer bucket keep the name).
+func (w *Worker) unregister(ctx context.Context, name string) error {
+	n, err := w.rdb.Exists(ctx, w.ks.Bucket(name)).Result()
+	if err != nil || n > 0 {
+		return err
+	}
+	return w.rdb.SRem(ctx, w.ks.BucketRegistry(), name).Err()
 }
 
 // deleteConfig removes a bucket from Redis, guarded by its id.
@@ -25,7 +39,14 @@ func (w *Worker) deleteConfig(ctx context.Context, keyed bool, name string, id, 
 	if keyed {
 		return redisscript.DeleteKeyed(ctx, w.rdb, w.ks, name, id, version)
 	}
-	return redisscript.Delete(ctx, w.rdb, w.ks, name, id, version)
+	deleted, err := redisscript.Delete(ctx, w.rdb, w.ks, name, id, version)
+	if err != nil {
+		return deleted, err
+	}
+	if err := w.unregister(ctx, name); err != nil {
+		return deleted, fmt.Errorf("delete bucket %q: unregister: %w", name, err)
+	}
+	return deleted, nil
 }
 
 // clearTombstones removes the tombstones of a bucket before a forced write.

@@ -217,9 +217,37 @@ feed:
 	return t.rep, nil
 }
 
-// scan returns the names of every bucket hash in Redis, from every master
-// of a cluster.
+// scan returns the names of the bucket hashes in Redis: the registry the
+// worker keeps of the hashes it writes (redisscript.Keyspace.BucketRegistry),
+// read with SSCAN, so that the cost follows the number of buckets, not of
+// keys (keyed buckets keep a key per active caller key, millions of them).
+// When the registry is missing (a flushed Redis, or hashes written before
+// the registry existed) it falls back to a SCAN of every master and
+// registers what it finds.
 func (w *Worker) scan(ctx context.Context) (map[string]bool, error) {
+	n, err := w.rdb.Exists(ctx, w.ks.BucketRegistry()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read bucket registry: %w", err)
+	}
+	if n == 0 {
+		return w.scanAll(ctx)
+	}
+	names := map[string]bool{}
+	iter := w.rdb.SScan(ctx, w.ks.BucketRegistry(), 0, "", 1000).Iterator()
+	for iter.Next(ctx) {
+		if redisscript.ValidName(iter.Val()) {
+			names[iter.Val()] = true
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("read bucket registry: %w", err)
+	}
+	return names, nil
+}
+
+// scanAll returns the names of every bucket hash in Redis, from every
+// master of a cluster, and adds them to the registry.
+func (w *Worker) scanAll(ctx context.Context) (map[string]bool, error) {
 	names := map[string]bool{}
 	var mu sync.Mutex
 	scanNode := func(ctx context.Context, node redis.Cmdable) error {
@@ -241,6 +269,18 @@ func (w *Worker) scan(ctx context.Context) (map[string]bool, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("scan redis for bucket hashes: %w", err)
+	}
+	// "" (no valid name, skipped when read) makes the set exist even
+	// without any bucket hash, so the next run reads it and scans nothing.
+	all := make([]any, 0, len(names)+1)
+	all = append(all, "")
+	for name := range names {
+		all = append(all, name)
+	}
+	for chunk := range slices.Chunk(all, 1000) {
+		if err := w.rdb.SAdd(ctx, w.ks.BucketRegistry(), chunk...).Err(); err != nil {
+			return nil, fmt.Errorf("register bucket hashes: %w", err)
+		}
 	}
 	return names, nil
 }
@@ -359,8 +399,11 @@ func (w *Worker) removeExtra(ctx context.Context, t *tally, name string) error {
 		// client can use: delete the latter whatever MySQL says, the
 		// check of its definition (if any) rewrites it.
 		n, err := w.rdb.Exists(ctx, w.ks.Bucket(name)).Result()
-		if err != nil || n == 0 {
+		if err != nil {
 			return err
+		}
+		if n == 0 {
+			return w.unregister(ctx, name)
 		}
 	}
 	cur, err := w.store.Definition(ctx, name)
@@ -395,7 +438,7 @@ func (w *Worker) removeExtra(ctx context.Context, t *tally, name string) error {
 	if deleted {
 		t.add(repairExtra)
 	}
-	return nil
+	return w.unregister(ctx, name)
 }
 
 // sameConfig compares configs, allowed apps as a set.

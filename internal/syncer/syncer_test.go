@@ -301,6 +301,11 @@ func TestReconcileRepairs(t *testing.T) {
 	if err := e.rdb.HSet(ctx, e.ks.Bucket("junk"), "tokens", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
+	// Both as a worker's write left them: in the registry of bucket hashes
+	// (the reconcile reads it instead of scanning the keyspace).
+	if err := e.rdb.SAdd(ctx, e.ks.BucketRegistry(), "extra", "junk").Err(); err != nil {
+		t.Fatal(err)
+	}
 
 	rep, err := w.Reconcile(ctx)
 	if err != nil {

@@ -274,8 +274,74 @@ func (r *Recents) For(ctx context.Context, names []string) (map[string]Recent, e
 	return out, nil
 }
 
+// TopDeniedOf is TopDenied for the buckets a member of apps sees: those
+// whose owner app or one of whose allowed apps is among apps (the
+// visibility rule of package buckets). It walks the index on the hour's
+// denials from the top and checks each bucket's apps by key, so it stops
+// after limit visible buckets: one statement, whatever the number of
+// buckets the user sees.
+func (r *Recents) TopDeniedOf(ctx context.Context, apps []string, limit int) ([]Recent, error) {
+	if limit < 1 || limit > MaxRecentNames {
+		v := &errs.Validation{}
+		v.Add("limit", fmt.Sprintf("must be from 1 to %d", MaxRecentNames))
+		return nil, v
+	}
+	if len(apps) == 0 {
+		return []Recent{}, nil
+	}
+	last := lastComplete(r.now())
+	q, args, err := sqlx.In(strings.ReplaceAll(visibleTop, "TOTAL", "denied_total"), apps, apps, limit)
+	if err != nil {
+		return nil, fmt.Errorf("usage: top denied: %w", err)
+	}
+	var rows []rollupRow
+	if err := r.db.SelectContext(ctx, &rows, r.db.Rebind(q), args...); err != nil {
+		return nil, fmt.Errorf("usage: top denied: %w", database.Translate(err))
+	}
+	// The same walk for buckets in shadow mode, on their would-deny total.
+	q, args, err = sqlx.In(strings.ReplaceAll(visibleTop, "TOTAL", "would_total"), apps, apps, limit)
+	if err != nil {
+		return nil, fmt.Errorf("usage: top denied: %w", err)
+	}
+	var would []rollupRow
+	if err := r.db.SelectContext(ctx, &would, r.db.Rebind(q), args...); err != nil {
+		return nil, fmt.Errorf("usage: top denied: %w", database.Translate(err))
+	}
+	return topRefused(append(rows, would...), last, limit), nil
+}
+
+// visibleTop is TopDeniedOf's query, TOTAL standing for the column ranked.
+const visibleTop = `SELECT u.bucket_name, u.last_minute, u.allowed_counts, u.denied_counts,
+		COALESCE(u.would_counts, '') AS would_counts, COALESCE(u.near_counts, '') AS near_counts
+		FROM bucket_usage u JOIN buckets b ON b.name = u.bucket_name JOIN apps o ON o.id = b.owner_app_id
+		WHERE u.TOTAL > 0 AND (o.name IN (?) OR EXISTS (SELECT 1 FROM bucket_apps ba JOIN apps a ON a.id = ba.app_id
+			WHERE ba.bucket_id = b.id AND a.name IN (?)))
+		ORDER BY u.TOTAL DESC, u.bucket_name DESC LIMIT ?`
+
+// topRefused turns rows (read by denials and by would-denials, perhaps
+// twice) into the limit buckets that refused or would have refused the
+// most, most first.
+func topRefused(rows []rollupRow, last int64, limit int) []Recent {
+	seen := map[string]bool{}
+	out := make([]Recent, 0, len(rows))
+	for _, row := range rows {
+		if seen[row.Bucket] {
+			continue
+		}
+		seen[row.Bucket] = true
+		out = append(out, recent(row.Bucket, row.ring(), last))
+	}
+	return mostDenied(out, limit, refused)
+}
+
+// refused ranks a Recent in the overview: its denials, and the acquires a
+// bucket in shadow mode would have denied.
+func refused(r Recent) (int64, int64, string) { return r.TotalDenied + r.TotalWouldDeny, 0, r.Bucket }
+
 // TopDenied returns the buckets that denied the most acquires in the last
 // hour, at most limit of them (1 to MaxRecentNames), most denials first.
+// For every bucket (visible nil), buckets in shadow mode rank by the
+// acquires they would have denied, read from their own index.
 // It reads the index on the hour's denials: the cost depends on limit, not
 // on the number of buckets. When visible is not nil, only those bucket
 // names count (a user who is not an admin); it is then read by primary key
@@ -297,6 +363,14 @@ func (r *Recents) TopDenied(ctx context.Context, visible []string, limit int) ([
 		if err != nil {
 			return nil, fmt.Errorf("usage: top denied: %w", database.Translate(err))
 		}
+		// And the top buckets in shadow mode, by what they would have denied.
+		var would []rollupRow
+		err = r.db.SelectContext(ctx, &would, "SELECT "+rollupColumns+
+			" FROM bucket_usage WHERE would_total > 0 ORDER BY would_total DESC, bucket_name DESC LIMIT ?", limit)
+		if err != nil {
+			return nil, fmt.Errorf("usage: top denied: %w", database.Translate(err))
+		}
+		return topRefused(append(rows, would...), last, limit), nil
 	} else {
 		// Rank the visible names by their stored totals (by primary key
 		// only: a condition on denied_total would tempt the planner into

@@ -26,7 +26,8 @@ type Window int
 const (
 	// Hour is the last 60 minutes, one point per minute.
 	Hour Window = iota + 1
-	// Day is the last 24 hours, one point per 15 minutes.
+	// Day is the last 24 clock hours, one point per hour: read from the
+	// 24 hour hashes, not 1,440 minute hashes.
 	Day
 	// Week is the last 7 days, one point per hour.
 	Week
@@ -39,7 +40,7 @@ var windows = [...]struct {
 	span, step time.Duration
 }{
 	Hour: {"hour", time.Hour, time.Minute},
-	Day:  {"day", 24 * time.Hour, 15 * time.Minute},
+	Day:  {"day", 24 * time.Hour, time.Hour},
 	Week: {"week", 7 * 24 * time.Hour, time.Hour},
 }
 
@@ -142,8 +143,8 @@ func NewReader(rdb redis.UniversalClient, ks redisscript.Keyspace) *Reader {
 // replies held in memory at once.
 const maxPipeline = 10_000
 
-// Series reads the usage of bucket over window w, ending now. Day reads
-// 1440 minute hashes and Week 168 hour hashes, in one pipeline. An invalid
+// Series reads the usage of bucket over window w, ending now. Hour reads
+// 60 minute hashes, Day 24 and Week 168 hour hashes, in one pipeline. An invalid
 // name or window is an error matching errs.ErrInvalid; Redis failing, one
 // matching errs.ErrUnavailable.
 func (r *Reader) Series(ctx context.Context, bucket string, w Window) (Series, error) {
@@ -168,7 +169,7 @@ func (r *Reader) Series(ctx context.Context, bucket string, w Window) (Series, e
 	// keys[i] is read into point at[i].
 	var keys []string
 	var at []int
-	if w == Week {
+	if step == time.Hour {
 		for p := firstPoint; p <= lastPoint; p++ {
 			keys = append(keys, r.ks.UsageHour(bucket, p))
 			at = append(at, int(p-firstPoint))

@@ -94,22 +94,23 @@ func TestSeriesHour(t *testing.T) {
 
 func TestSeriesDayAndWeek(t *testing.T) {
 	f := newFixture(t)
-	f.add(t, "b", "web", f.now, 1, 0)                                   // slot 10:30, the last
-	f.add(t, "b", "web", f.now.Add(-7*time.Minute), 2, 0)               // 10:30 too
-	f.add(t, "b", "web", f.now.Add(-8*time.Minute), 4, 0)               // 10:29: slot 10:15
-	f.add(t, "b", "web", f.now.Add(-24*time.Hour+8*time.Minute), 8, 16) // 10:45 yesterday: the first slot
-	f.add(t, "b", "web", f.now.Add(-24*time.Hour), 32, 0)               // 10:37 yesterday: outside
+	f.add(t, "b", "web", f.now, 1, 0)                      // slot 10:00, the last
+	f.add(t, "b", "web", f.now.Add(-7*time.Minute), 2, 0)  // 10:30: 10:00 too
+	f.add(t, "b", "web", f.now.Add(-38*time.Minute), 4, 0) // 09:59: slot 09:00
+	f.add(t, "b", "web", f.now.Add(-23*time.Hour), 8, 16)  // 11:37 yesterday: the first slot
+	f.add(t, "b", "web", f.now.Add(-24*time.Hour), 32, 0)  // 10:37 yesterday: outside
 	f.add(t, "b", "web", f.now.Add(-6*24*time.Hour-23*time.Hour), 64, 0)
 
 	day, err := f.r.Series(context.Background(), "b", Day)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(day.Times) != 96 || day.Step != 15*time.Minute || day.Times[95] != time.Date(2026, 3, 4, 10, 30, 0, 0, time.UTC) {
+	// Hours: 25 reads of hour hashes, never 1,440 of minute hashes.
+	if len(day.Times) != 24 || day.Step != time.Hour || day.Times[23] != time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC) {
 		t.Fatalf("day: %d points of %v, last %v", len(day.Times), day.Step, day.Times[len(day.Times)-1])
 	}
 	w := day.Apps[0]
-	if w.Allowed[95] != 3 || w.Allowed[94] != 4 || w.Allowed[0] != 8 || w.Denied[0] != 16 || w.TotalAllowed != 15 {
+	if w.Allowed[23] != 3 || w.Allowed[22] != 4 || w.Allowed[0] != 8 || w.Denied[0] != 16 || w.TotalAllowed != 15 {
 		t.Errorf("day: %v / %v", w.Allowed, w.Denied)
 	}
 
@@ -121,8 +122,8 @@ func TestSeriesDayAndWeek(t *testing.T) {
 		t.Fatalf("week: %d points, last %v", len(week.Times), week.Times[len(week.Times)-1])
 	}
 	w = week.Apps[0]
-	// The hour 10:00 today holds 1+2 (10:37, 10:30); 09:00 none; 10:29 is in 10:00 too.
-	if w.Allowed[167] != 7 || w.Allowed[0] != 64 || w.TotalAllowed != 7+8+32+64 {
+	// The hour 10:00 today holds 1+2 (10:37, 10:30); 09:00 holds 4 (09:59).
+	if w.Allowed[167] != 3 || w.Allowed[166] != 4 || w.Allowed[0] != 64 || w.TotalAllowed != 7+8+32+64 {
 		t.Errorf("week: %v", w.Allowed)
 	}
 }

@@ -1,0 +1,1 @@
+DROP INDEX bucket_usage_would ON bucket_usage;
