@@ -76,10 +76,10 @@ func TestKeyedAcquireAnswers(t *testing.T) {
 			t.Fatalf("bob: %+v", a)
 		}
 		// The state expires when the key would be full again: 3 tokens
-		// taken at 1 per hour is 3 hours.
+		// taken at 1 per hour is 3 hours, and a spread of at most a minute.
 		k := s.ks.Keyed("api", "alice")
 		ttl, err := s.rdb.PTTL(ctx, k.State).Result()
-		if err != nil || ttl < 3*time.Hour-time.Minute || ttl > 3*time.Hour {
+		if err != nil || ttl < 3*time.Hour-time.Minute || ttl > 3*time.Hour+time.Minute {
 			t.Fatalf("PTTL = %v, %v; want about 3h", ttl, err)
 		}
 		// An expired key starts full.
@@ -446,8 +446,9 @@ func TestKeyedStateExpires(t *testing.T) {
 	}
 	state := s.ks.Keyed("api", "k").State
 	ttl, err := rdb.PTTL(ctx, state).Result()
-	if err != nil || ttl <= 0 || ttl > 100*time.Millisecond {
-		t.Fatalf("PTTL = %v, %v; want at most the 100 ms to refill", ttl, err)
+	// The 100 ms to refill, and a spread of at most as much.
+	if err != nil || ttl <= 0 || ttl > 200*time.Millisecond {
+		t.Fatalf("PTTL = %v, %v; want at most the 100 ms to refill and its spread", ttl, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

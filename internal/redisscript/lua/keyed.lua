@@ -105,10 +105,20 @@ end
 
 -- key_put writes a key's state; it expires when the key's bucket is full
 -- again (in milliseconds, at least 1, capped like every duration: '%d' of
--- a larger double is undefined).
+-- a larger double is undefined), plus a spread: keys written together
+-- with the same wait must not all expire in the same second, which stalls
+-- Redis. The spread is the last four hex digits of the state name (a
+-- SHA-1, so evenly spread) scaled to at most the wait itself and at most a minute;
+-- a state outliving its full bucket reads as full, so the spread changes
+-- no answer.
+local SPREAD_MS = 60000
 local function key_put(state, id, full_at, now)
   local ttl = math.ceil((full_at - now) / 1000)
   if ttl < 1 then ttl = 1 end
+  local h = tonumber(string.sub(state, -4), 16) or 0
+  local w = ttl
+  if w > SPREAD_MS then w = SPREAD_MS end
+  ttl = ttl + math.floor(h * w / 65536)
   if ttl > MAX_US / 1000 then ttl = MAX_US / 1000 end
   local v = id .. ' ' .. string.format('%.17g', full_at)
   redis.call('SET', state, v, 'PX', string.format('%d', ttl))
