@@ -2,11 +2,16 @@ package redisscript_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -197,4 +202,77 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no used_memory in INFO")
+}
+
+// BenchmarkIdleKeyLayouts records what other layouts of a key's state
+// would cost per idle key, written directly with SET ... PX (no script):
+// today's layout, a binary value (the double full_at and the bucket id:
+// 9 to 12 bytes instead of about 20), and a state key of 23 bytes
+// ("<prefix>{<3-character tag>}<11 base64url characters>") instead of
+// 45. A 3-character tag can be chosen per slot to land where the group's
+// "{<name>:<g>}" does; it is drawn from the key's hash here, which costs
+// the same. SLUICE_IDLE_KEYS sets the count (100,000 unless set).
+//
+//	go test -run '^$' -bench IdleKeyLayouts -benchtime 1x ./internal/redisscript/
+func BenchmarkIdleKeyLayouts(b *testing.B) {
+	count := 100_000
+	if s := os.Getenv("SLUICE_IDLE_KEYS"); s != "" {
+		var err error
+		if count, err = strconv.Atoi(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	srv := testenv.StartRedis(b)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	var ks redisscript.Keyspace
+	const fullAt = 1764570000123456.5
+	textValue := func(i int) string { return "1 " + strconv.FormatFloat(fullAt+float64(i), 'g', 17, 64) }
+	binValue := func(i int) string {
+		return string(binary.LittleEndian.AppendUint64(nil, math.Float64bits(fullAt+float64(i)))) + "1"
+	}
+	todayKey := func(i int) string { return ks.Keyed("per-user-api-v01", "user-"+strconv.Itoa(i)).State }
+	shortKey := func(i int) string {
+		sum := sha1.Sum([]byte("user-" + strconv.Itoa(i)))
+		return "sluice:{" + base64.RawURLEncoding.EncodeToString(sum[10:13])[:3] + "}" +
+			base64.RawURLEncoding.EncodeToString(sum[:8])
+	}
+	layouts := []struct {
+		name       string
+		key, value func(int) string
+	}{
+		{"today", todayKey, textValue},
+		{"binary-value", todayKey, binValue},
+		{"short-key", shortKey, textValue},
+		{"short-key+binary-value", shortKey, binValue},
+	}
+	for range b.N {
+		for _, l := range layouts {
+			if err := rdb.FlushAll(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			before, err := usedMemory(ctx, rdb)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pipe := rdb.Pipeline()
+			for i := range count {
+				pipe.Set(ctx, l.key(i), l.value(i), time.Hour+time.Duration(i%60_000)*time.Millisecond)
+				if pipe.Len() == 1000 || i == count-1 {
+					if _, err := pipe.Exec(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if n, err := rdb.DBSize(ctx).Result(); err != nil || n != int64(count) {
+				b.Fatalf("%s: dbsize %d, %v", l.name, n, err)
+			}
+			after, err := usedMemory(ctx, rdb)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(after-before)/float64(count), l.name+"-bytes/key")
+		}
+	}
 }
