@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"os"
@@ -204,13 +205,12 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 	return 0, fmt.Errorf("no used_memory in INFO")
 }
 
-// BenchmarkIdleKeyLayouts records what other layouts of a key's state
-// would cost per idle key, written directly with SET ... PX (no script):
-// today's layout, a binary value (the double full_at and the bucket id:
-// 9 to 12 bytes instead of about 20), and a state key of 23 bytes
-// ("<prefix>{<3-character tag>}<11 base64url characters>") instead of
-// 45. A 3-character tag can be chosen per slot to land where the group's
-// "{<name>:<g>}" does; it is drawn from the key's hash here, which costs
+// BenchmarkIdleKeyLayouts records what layouts of a key's state cost per
+// idle key, written directly with SET ... PX (no script): the layout of
+// earlier releases ("<prefix>k{<name>:<g>}" and 16 hex digits, "<id>
+// <full_at>" in decimal), a 9-byte value, a 23-byte name
+// ("<prefix>{<3 characters>}<11 base64url characters>"), and both. The
+// 3-character tag here is drawn from the key's hash; a slot's tag costs
 // the same. SLUICE_IDLE_KEYS sets the count (100,000 unless set).
 //
 //	go test -run '^$' -bench IdleKeyLayouts -benchtime 1x ./internal/redisscript/
@@ -226,13 +226,16 @@ func BenchmarkIdleKeyLayouts(b *testing.B) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer rdb.Close()
-	var ks redisscript.Keyspace
 	const fullAt = 1764570000123456.5
 	textValue := func(i int) string { return "1 " + strconv.FormatFloat(fullAt+float64(i), 'g', 17, 64) }
 	binValue := func(i int) string {
 		return string(binary.LittleEndian.AppendUint64(nil, math.Float64bits(fullAt+float64(i)))) + "1"
 	}
-	todayKey := func(i int) string { return ks.Keyed("per-user-api-v01", "user-"+strconv.Itoa(i)).State }
+	oldKey := func(i int) string {
+		key := "user-" + strconv.Itoa(i)
+		sum := sha1.Sum([]byte(key))
+		return "sluice:k{per-user-api-v01:" + strconv.Itoa(redisscript.GroupOf(key)) + "}" + hex.EncodeToString(sum[:8])
+	}
 	shortKey := func(i int) string {
 		sum := sha1.Sum([]byte("user-" + strconv.Itoa(i)))
 		return "sluice:{" + base64.RawURLEncoding.EncodeToString(sum[10:13])[:3] + "}" +
@@ -242,8 +245,8 @@ func BenchmarkIdleKeyLayouts(b *testing.B) {
 		name       string
 		key, value func(int) string
 	}{
-		{"today", todayKey, textValue},
-		{"binary-value", todayKey, binValue},
+		{"before", oldKey, textValue},
+		{"binary-value", oldKey, binValue},
 		{"short-key", shortKey, textValue},
 		{"short-key+binary-value", shortKey, binValue},
 	}
