@@ -42,7 +42,9 @@ type keyedBuckets struct {
 // reported it (for keys FailLocal has not seen).
 type keyedBucket struct {
 	groups [redisscript.KeyGroups]keyedGroup
-	def    atomic.Pointer[learned]
+	// nameHash is mixed into every state id of the bucket.
+	nameHash uint64
+	def      atomic.Pointer[learned]
 	// gone is set while Redis says the bucket does not exist or does not
 	// serve this app: FailLocal must then refuse every key of it.
 	gone atomic.Bool
@@ -58,6 +60,8 @@ var keyedArgsPool = sync.Pool{New: func() any { return new(keyedArgs) }}
 type keyedGroup struct {
 	config    string
 	configArg any
+	// statePrefix starts every state key of the group.
+	statePrefix string
 }
 
 // keyedBucket returns the cached keys of keyed bucket name.
@@ -66,10 +70,10 @@ func (l *Limiter) keyedBucket(name string) *keyedBucket {
 		return kb
 	}
 	return l.keyed.m.LoadOrAdd(name, func(n int) (*keyedBucket, bool) {
-		kb := &keyedBucket{}
+		kb := &keyedBucket{nameHash: redisscript.NameHash(name)}
 		for g := range kb.groups {
 			cfg := l.ks.KeyGroup(name, g)
-			kb.groups[g] = keyedGroup{config: cfg, configArg: cfg}
+			kb.groups[g] = keyedGroup{config: cfg, configArg: cfg, statePrefix: l.ks.StatePrefix(name, g)}
 		}
 		return kb, n < maxCachedBuckets
 	})
@@ -121,15 +125,15 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 		return Result{}, err
 	}
 	kb := l.keyedBucket(name)
-	digits, g := redisscript.KeyDigits(key)
+	digits, g := redisscript.StateID(kb.nameHash, key)
 	grp := &kb.groups[g]
-	// The state key is the group's key and the digits: one allocation.
+	// The state key is the group's state prefix and the id: one allocation.
 	var sb strings.Builder
-	sb.Grow(len(grp.config) + len(digits))
-	sb.WriteString(grp.config)
+	sb.Grow(len(grp.statePrefix) + len(digits))
+	sb.WriteString(grp.statePrefix)
 	sb.Write(digits[:])
 	stateKey := sb.String()
-	state := stateKey[len(grp.config):]
+	state := stateKey[len(grp.statePrefix):]
 	if l.open.Load() {
 		return l.keyFallback(kb, name, key, state, n)
 	}
@@ -224,13 +228,9 @@ func (l *Limiter) keyFallback(kb *keyedBucket, name, key, state string, n int64)
 }
 
 func (k *keyedBuckets) shard(state string) *recentKeys {
-	// state is hex: its last digit picks the shard.
-	c := state[len(state)-1]
-	i := int(c - '0')
-	if c >= 'a' {
-		i = int(c-'a') + 10
-	}
-	return &k.recent[i%recentShards]
+	// state is a hash in base64url; its last character carries only 4
+	// bits, the one before 6: that one picks the shard.
+	return &k.recent[int(state[len(state)-2])%recentShards]
 }
 
 // recentKeys is one shard of the bounded table of recent keys: a map and a

@@ -17,6 +17,7 @@ everything passed, 1 when a check failed, 2 when it could not run.
 """
 
 import argparse
+import base64
 import hashlib
 import json
 import os
@@ -54,11 +55,47 @@ def group_key(bucket, g, prefix):
     return "%sk{%s:%d}" % (prefix, bucket, g)
 
 
+B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def slot(tag):
+    """The Redis Cluster slot of a hash tag's content: CRC16 (XMODEM) mod 16384."""
+    crc = 0
+    for c in tag:
+        crc ^= c << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc % 16384
+
+
+_SLOT_TAGS = {}
+
+
+def slot_tag(s):
+    """The first 3 base64url characters (first slowest) whose slot is s."""
+    if not _SLOT_TAGS:
+        for i in range(64 ** 3):
+            t = (B64[i >> 12] + B64[(i >> 6) & 63] + B64[i & 63]).encode()
+            _SLOT_TAGS.setdefault(slot(t), t.decode())
+    return _SLOT_TAGS[s]
+
+
+def name_hash(bucket):
+    """64-bit FNV-1a of the bucket name."""
+    h = 14695981039346656037
+    for c in bucket.encode():
+        h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
 def keyed_keys(bucket, key, prefix):
     """The group hash and the state key of key (bytes or str) in a keyed bucket."""
-    h = hashlib.sha1(key.encode("utf-8") if isinstance(key, str) else key).hexdigest()
-    base = group_key(bucket, int(h[16:20], 16) % KEY_GROUPS, prefix)
-    return base, base + h[:16]
+    d = hashlib.sha1(key.encode("utf-8") if isinstance(key, str) else key).digest()
+    g = int.from_bytes(d[8:10], "big") % KEY_GROUPS
+    state_id = base64.urlsafe_b64encode((int.from_bytes(d[:8], "big") ^ name_hash(bucket)).to_bytes(8, "big"))
+    tag = slot_tag(slot(("%s:%d" % (bucket, g)).encode()))
+    return group_key(bucket, g, prefix), "%s{%s}%s%s" % (prefix, tag, B64[g], state_id.decode()[:11])
 
 
 class Failure(Exception):

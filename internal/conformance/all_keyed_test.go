@@ -40,7 +40,8 @@ func TestAcquireAllKeyedAndPlain(t *testing.T) {
 			t.Errorf("all holds %v, want 9", got)
 		}
 		ttl, err := s.rdb.PTTL(ctx, s.ks.Keyed("api", "alice").State).Result()
-		if err != nil || ttl <= 3590*time.Second || ttl > 3600*time.Second {
+		// The hour until full, and a spread of at most a minute.
+		if err != nil || ttl <= 3590*time.Second || ttl > 3660*time.Second {
 			t.Errorf("PTTL of alice's state = %v, %v; want the hour until full", ttl, err)
 		}
 		// The keyed acquire script reads what the set wrote.
@@ -231,8 +232,9 @@ func TestAcquireAllKeyStateExpires(t *testing.T) {
 	}
 	state := s.ks.Keyed("api", "k").State
 	ttl, err := rdb.PTTL(ctx, state).Result()
-	if err != nil || ttl <= 0 || ttl > 100*time.Millisecond {
-		t.Fatalf("PTTL = %v, %v; want at most the 100 ms to refill", ttl, err)
+	// The 100 ms to refill, and a spread of at most as much.
+	if err != nil || ttl <= 0 || ttl > 200*time.Millisecond {
+		t.Fatalf("PTTL = %v, %v; want at most the 100 ms to refill and its spread", ttl, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

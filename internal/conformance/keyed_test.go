@@ -76,10 +76,10 @@ func TestKeyedAcquireAnswers(t *testing.T) {
 			t.Fatalf("bob: %+v", a)
 		}
 		// The state expires when the key would be full again: 3 tokens
-		// taken at 1 per hour is 3 hours.
+		// taken at 1 per hour is 3 hours, and a spread of at most a minute.
 		k := s.ks.Keyed("api", "alice")
 		ttl, err := s.rdb.PTTL(ctx, k.State).Result()
-		if err != nil || ttl < 3*time.Hour-time.Minute || ttl > 3*time.Hour {
+		if err != nil || ttl < 3*time.Hour-time.Minute || ttl > 3*time.Hour+time.Minute {
 			t.Fatalf("PTTL = %v, %v; want about 3h", ttl, err)
 		}
 		// An expired key starts full.
@@ -127,12 +127,14 @@ func TestKeyedKeysAreChecked(t *testing.T) {
 			other = s.ks.Keyed("api", fmt.Sprintf("mallory%d", i))
 		}
 		for name, keys := range map[string][]string{
-			"state of another group":  {good.Config, other.State},
-			"state of another bucket": {good.Config, s.ks.Keyed("other", "alice").State},
-			"no digits":               {good.Config, good.Config},
-			"not hex digits":          {good.Config, good.Config + "0123456789abcdeX"},
-			"too many digits":         {good.Config, good.State + "0"},
-			"not a group":             {"x", "x0123456789abcdef"},
+			// A state of another bucket's group of the same number is not
+			// refused: the script recomputes neither the tag nor the id
+			// (docs/decisions.md); on Redis Cluster it is a cross-slot call.
+			"state of another group": {good.Config, other.State},
+			"no id":                  {good.Config, good.Config},
+			"not base64url":          {good.Config, good.State[:len(good.State)-1] + "*"},
+			"id too long":            {good.Config, good.State + "A"},
+			"not a group":            {"x", "x0123456789abcdef"},
 		} {
 			a, err := redisscript.AcquireKeyRaw(ctx, s.rdb, keys, "a", "1", "alice")
 			if err != nil || a.Code != redisscript.InvalidKey {
@@ -141,7 +143,7 @@ func TestKeyedKeysAreChecked(t *testing.T) {
 		}
 		for _, key := range []string{"}", "{api:1}", "a\x00b", "*", "\r\n", "k" + strings.Repeat("}", 255)} {
 			k := s.ks.Keyed("api", key)
-			if strings.Contains(k.State[len(k.Config):], "}") || len(k.State) != len(k.Config)+16 {
+			if strings.Count(k.State, "}") != 1 || len(k.State) != len(s.ks.StatePrefix("api", k.Group))+11 {
 				t.Errorf("state key of %q = %q", key, k.State)
 			}
 			if a := s.acquireKey(t, "api", key, "a", 1); a.Code != redisscript.Allowed {
@@ -256,7 +258,7 @@ func TestKeyedOverrideTombstonePurge(t *testing.T) {
 	each(t, func(t *testing.T, s server) {
 		ctx := context.Background()
 		s.applyKeyed(t, cfg("api", 1, 1_000_000, 3600, "a"), false)
-		_, g := redisscript.KeyHash("k")
+		g := redisscript.GroupOf("k")
 		purge := func(o redisscript.Override, cutoff time.Time) bool {
 			t.Helper()
 			purged, err := redisscript.PurgeOverrideTombstone(ctx, s.rdb, s.ks, o, g, cutoff)
@@ -446,8 +448,9 @@ func TestKeyedStateExpires(t *testing.T) {
 	}
 	state := s.ks.Keyed("api", "k").State
 	ttl, err := rdb.PTTL(ctx, state).Result()
-	if err != nil || ttl <= 0 || ttl > 100*time.Millisecond {
-		t.Fatalf("PTTL = %v, %v; want at most the 100 ms to refill", ttl, err)
+	// The 100 ms to refill, and a spread of at most as much.
+	if err != nil || ttl <= 0 || ttl > 200*time.Millisecond {
+		t.Fatalf("PTTL = %v, %v; want at most the 100 ms to refill and its spread", ttl, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

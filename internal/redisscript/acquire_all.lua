@@ -74,24 +74,26 @@ local function until_us(want, pm, period)
 end
 
 -- take answers a request of n tokens from a bucket holding tokens: the
--- tokens left (nil when nothing is taken) and the seven integers {code,
--- remaining, retry_us, reset_us, capacity, permits_micro, period}. Granted
--- when tokens >= n. Otherwise nothing is taken and the code is 0 denied,
--- or 2 would deny for a bucket in shadow mode; retry_us is the wait until
--- the bucket holds n, from its actual count: a bucket in debt waits for
--- the debt and then n (docs/protocol.md, "Debt"). remaining is never
--- below 0.
-local function take(tokens, n, capacity, pm, period, shadow)
+-- tokens left (nil when nothing is taken) and the answer {code, remaining,
+-- retry_us, reset_us, capacity, permits_micro, period}, followed by x8 and
+-- x9 when given (a nil ends the answer). Granted when tokens >= n.
+-- Otherwise nothing is taken and the code is 0 denied, or 2 would deny for
+-- a bucket in shadow mode; retry_us is the wait until the bucket holds n,
+-- from its actual count: a bucket in debt waits for the debt and then n
+-- (docs/protocol.md, "Debt"). remaining is never below 0. The answer is
+-- built in one constructor: a table that grows after it is built is
+-- rehashed, which costs more than the arithmetic.
+local function take(tokens, n, capacity, pm, period, shadow, x8, x9)
   if tokens >= n then
     local left = tokens - n
-    return left, {1, math.floor(left), 0, until_us(capacity - left, pm, period), capacity, pm, period}
+    return left, {1, math.floor(left), 0, until_us(capacity - left, pm, period), capacity, pm, period, x8, x9}
   end
   local code = 0
   if shadow then code = 2 end
   local rem = math.floor(tokens)
   if rem < 0 then rem = 0 end
   return nil, {code, rem, until_us(n - tokens, pm, period), until_us(capacity - tokens, pm, period), capacity, pm,
-    period}
+    period, x8, x9}
 end
 
 -- put writes a bucket's tokens and ts: a whole count prints the same with
@@ -108,14 +110,23 @@ local MAX_KEY = 256
 
 -- key_refusal answers a key and state pair that cannot be served: nil when
 -- they are fine, else the code invalid key (-5). The state must be one of
--- this group's: the group key followed by 16 hex digits. Which group and
--- digits a key has is the caller's computation: checking it here with
--- SHA-1 costs a quarter of the call.
+-- this group's: the prefix of the group key (what comes before 'k{'), a
+-- 3-character hash tag in braces, the group as one base64url character
+-- and 11 base64url characters. Which tag and id a key has is the caller's
+-- computation: checking them here (CRC16, SHA-1) costs a quarter of the
+-- call; on Redis Cluster a wrong tag fails as a cross-slot call.
+local B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
 local function key_refusal(base, state, key)
   if type(key) ~= 'string' or #key < 1 or #key > MAX_KEY then return -5 end
-  if type(base) ~= 'string' or type(state) ~= 'string' or string.byte(base, -1) ~= 125
-      or #state ~= #base + 16 or string.find(state, base, 1, true) ~= 1
-      or not string.find(state, '^[0-9a-f]+$', #base + 1) then
+  if type(base) ~= 'string' or type(state) ~= 'string' then return -5 end
+  local p, g = string.match(base, '()k{[^{}]*:(%d+)}$')
+  if not p then return -5 end
+  g = tonumber(g)
+  if g >= 64 or #state ~= p + 16 or string.sub(state, 1, p - 1) ~= string.sub(base, 1, p - 1)
+      or string.byte(state, p) ~= 123 or string.byte(state, p + 4) ~= 125
+      or string.byte(state, p + 5) ~= string.byte(B64, g + 1)
+      or not string.find(string.sub(state, p + 1, p + 3), '^[%w_-]+$')
+      or not string.find(state, '^[%w_-]+$', p + 6) then
     return -5
   end
   return nil
@@ -171,15 +182,51 @@ local function key_limit(base, key, app, f, exact)
   return 0, oc, opm, od, shadow or osh, src
 end
 
--- key_full_at reads a key's state "<id> <full_at>": the time in
--- microseconds at which the key's bucket is full again. A missing state,
--- another incarnation's (id) or a full_at in the past is a full bucket
--- (now); a key can owe no more than it holds (now + a full bucket).
+-- b64num writes a whole number x >= 0 in base 64 with the digits of B64,
+-- most significant first. Division by 64 is exact for a double, so any
+-- whole double is written exactly, at any size.
+local function b64num(x)
+  if x < 1 then return 'A' end
+  local t = {}
+  while x >= 1 do
+    local d = x % 64
+    t[#t + 1] = string.byte(B64, d + 1)
+    x = (x - d) / 64
+  end
+  return string.reverse(string.char(unpack(t)))
+end
+
+-- b64val reads what b64num wrote; nil for any other character.
+local function b64val(s)
+  local x = 0
+  for i = 1, #s do
+    local b, d = string.byte(s, i)
+    if b == 95 then d = 63
+    elseif b == 45 then d = 62
+    elseif b >= 97 and b <= 122 then d = b - 71
+    elseif b >= 65 and b <= 90 then d = b - 65
+    elseif b >= 48 and b <= 57 then d = b + 4
+    else return nil end
+    x = x * 64 + d
+  end
+  return x
+end
+
+-- key_full_at reads a key's state "<id> <full_at x 4>", both in b64num's
+-- base 64: the bucket id and the time in quarter microseconds at which the
+-- key's bucket is full again (a double of Redis's clock is a multiple of a
+-- quarter microsecond, so this is exact; 11 or 12 bytes for ids below
+-- 4,096, which Redis keeps in its smallest string object). A missing
+-- state, another incarnation's (id) or a full_at in the past is a full
+-- bucket (now); a key can owe no more than it holds (now + a full bucket).
 local function key_full_at(sv, id, now, capacity, pm, period)
   local full_at = now
   if sv then
-    local sid, sfa = string.match(sv, '^(%d+) ([0-9.e+]+)$')
-    if sid == id and tonumber(sfa) then full_at = tonumber(sfa) end
+    local sid, sfa = string.match(sv, '^([%w_-]+) ([%w_-]+)$')
+    if sid and b64val(sid) == tonumber(id) then
+      local fa = b64val(sfa)
+      if fa then full_at = fa / 4 end
+    end
   end
   local full = capacity * per_token(pm, period)
   if full_at > now + full then full_at = now + full end
@@ -208,12 +255,23 @@ end
 
 -- key_put writes a key's state; it expires when the key's bucket is full
 -- again (in milliseconds, at least 1, capped like every duration: '%d' of
--- a larger double is undefined).
+-- a larger double is undefined), plus a spread: keys written together
+-- with the same wait must not all expire in the same second, which stalls
+-- Redis. The spread is the last two characters of the state name (base64url
+-- of a hash: 10 bits, h = 0..1023) scaled to at most the wait itself and at most a minute;
+-- a state outliving its full bucket reads as full, so the spread changes
+-- no answer.
+local SPREAD_MS = 60000
 local function key_put(state, id, full_at, now)
   local ttl = math.ceil((full_at - now) / 1000)
   if ttl < 1 then ttl = 1 end
+  local h = 16 * (string.find(B64, string.sub(state, -2, -2), 1, true) - 1)
+    + (string.find(B64, string.sub(state, -1), 1, true) - 1) / 4
+  local w = ttl
+  if w > SPREAD_MS then w = SPREAD_MS end
+  ttl = ttl + math.floor(h * w / 1024)
   if ttl > MAX_US / 1000 then ttl = MAX_US / 1000 end
-  local v = id .. ' ' .. string.format('%.17g', full_at)
+  local v = b64num(tonumber(id)) .. ' ' .. b64num(math.ceil(full_at * 4))
   redis.call('SET', state, v, 'PX', string.format('%d', ttl))
   return v
 end

@@ -3,11 +3,13 @@ package redisscript
 import (
 	"context"
 	"crypto/sha1"
-	"encoding/hex"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,8 +24,8 @@ import (
 // worker writes the config and the prefix overrides into every group, and
 // each exact override into its key's group only.
 //
-// Keys are never put into Redis key names: a key's group and state name
-// come from its SHA-1, so any bytes are safe and no key can reach another
+// Keys are never put into Redis key names: a key's group and state id
+// come from its SHA-1 (the id mixed with the bucket name's hash), so any bytes are safe and no key can reach another
 // group or another key's state (the acquire script checks it).
 
 // KeyGroups is the number of key groups of every keyed bucket.
@@ -76,19 +78,41 @@ func AcquireKeysRaw(ctx context.Context, rdb redis.Scripter, keys []string, app 
 // MaxKeyLength bytes, any content.
 func ValidKey(key string) bool { return len(key) >= 1 && len(key) <= MaxKeyLength }
 
-// KeyHash returns the state id of key (the first 16 hex digits of its
-// SHA-1) and its group (the next 4 hex digits modulo KeyGroups).
-func KeyHash(key string) (state string, group int) {
-	digits, g := KeyDigits(key)
-	return string(digits[:]), g
+// KeyHash returns the state id of key in keyed bucket name (11 base64url
+// characters, see StateID) and its group (the 9th and 10th bytes of the
+// key's SHA-1 modulo KeyGroups).
+func KeyHash(name, key string) (state string, group int) {
+	id, g := StateID(NameHash(name), key)
+	return string(id[:]), g
 }
 
-// KeyDigits is KeyHash with the state id as an array, for callers that
-// build the state key without allocating twice.
-func KeyDigits(key string) (state [16]byte, group int) {
+// GroupOf returns the group of key, in every keyed bucket.
+func GroupOf(key string) int {
 	sum := sha1.Sum([]byte(key))
-	hex.Encode(state[:], sum[:8])
-	return state, (int(sum[8])<<8 | int(sum[9])) % KeyGroups
+	return (int(sum[8])<<8 | int(sum[9])) % KeyGroups
+}
+
+// NameHash is the 64-bit FNV-1a hash of a bucket name that StateID mixes
+// into every state id of the bucket, so that two buckets' states of one
+// key differ although their names share no part of the state key.
+func NameHash(name string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(name); i++ {
+		h ^= uint64(name[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// StateID returns the state id of key in the bucket whose NameHash is nh:
+// the first 8 bytes of the key's SHA-1 (big-endian) XOR nh, in 11
+// unpadded base64url characters; and the key's group.
+func StateID(nh uint64, key string) (id [11]byte, group int) {
+	sum := sha1.Sum([]byte(key))
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], binary.BigEndian.Uint64(sum[:8])^nh)
+	base64.RawURLEncoding.Encode(id[:], b[:])
+	return id, (int(sum[8])<<8 | int(sum[9])) % KeyGroups
 }
 
 // group returns the hash tag of group g of bucket name: "{<name>:<g>}".
@@ -111,19 +135,80 @@ func (ks Keyspace) KeyGroup(name string, g int) string { return ks.group(name, g
 // KeyTombstone returns the tombstone of group g: "<prefix>k{<name>:<g>}:deleted".
 func (ks Keyspace) KeyTombstone(name string, g int) string { return ks.group(name, g) + ":deleted" }
 
+// StatePrefix returns what every state key of group g of keyed bucket
+// name starts with: "<prefix>{<tag>}<g>", where tag is the 3-character
+// hash tag of the group's Cluster slot (SlotTag) and g is the group as
+// one base64url character. The state id follows it. A state key so
+// carries neither the bucket name nor the key: 24 bytes with the default
+// prefix, which Redis keeps in a 32-byte allocation (docs/benchmarks.md,
+// "Bytes per idle key").
+func (ks Keyspace) StatePrefix(name string, g int) string {
+	tag := SlotTag(Slot(name + ":" + strconv.Itoa(g)))
+	p := ks.prefix()
+	b := make([]byte, 0, len(p)+6)
+	b = append(b, p...)
+	b = append(b, '{')
+	b = append(b, tag[:]...)
+	b = append(b, '}', base64url[g])
+	return string(b)
+}
+
 // KeyedKeys are the Redis keys one keyed acquire touches, in KEYS order.
 type KeyedKeys struct {
 	Group  int
 	Config string // the group's hash
-	State  string // the key's state: "<prefix>k{<name>:<g>}<16 hex digits>"
+	State  string // the key's state: StatePrefix and the state id
 }
 
 // Keyed returns the Redis keys of key in keyed bucket name.
 func (ks Keyspace) Keyed(name, key string) KeyedKeys {
-	state, g := KeyHash(key)
-	cfg := ks.group(name, g)
-	return KeyedKeys{Group: g, Config: cfg, State: cfg + state}
+	id, g := StateID(NameHash(name), key)
+	return KeyedKeys{Group: g, Config: ks.group(name, g), State: ks.StatePrefix(name, g) + string(id[:])}
 }
+
+const base64url = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// Slot returns the Redis Cluster slot of a hash tag's content: CRC16
+// (XMODEM) modulo 16384.
+func Slot(tag string) int {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}
+
+// slotTags holds, for every slot, the first 3-character string of
+// base64url characters (in the order of base64url, first character
+// slowest) whose Slot is that slot.
+var slotTags = sync.OnceValue(func() *[16384][3]byte {
+	var t [16384][3]byte
+	var found [16384]bool
+	left := len(t)
+	var s [3]byte
+	for i := 0; i < 64*64*64 && left > 0; i++ {
+		s[0], s[1], s[2] = base64url[i>>12], base64url[i>>6&63], base64url[i&63]
+		if sl := Slot(string(s[:])); !found[sl] {
+			found[sl], t[sl] = true, s
+			left--
+		}
+	}
+	if left > 0 {
+		panic("redisscript: a slot without a 3-character tag")
+	}
+	return &t
+})
+
+// SlotTag returns the 3-character hash tag whose Cluster slot is slot:
+// a state key tagged with it lives where its group's hash does.
+func SlotTag(slot int) [3]byte { return slotTags()[slot] }
 
 // KeyedRegistry returns the set of keyed bucket names the sync worker has
 // written, so that its reconcile finds groups to remove without scanning
@@ -408,8 +493,7 @@ func (o OverrideOutcome) String() string {
 
 func (o Override) groups() []int {
 	if o.Match == MatchExact {
-		_, g := KeyHash(o.Key)
-		return []int{g}
+		return []int{GroupOf(o.Key)}
 	}
 	all := make([]int, KeyGroups)
 	for g := range all {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -12,8 +13,8 @@ import (
 )
 
 // KeyState is what Redis holds about one key of a keyed bucket: the state
-// string the keyed acquire script writes ("<id> <full_at>", see
-// keyed_acquire.lua) and the Redis clock at the read.
+// the keyed acquire script writes (the bucket id and full_at, see
+// lua/keyed.lua) and the Redis clock at the read.
 type KeyState struct {
 	// Exists is false when the key has no state: it is idle, and its
 	// bucket full.
@@ -45,10 +46,8 @@ func ReadKeyState(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name, key
 	if errors.Is(err, redis.Nil) {
 		return st, nil
 	}
-	id, full, ok := strings.Cut(v, " ")
-	idn, err1 := strconv.ParseInt(id, 10, 64)
-	us, err2 := strconv.ParseInt(full, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
+	idn, us, ok := parseKeyState(v)
+	if !ok {
 		return KeyState{}, fmt.Errorf("%w: key state %q", ErrBadAnswer, v)
 	}
 	st.Exists, st.ID, st.FullAt = true, idn, time.UnixMicro(us)
@@ -65,4 +64,39 @@ func (st KeyState) Tokens(id, capacity int64, perSecond float64) float64 {
 	}
 	missing := st.FullAt.Sub(st.Now).Seconds() * perSecond
 	return max(0, float64(capacity)-missing)
+}
+
+// parseKeyState reads a state value "<id> <full_at x 4>", both numbers
+// in base 64 with the digits of base64url, most significant first (see
+// lua/keyed.lua). The decimal form "<id> <full_at>" of older releases is
+// read too: its full_at has 16 digits or more, the base-64 one about 9.
+func parseKeyState(v string) (id, fullAtMicros int64, ok bool) {
+	a, b, found := strings.Cut(v, " ")
+	if !found || a == "" || b == "" {
+		return 0, 0, false
+	}
+	if len(b) >= 15 && strings.Trim(v, "0123456789 .e+") == "" {
+		id, err1 := strconv.ParseInt(a, 10, 64)
+		full, err2 := strconv.ParseFloat(b, 64)
+		return id, int64(math.Ceil(full)), err1 == nil && err2 == nil && !math.IsInf(full, 0) && full < 1e18
+	}
+	idf, ok1 := b64Value(a)
+	quarters, ok2 := b64Value(b)
+	if !ok1 || !ok2 || quarters/4 > 1e18 {
+		return 0, 0, false
+	}
+	return int64(idf), int64(math.Ceil(quarters / 4)), true
+}
+
+// b64Value reads a number the scripts wrote in base 64 (b64num).
+func b64Value(s string) (float64, bool) {
+	var x float64
+	for i := 0; i < len(s); i++ {
+		d := strings.IndexByte(base64url, s[i])
+		if d < 0 {
+			return 0, false
+		}
+		x = x*64 + float64(d)
+	}
+	return x, true
 }

@@ -42,7 +42,7 @@ func TestLuaCoreOneHome(t *testing.T) {
 		"the clock":               "redis.call('TIME')",
 		"the app check":           "',' .. app .. ','",
 		"the override format":     "%d+ %d+ (%d+)",
-		"the key's state format":  "([0-9.e+]+)",
+		"the key's state format":  "([%w_-]+) ([%w_-]+)",
 		"the debt rule":           "until_us(n - tokens",
 		"a key's state write":     "'PX'",
 		"the count format":        "[1-9][0-9]*",

@@ -24,13 +24,13 @@ if n > capacity then
 end
 local tokens, ts = refill(f[5], f[6], now_us(), capacity, pm, period)
 local shadow = f[8] == '1'
-local left, answer = take(tokens, n, capacity, pm, period, shadow)
+local lease, sh
+if ARGV[3] == '2' then
+  lease, sh = tonumber(f[7]) or 0, 0
+  if shadow then sh = 1 end
+end
+local left, answer = take(tokens, n, capacity, pm, period, shadow, lease, sh)
 -- A denial writes nothing: refill is a pure function of time, so the
 -- stored (tokens, ts) pair still yields the same count later.
 if left then put(KEYS[1], left, ts) end
-if ARGV[3] == '2' then
-  answer[8] = tonumber(f[7]) or 0
-  answer[9] = 0
-  if shadow then answer[9] = 1 end
-end
 return answer

@@ -74,24 +74,26 @@ local function until_us(want, pm, period)
 end
 
 -- take answers a request of n tokens from a bucket holding tokens: the
--- tokens left (nil when nothing is taken) and the seven integers {code,
--- remaining, retry_us, reset_us, capacity, permits_micro, period}. Granted
--- when tokens >= n. Otherwise nothing is taken and the code is 0 denied,
--- or 2 would deny for a bucket in shadow mode; retry_us is the wait until
--- the bucket holds n, from its actual count: a bucket in debt waits for
--- the debt and then n (docs/protocol.md, "Debt"). remaining is never
--- below 0.
-local function take(tokens, n, capacity, pm, period, shadow)
+-- tokens left (nil when nothing is taken) and the answer {code, remaining,
+-- retry_us, reset_us, capacity, permits_micro, period}, followed by x8 and
+-- x9 when given (a nil ends the answer). Granted when tokens >= n.
+-- Otherwise nothing is taken and the code is 0 denied, or 2 would deny for
+-- a bucket in shadow mode; retry_us is the wait until the bucket holds n,
+-- from its actual count: a bucket in debt waits for the debt and then n
+-- (docs/protocol.md, "Debt"). remaining is never below 0. The answer is
+-- built in one constructor: a table that grows after it is built is
+-- rehashed, which costs more than the arithmetic.
+local function take(tokens, n, capacity, pm, period, shadow, x8, x9)
   if tokens >= n then
     local left = tokens - n
-    return left, {1, math.floor(left), 0, until_us(capacity - left, pm, period), capacity, pm, period}
+    return left, {1, math.floor(left), 0, until_us(capacity - left, pm, period), capacity, pm, period, x8, x9}
   end
   local code = 0
   if shadow then code = 2 end
   local rem = math.floor(tokens)
   if rem < 0 then rem = 0 end
   return nil, {code, rem, until_us(n - tokens, pm, period), until_us(capacity - tokens, pm, period), capacity, pm,
-    period}
+    period, x8, x9}
 end
 
 -- put writes a bucket's tokens and ts: a whole count prints the same with

@@ -2,7 +2,7 @@
 -- Sluice keyed acquire: take ARGV[2] tokens for app ARGV[1] from the state
 -- of key ARGV[3] in a keyed bucket. KEYS[1] is the hash of the key's group
 -- (the bucket's config and its overrides), KEYS[2] the key's state; both
--- share the group's hash tag. The answer is the plain acquire's seven
+-- are in the group's Cluster slot. The answer is the plain acquire's seven
 -- integers and an eighth, the source of the limit (0 the bucket's, 1 an
 -- exact override, 2 a prefix override); code -5 is an invalid key
 -- (docs/protocol.md). Shadow mode: where the bucket or the override that
@@ -16,10 +16,11 @@
 -- one MGET of their states, which is what makes the call cheaper than
 -- separate ones.
 --
--- A key's state is one string "<id> <full_at>": the bucket id (a recreated
--- bucket ignores the state of the old one) and the time in microseconds at
--- which the key's bucket is full again. The key expires then, so an idle
--- key costs nothing and a missing key is a full bucket.
+-- A key's state is one string "<id> <full_at x 4>" (base 64, see
+-- key_full_at): the bucket id (a recreated bucket ignores the state of the
+-- old one) and the time at which the key's bucket is full again. The key
+-- expires then, so an idle key costs nothing and a missing key is a full
+-- bucket.
 local app = ARGV[1]
 local count_ = math.floor(#KEYS / 2)
 if count_ < 1 then

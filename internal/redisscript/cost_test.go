@@ -1,0 +1,281 @@
+package redisscript_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/testenv"
+)
+
+// BenchmarkAcquireCommandTime measures Redis's time inside the acquire
+// script per call (usec_per_call of INFO commandstats) against the
+// minimal token bucket of bench/plain.lua, on a private redis-server, with
+// calls sent 100 to a pipeline. The scripts take turns within each round,
+// so that load from the rest of the machine falls on both; each figure is
+// the best of the rounds. Run it alone:
+//
+//	go test -run '^$' -bench AcquireCommandTime -benchtime 1x ./internal/redisscript/
+func BenchmarkAcquireCommandTime(b *testing.B) {
+	plain, err := os.ReadFile("../../bench/plain.lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := testenv.StartRedis(b)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	ks := redisscript.Keyspace{Prefix: "cost:"}
+	cfg := redisscript.Config{Name: "cost", ID: 1, Version: 1, Capacity: 1_000_000_000,
+		PermitsMicro: 1_000_000_000_000, PeriodSeconds: 1, Apps: []string{"app"}}
+	if _, err := redisscript.Apply(ctx, rdb, ks, cfg, false); err != nil {
+		b.Fatal(err)
+	}
+	plainSHA, err := rdb.ScriptLoad(ctx, string(plain)).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := redisscript.AcquireScript.Source()
+	if alt := os.Getenv("SLUICE_ACQUIRE_LUA"); alt != "" {
+		raw, err := os.ReadFile(alt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		src = string(raw)
+	}
+	acqSHA, err := rdb.ScriptLoad(ctx, src).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	type script struct {
+		name, sha string
+		keys      []string
+		args      []any
+	}
+	scripts := []script{
+		{"acquire", acqSHA, []string{ks.Bucket(cfg.Name)}, []any{"app", "1", "2"}},
+		{"plain", plainSHA, []string{"cost:plain"}, []any{1_000_000_000, 1_000_000, 1}},
+	}
+	// Short rounds and many of them: the best of many short samples is
+	// the figure least disturbed by other work on the machine.
+	const calls, batch, rounds = 4_000, 100, 30
+	best := map[string]float64{}
+	for range b.N {
+		for range rounds {
+			for _, s := range scripts {
+				if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				pipe := rdb.Pipeline()
+				for sent := 0; sent < calls; sent += batch {
+					for range batch {
+						pipe.EvalSha(ctx, s.sha, s.keys, s.args...)
+					}
+					if _, err := pipe.Exec(ctx); err != nil {
+						b.Fatalf("%s: %v", s.name, err)
+					}
+				}
+				us, err := evalshaUsecPerCall(ctx, rdb)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if v, ok := best[s.name]; !ok || us < v {
+					best[s.name] = us
+				}
+			}
+		}
+	}
+	b.ReportMetric(best["acquire"], "acquire-µs/call")
+	b.ReportMetric(best["plain"], "plain-µs/call")
+	b.ReportMetric(best["acquire"]/best["plain"], "ratio")
+}
+
+// evalshaUsecPerCall reads EVALSHA's usec_per_call from INFO commandstats.
+func evalshaUsecPerCall(ctx context.Context, rdb *redis.Client) (float64, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for kv := range strings.SplitSeq(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "usec_per_call="); ok {
+				return strconv.ParseFloat(v, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("no evalsha in commandstats")
+}
+
+// BenchmarkIdleKeyBytes records Redis used_memory per idle key of a keyed
+// bucket with a 16-character name: SLUICE_IDLE_KEYS keys (100,000 unless
+// set) each take one token, then used_memory's growth over the count is
+// the cost of one idle key. Run it alone:
+//
+//	go test -run '^$' -bench IdleKeyBytes -benchtime 1x ./internal/redisscript/
+func BenchmarkIdleKeyBytes(b *testing.B) {
+	count := 100_000
+	if s := os.Getenv("SLUICE_IDLE_KEYS"); s != "" {
+		var err error
+		if count, err = strconv.Atoi(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	srv := testenv.StartRedis(b)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	var ks redisscript.Keyspace
+	// A token takes a million seconds to refill: no key expires during
+	// the measurement.
+	cfg := redisscript.Config{Name: "per-user-api-v01", ID: 1, Version: 1, Capacity: 100,
+		PermitsMicro: 1, PeriodSeconds: 1, Apps: []string{"app"}}
+	if _, err := redisscript.ApplyKeyed(ctx, rdb, ks, cfg, false); err != nil {
+		b.Fatal(err)
+	}
+	sha, err := rdb.ScriptLoad(ctx, redisscript.KeyedAcquireScript.Source()).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range b.N {
+		if err := rdb.FlushAll(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := redisscript.ApplyKeyed(ctx, rdb, ks, cfg, false); err != nil {
+			b.Fatal(err)
+		}
+		before, err := usedMemory(ctx, rdb)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pipe := rdb.Pipeline()
+		for i := range count {
+			key := "user-" + strconv.Itoa(i)
+			k := ks.Keyed(cfg.Name, key)
+			pipe.EvalSha(ctx, sha, []string{k.Config, k.State}, "app", "1", key)
+			if pipe.Len() == 1000 || i == count-1 {
+				cmds, err := pipe.Exec(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, c := range cmds {
+					if v, _ := c.(*redis.Cmd).Int64Slice(); len(v) != 8 || v[0] != 1 {
+						b.Fatalf("acquire answered %v", v)
+					}
+				}
+			}
+		}
+		if n, err := rdb.DBSize(ctx).Result(); err != nil || n < int64(count) {
+			b.Fatalf("dbsize %d, %v", n, err)
+		}
+		after, err := usedMemory(ctx, rdb)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(after-before)/float64(count), "bytes/idle-key")
+	}
+}
+
+// usedMemory reads used_memory from INFO memory.
+func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no used_memory in INFO")
+}
+
+// BenchmarkIdleKeyLayouts records what layouts of a key's state cost per
+// idle key, written directly with SET ... PX (no script): the layout of
+// earlier releases ("<prefix>k{<name>:<g>}" and 16 hex digits, "<id>
+// <full_at>" in decimal), a 9-byte value, a 23-byte name
+// ("<prefix>{<3 characters>}<11 base64url characters>"), and both. The
+// 3-character tag here is drawn from the key's hash; a slot's tag costs
+// the same. SLUICE_IDLE_KEYS sets the count (100,000 unless set).
+//
+//	go test -run '^$' -bench IdleKeyLayouts -benchtime 1x ./internal/redisscript/
+func BenchmarkIdleKeyLayouts(b *testing.B) {
+	count := 100_000
+	if s := os.Getenv("SLUICE_IDLE_KEYS"); s != "" {
+		var err error
+		if count, err = strconv.Atoi(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	srv := testenv.StartRedis(b)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	const fullAt = 1764570000123456.5
+	textValue := func(i int) string { return "1 " + strconv.FormatFloat(fullAt+float64(i), 'g', 17, 64) }
+	binValue := func(i int) string {
+		return string(binary.LittleEndian.AppendUint64(nil, math.Float64bits(fullAt+float64(i)))) + "1"
+	}
+	oldKey := func(i int) string {
+		key := "user-" + strconv.Itoa(i)
+		sum := sha1.Sum([]byte(key))
+		return "sluice:k{per-user-api-v01:" + strconv.Itoa(redisscript.GroupOf(key)) + "}" + hex.EncodeToString(sum[:8])
+	}
+	shortKey := func(i int) string {
+		sum := sha1.Sum([]byte("user-" + strconv.Itoa(i)))
+		return "sluice:{" + base64.RawURLEncoding.EncodeToString(sum[10:13])[:3] + "}" +
+			base64.RawURLEncoding.EncodeToString(sum[:8])
+	}
+	layouts := []struct {
+		name       string
+		key, value func(int) string
+	}{
+		{"before", oldKey, textValue},
+		{"binary-value", oldKey, binValue},
+		{"short-key", shortKey, textValue},
+		{"short-key+binary-value", shortKey, binValue},
+	}
+	for range b.N {
+		for _, l := range layouts {
+			if err := rdb.FlushAll(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			before, err := usedMemory(ctx, rdb)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pipe := rdb.Pipeline()
+			for i := range count {
+				pipe.Set(ctx, l.key(i), l.value(i), time.Hour+time.Duration(i%60_000)*time.Millisecond)
+				if pipe.Len() == 1000 || i == count-1 {
+					if _, err := pipe.Exec(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if n, err := rdb.DBSize(ctx).Result(); err != nil || n != int64(count) {
+				b.Fatalf("%s: dbsize %d, %v", l.name, n, err)
+			}
+			after, err := usedMemory(ctx, rdb)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(after-before)/float64(count), l.name+"-bytes/key")
+		}
+	}
+}
