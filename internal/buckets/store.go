@@ -177,7 +177,7 @@ func get(ctx context.Context, q sqlx.QueryerContext, name string) (*Bucket, erro
 
 // lock takes the row lock of the bucket named name in tx and returns the
 // bucket as committed. Only the bucket row is locked, not its owner app's.
-func lock(ctx context.Context, tx *sqlx.Tx, name string) (*Bucket, error) {
+func lock(ctx context.Context, tx *database.Tx, name string) (*Bucket, error) {
 	if !names.Valid(name) {
 		return nil, notFound(name)
 	}
@@ -208,7 +208,7 @@ func (s *Store) Definition(ctx context.Context, name string) (*Bucket, error) {
 // two queries, whatever the number of buckets.
 func (s *Store) Definitions(ctx context.Context) ([]*Bucket, error) {
 	var out []*Bucket
-	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		// Sorted here, not by the server: with the owner app joined, an
 		// ORDER BY made MariaDB copy every row (description included) into
 		// a temporary table on disk to sort it.
@@ -326,7 +326,7 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 
 // appIDs resolves the owner and allowed apps of b to ids, reporting unknown
 // names as a *errs.Validation.
-func appIDs(ctx context.Context, tx *sqlx.Tx, b *Bucket) (owner int64, allowed []int64, err error) {
+func appIDs(ctx context.Context, tx *database.Tx, b *Bucket) (owner int64, allowed []int64, err error) {
 	names := append([]string{b.OwnerApp}, b.AllowedApps...)
 	query, args, err := sqlx.In(`SELECT id, name FROM apps WHERE name IN (?)`, names)
 	if err != nil {
@@ -368,7 +368,7 @@ func appIDs(ctx context.Context, tx *sqlx.Tx, b *Bucket) (owner int64, allowed [
 	return owner, allowed, nil
 }
 
-func insertApps(ctx context.Context, tx *sqlx.Tx, bucketID int64, appIDs []int64) error {
+func insertApps(ctx context.Context, tx *database.Tx, bucketID int64, appIDs []int64) error {
 	if len(appIDs) == 0 {
 		return nil
 	}
@@ -393,7 +393,7 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 	n := *b
 	n.AllowedApps = slices.Clone(b.AllowedApps)
 	n.Stamp = database.NewStamp(actor.User)
-	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		owner, allowed, err := appIDs(ctx, tx, &n)
 		if err != nil {
 			return err
@@ -438,7 +438,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 		return err
 	}
 	var saved Bucket
-	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		old, err := lock(ctx, tx, b.Name)
 		if err != nil {
 			return err
@@ -483,7 +483,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 
 // recordChange writes the outbox event and the audit row of bucket n, created
 // (old is nil) or updated from old, in the transaction that saved it.
-func recordChange(ctx context.Context, tx *sqlx.Tx, actor audit.Actor, old, n *Bucket) error {
+func recordChange(ctx context.Context, tx *database.Tx, actor audit.Actor, old, n *Bucket) error {
 	if err := writeEvent(ctx, tx, OpUpsert, n, n.Version); err != nil {
 		return err
 	}
@@ -516,7 +516,7 @@ type Expect struct {
 // bearing its name may be invisible to them); a newer version an
 // *errs.Stale. Either way nothing is deleted.
 func (s *Store) Delete(ctx context.Context, actor audit.Actor, name string, want Expect) error {
-	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	return database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		old, err := lock(ctx, tx, name)
 		if err != nil {
 			return err
