@@ -142,19 +142,10 @@ func (s *Store) ListRanked(ctx context.Context, f RankedFilter) (RankedPage, err
 	// EXISTS cannot use an index, so counting would read every bucket;
 	// the union reads only the buckets of the apps named.
 	from := ` FROM bucket_usage u JOIN buckets b ON b.name = u.bucket_name JOIN apps o ON o.id = b.owner_app_id`
-	var joins [][]string
-	if f.App != "" {
-		joins = append(joins, []string{f.App})
-	}
-	if f.VisibleTo != nil {
-		joins = append(joins, f.VisibleTo)
-	}
 	var joinArgs []any
-	for i, appNames := range joins {
+	for i, appNames := range f.ofApps() {
 		v := "v" + strconv.Itoa(i)
-		from += ` JOIN (SELECT ` + v + `b.id FROM buckets ` + v + `b JOIN apps ` + v + `o ON ` + v + `o.id = ` + v + `b.owner_app_id
-			WHERE ` + v + `o.name IN (?) UNION SELECT ` + v + `ba.bucket_id FROM bucket_apps ` + v + `ba JOIN apps ` + v + `a
-			ON ` + v + `a.id = ` + v + `ba.app_id WHERE ` + v + `a.name IN (?)) ` + v + ` ON ` + v + `.id = b.id`
+		from += ` JOIN (` + ofAppsSQL(v) + `) ` + v + ` ON ` + v + `.id = b.id`
 		joinArgs = append(joinArgs, appNames, appNames)
 	}
 	var where []string
