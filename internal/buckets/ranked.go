@@ -207,12 +207,7 @@ func (s *Store) ListRanked(ctx context.Context, f RankedFilter) (RankedPage, err
 		return RankedPage{}, fmt.Errorf("list ranked buckets: %w", database.Translate(err))
 	}
 	more := len(rows) > limit
-	if more {
-		rows = rows[:limit]
-	}
-	if backward {
-		slices.Reverse(rows)
-	}
+	rows, next, prev := database.Keyset(rows, limit, backward, f.After.Name != "")
 	for i := range rows {
 		b, err := rows[i].bucket()
 		if err != nil {
@@ -232,21 +227,11 @@ func (s *Store) ListRanked(ctx context.Context, f RankedFilter) (RankedPage, err
 	cursor := func(i int) string {
 		return RankCursor{Count: rows[i].Count, Name: rows[i].Name, Pos: page.Offset + i}.String()
 	}
-	switch {
-	case backward:
-		if more {
-			page.Prev = cursor(0)
-		}
-		if len(rows) > 0 {
-			page.Next = cursor(len(rows) - 1)
-		}
-	default:
-		if more {
-			page.Next = cursor(limit - 1)
-		}
-		if f.After.Name != "" && len(rows) > 0 {
-			page.Prev = cursor(0)
-		}
+	if next >= 0 {
+		page.Next = cursor(next)
+	}
+	if prev >= 0 {
+		page.Prev = cursor(prev)
 	}
 	if page.Buckets == nil {
 		page.Buckets = []*Bucket{}

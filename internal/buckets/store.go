@@ -307,25 +307,12 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	if err != nil {
 		return Page{}, fmt.Errorf("list buckets: %w", err)
 	}
-	more := len(bs) > limit
-	if more {
-		bs = bs[:limit]
+	bs, next, prev := database.Keyset(bs, limit, backward, f.After != "")
+	if next >= 0 {
+		page.Next = bs[next].Name
 	}
-	if backward {
-		slices.Reverse(bs)
-		if more {
-			page.Prev = bs[0].Name
-		}
-		if len(bs) > 0 {
-			page.Next = bs[len(bs)-1].Name
-		}
-	} else {
-		if more {
-			page.Next = bs[limit-1].Name
-		}
-		if f.After != "" && len(bs) > 0 {
-			page.Prev = bs[0].Name
-		}
+	if prev >= 0 {
+		page.Prev = bs[prev].Name
 	}
 	if len(bs) > 0 && (f.After != "" || f.Before != "") {
 		// The page's position is one more count on the name index, so a
