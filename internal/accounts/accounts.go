@@ -127,7 +127,7 @@ func (s *Store) CreateUser(ctx context.Context, actor audit.Actor, username, pas
 	}
 	u := &User{Username: username, CreatedAt: s.now()}
 	u.UpdatedAt = u.CreatedAt
-	err = database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err = database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		id, err := database.Insert(ctx, tx, `INSERT INTO users (username, password_hash, disabled, created_at, updated_at)
 			VALUES (?, ?, FALSE, ?, ?)`, username, hash, u.CreatedAt, u.UpdatedAt)
 		if database.IsDuplicate(err) {
@@ -159,7 +159,7 @@ func (s *Store) SetPassword(ctx context.Context, actor audit.Actor, username, pa
 	if err != nil {
 		return err
 	}
-	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	return database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		u, err := userBy(ctx, tx, "username", username, true)
 		if err != nil {
 			return err
@@ -211,7 +211,7 @@ func (s *Store) ChangePassword(ctx context.Context, actor audit.Actor, userID in
 	if err != nil {
 		return err
 	}
-	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	return database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		// Only over the hash just checked: a password changed meanwhile
 		// (by an admin's reset, or another tab) is not overwritten.
 		res, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = ?, updated_at = ?
@@ -238,7 +238,7 @@ func (s *Store) ChangePassword(ctx context.Context, actor audit.Actor, userID in
 // ends its sessions and revokes its API tokens: enabling it again brings
 // none of them back.
 func (s *Store) SetDisabled(ctx context.Context, actor audit.Actor, username string, disabled bool) error {
-	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	return database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		u, err := userBy(ctx, tx, "username", username, true)
 		if err != nil {
 			return err

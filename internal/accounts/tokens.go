@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/bearer"
 	"github.com/sluicehq/sluice/internal/database"
@@ -55,7 +53,7 @@ func (s *Store) CreateToken(ctx context.Context, actor audit.Actor, userID int64
 	}
 	name, plaintext := nt.Name, nt.Plaintext
 	t := &Token{UserID: userID, Name: name, Prefix: nt.Display, CreatedAt: now, ExpiresAt: nt.ExpiresAt}
-	err = database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err = database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		u, err := userBy(ctx, tx, "id", userID, true)
 		if err != nil {
 			return err
@@ -98,7 +96,7 @@ func (s *Store) Tokens(ctx context.Context, userID int64) ([]*Token, error) {
 // errs.ErrNotFound. The revocation is audited, naming the token's owner:
 // admins revoke other users' tokens with it (see TokensOf).
 func (s *Store) RevokeToken(ctx context.Context, actor audit.Actor, userID, id int64) error {
-	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	return database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		u, err := userBy(ctx, tx, "id", userID, false)
 		if err != nil {
 			return apiTokens.NotFound(id)
@@ -136,7 +134,7 @@ func (s *Store) TokensOf(ctx context.Context, username string) (*User, []*Token,
 
 // revokeTokens revokes every token of the user with userID not revoked yet
 // and returns how many, inside tx, the change that calls for it.
-func revokeTokens(ctx context.Context, tx *sqlx.Tx, userID int64, now time.Time) (int64, error) {
+func revokeTokens(ctx context.Context, tx *database.Tx, userID int64, now time.Time) (int64, error) {
 	n, err := database.ExecCount(ctx, tx, `UPDATE api_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL`, now, userID)
 	if err != nil {
 		return 0, fmt.Errorf("revoke tokens of user %d: %w", userID, err)

@@ -115,7 +115,7 @@ func (e *env) admin(name string) string {
 func (e *env) app(name, owner string) {
 	e.t.Helper()
 	ctx := context.Background()
-	err := e.apps.Create(ctx, setup, &apps.App{Name: name}, func(ctx context.Context, tx *sqlx.Tx) error {
+	err := e.apps.Create(ctx, setup, &apps.App{Name: name}, func(ctx context.Context, tx *database.Tx) error {
 		return e.enf.GrantTx(ctx, tx, owner, name, rbac.RoleOwner)
 	})
 	if err != nil {

@@ -53,13 +53,13 @@ const columns = `id, name, description, version, created_by, updated_by, created
 // Each of also runs in the same transaction after the insert, so that, for
 // example, the creator's owner role commits or fails together with the app.
 // A taken name gives an error matching errs.ErrConflict.
-func (s *Store) Create(ctx context.Context, actor audit.Actor, a *App, also ...func(ctx context.Context, tx *sqlx.Tx) error) error {
+func (s *Store) Create(ctx context.Context, actor audit.Actor, a *App, also ...func(ctx context.Context, tx *database.Tx) error) error {
 	if err := a.Validate(); err != nil {
 		return err
 	}
 	n := *a
 	n.Stamp = database.NewStamp(actor.User)
-	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		id, err := database.Insert(ctx, tx, `INSERT INTO apps
 			(name, description, version, created_by, created_at, updated_by, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -76,8 +77,8 @@ func TestCreateGetUpdate(t *testing.T) {
 func TestCreateAlsoRunsInTransaction(t *testing.T) {
 	db := testenv.MySQL(t)
 	s := apps.NewStore(db)
-	grant := func(app string) func(ctx context.Context, tx *sqlx.Tx) error {
-		return func(ctx context.Context, tx *sqlx.Tx) error {
+	grant := func(app string) func(ctx context.Context, tx *database.Tx) error {
+		return func(ctx context.Context, tx *database.Tx) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO casbin_rule (ptype, v0, v1, v2) VALUES ('g', 'alice', 'owner', ?)`, app)
 			return err
 		}
@@ -91,7 +92,7 @@ func TestCreateAlsoRunsInTransaction(t *testing.T) {
 	// A failing step rolls the whole registration back.
 	boom := errors.New("boom")
 	a := &apps.App{Name: "search"}
-	err := s.Create(ctx, alice, a, grant("search"), func(context.Context, *sqlx.Tx) error { return boom })
+	err := s.Create(ctx, alice, a, grant("search"), func(context.Context, *database.Tx) error { return boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("Create = %v; want the step's error", err)
 	}

@@ -98,7 +98,7 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, app, name string,
 	}
 	name, secret := nt.Name, nt.Plaintext
 	t := &Token{App: app, Name: name, Scope: ScopeAcquire, Prefix: nt.Display, CreatedBy: actor.User, CreatedAt: now, ExpiresAt: nt.ExpiresAt}
-	err = database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err = database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		var appID int64
 		err := tx.GetContext(ctx, &appID, `SELECT id FROM apps WHERE name = ?`, app)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -147,7 +147,7 @@ func (s *Store) List(ctx context.Context, app string) ([]*Token, error) {
 // their next refresh). A token that does not exist, is another app's or is
 // already revoked gives errs.ErrNotFound. The revocation is audited.
 func (s *Store) Revoke(ctx context.Context, actor audit.Actor, app string, id int64) error {
-	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	return database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		var t Token
 		now := s.now()
 		if err := appTokens.Revoke(ctx, tx, id, now, &t,

@@ -137,25 +137,18 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	if entries == nil {
 		entries = []Entry{}
 	}
-	page := Page{Entries: entries}
-	more := len(page.Entries) > limit
-	if more {
-		page.Entries = page.Entries[:limit]
+	// Older pages are read newest first, away from the cursor; a newer
+	// page oldest first from it, then shown newest first, and the older
+	// page is the one the cursor came from. Going older, Prev stays 0: the
+	// caller knows it came from a newer page.
+	var page Page
+	var next, prev int
+	page.Entries, next, prev = database.Keyset(entries, limit, !older, false)
+	if next >= 0 {
+		page.Next = page.Entries[next].ID
 	}
-	if older {
-		if more {
-			page.Next = page.Entries[limit-1].ID
-		}
-		return page, nil
-	}
-	// Read oldest first from the cursor: show newest first. The older page
-	// is the one the cursor came from.
-	slices.Reverse(page.Entries)
-	if len(page.Entries) > 0 {
-		page.Next = page.Entries[len(page.Entries)-1].ID
-		if more {
-			page.Prev = page.Entries[0].ID
-		}
+	if prev >= 0 {
+		page.Prev = page.Entries[prev].ID
 	}
 	return page, nil
 }

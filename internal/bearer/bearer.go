@@ -50,7 +50,7 @@ func (t Table) NotFound(id int64) error {
 // dst and locks its row: it selects token id only while it is not revoked
 // (and only if it is the caller's, where that matters), so that a token
 // revoked already, or another's, gives errs.ErrNotFound.
-func (t Table) Revoke(ctx context.Context, tx *sqlx.Tx, id int64, now time.Time, dst any, lock string, args ...any) error {
+func (t Table) Revoke(ctx context.Context, tx *database.Tx, id int64, now time.Time, dst any, lock string, args ...any) error {
 	err := tx.GetContext(ctx, dst, lock, args...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t.NotFound(id)

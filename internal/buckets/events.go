@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/sluicehq/sluice/internal/database"
 )
 
@@ -72,19 +70,19 @@ const (
 )
 
 // writeEvent records a change of bucket b, of the given version.
-func writeEvent(ctx context.Context, tx *sqlx.Tx, op Op, b *Bucket, version int64) error {
+func writeEvent(ctx context.Context, tx *database.Tx, op Op, b *Bucket, version int64) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO bucket_events (bucket_id, bucket_name, op, version, keyed, created_at)
-		VALUES (?, ?, ?, ?, ?, ?)`, b.ID, b.Name, string(op), version, b.Keyed, database.Now()); err != nil {
+		VALUES (?, ?, ?, ?, ?, ?)`, b.ID, b.Name, string(op), version, b.Keyed, tx.Now()); err != nil {
 		return fmt.Errorf("write change event of %q: %w", b.Name, database.Translate(err))
 	}
 	return nil
 }
 
 // writeOverrideEvent records a change of override o of keyed bucket b.
-func writeOverrideEvent(ctx context.Context, tx *sqlx.Tx, op Op, b *Bucket, o *Override, version int64) error {
+func writeOverrideEvent(ctx context.Context, tx *database.Tx, op Op, b *Bucket, o *Override, version int64) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO bucket_events (bucket_id, bucket_name, op, version, keyed,
 		override_id, override_match, override_key, created_at) VALUES (?, ?, ?, ?, TRUE, ?, ?, ?, ?)`,
-		b.ID, b.Name, string(op), version, o.ID, string(o.Match), []byte(o.Key), database.Now()); err != nil {
+		b.ID, b.Name, string(op), version, o.ID, string(o.Match), []byte(o.Key), tx.Now()); err != nil {
 		return fmt.Errorf("write change event of an override of %q: %w", b.Name, database.Translate(err))
 	}
 	return nil

@@ -82,7 +82,7 @@ func notKeyed(name string) error {
 // lockKeyed locks the keyed bucket named name in tx: override changes take
 // the bucket's row lock, so that a bucket's events (its own and its
 // overrides') are written in commit order.
-func lockKeyed(ctx context.Context, tx *sqlx.Tx, name string) (*Bucket, error) {
+func lockKeyed(ctx context.Context, tx *database.Tx, name string) (*Bucket, error) {
 	b, err := lock(ctx, tx, name)
 	if err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func lockKeyed(ctx context.Context, tx *sqlx.Tx, name string) (*Bucket, error) {
 
 // lockOverride takes the row lock of override id, which must belong to
 // bucket b, and returns it as committed.
-func lockOverride(ctx context.Context, tx *sqlx.Tx, b *Bucket, id int64) (*Override, error) {
+func lockOverride(ctx context.Context, tx *database.Tx, b *Bucket, id int64) (*Override, error) {
 	// A locking read returns the latest saved row, not the snapshot of an
 	// earlier read in tx, so the version checked is the version replaced
 	// even for a writer that did not take the bucket's lock first.
@@ -124,7 +124,7 @@ func overrideAudit(action string, b *Bucket, before, after *Override) audit.Entr
 // recordOverrideChange writes the outbox event and the audit row of override n of
 // bucket b, created (old is nil) or updated from old, in the transaction
 // that saved it.
-func recordOverrideChange(ctx context.Context, tx *sqlx.Tx, actor audit.Actor, b *Bucket, old, n *Override) error {
+func recordOverrideChange(ctx context.Context, tx *database.Tx, actor audit.Actor, b *Bucket, old, n *Override) error {
 	if err := writeOverrideEvent(ctx, tx, OpOverrideUpsert, b, n, n.Version); err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (s *Store) CreateOverride(ctx context.Context, actor audit.Actor, o *Overri
 	}
 	n := *o
 	n.Stamp = database.NewStamp(actor.User)
-	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		b, err := lockKeyed(ctx, tx, n.Bucket)
 		if err != nil {
 			return err
@@ -192,7 +192,7 @@ func (s *Store) UpdateOverride(ctx context.Context, actor audit.Actor, o *Overri
 		return err
 	}
 	var saved Override
-	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		b, err := lockKeyed(ctx, tx, o.Bucket)
 		if err != nil {
 			return err
@@ -227,7 +227,7 @@ func (s *Store) UpdateOverride(ctx context.Context, actor audit.Actor, o *Overri
 // *errs.Stale and deletes nothing. The keys of the override
 // get the bucket's limit again (or a less specific override's).
 func (s *Store) DeleteOverride(ctx context.Context, actor audit.Actor, bucket string, id, version int64) error {
-	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	return database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		b, err := lockKeyed(ctx, tx, bucket)
 		if err != nil {
 			return err

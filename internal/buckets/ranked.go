@@ -142,19 +142,10 @@ func (s *Store) ListRanked(ctx context.Context, f RankedFilter) (RankedPage, err
 	// EXISTS cannot use an index, so counting would read every bucket;
 	// the union reads only the buckets of the apps named.
 	from := ` FROM bucket_usage u JOIN buckets b ON b.name = u.bucket_name JOIN apps o ON o.id = b.owner_app_id`
-	var joins [][]string
-	if f.App != "" {
-		joins = append(joins, []string{f.App})
-	}
-	if f.VisibleTo != nil {
-		joins = append(joins, f.VisibleTo)
-	}
 	var joinArgs []any
-	for i, appNames := range joins {
+	for i, appNames := range f.ofApps() {
 		v := "v" + strconv.Itoa(i)
-		from += ` JOIN (SELECT ` + v + `b.id FROM buckets ` + v + `b JOIN apps ` + v + `o ON ` + v + `o.id = ` + v + `b.owner_app_id
-			WHERE ` + v + `o.name IN (?) UNION SELECT ` + v + `ba.bucket_id FROM bucket_apps ` + v + `ba JOIN apps ` + v + `a
-			ON ` + v + `a.id = ` + v + `ba.app_id WHERE ` + v + `a.name IN (?)) ` + v + ` ON ` + v + `.id = b.id`
+		from += ` JOIN (` + ofAppsSQL(v) + `) ` + v + ` ON ` + v + `.id = b.id`
 		joinArgs = append(joinArgs, appNames, appNames)
 	}
 	var where []string
@@ -216,12 +207,7 @@ func (s *Store) ListRanked(ctx context.Context, f RankedFilter) (RankedPage, err
 		return RankedPage{}, fmt.Errorf("list ranked buckets: %w", database.Translate(err))
 	}
 	more := len(rows) > limit
-	if more {
-		rows = rows[:limit]
-	}
-	if backward {
-		slices.Reverse(rows)
-	}
+	rows, next, prev := database.Keyset(rows, limit, backward, f.After.Name != "")
 	for i := range rows {
 		b, err := rows[i].bucket()
 		if err != nil {
@@ -241,21 +227,11 @@ func (s *Store) ListRanked(ctx context.Context, f RankedFilter) (RankedPage, err
 	cursor := func(i int) string {
 		return RankCursor{Count: rows[i].Count, Name: rows[i].Name, Pos: page.Offset + i}.String()
 	}
-	switch {
-	case backward:
-		if more {
-			page.Prev = cursor(0)
-		}
-		if len(rows) > 0 {
-			page.Next = cursor(len(rows) - 1)
-		}
-	default:
-		if more {
-			page.Next = cursor(limit - 1)
-		}
-		if f.After.Name != "" && len(rows) > 0 {
-			page.Prev = cursor(0)
-		}
+	if next >= 0 {
+		page.Next = cursor(next)
+	}
+	if prev >= 0 {
+		page.Prev = cursor(prev)
 	}
 	if page.Buckets == nil {
 		page.Buckets = []*Bucket{}

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisscript"
@@ -150,7 +151,7 @@ func (e *env) user(name string, admin bool) *accounts.User {
 // app registers an app owned by owner.
 func (e *env) app(name, owner string) {
 	e.t.Helper()
-	err := e.apps.Create(context.Background(), e.system, &apps.App{Name: name}, func(ctx context.Context, tx *sqlx.Tx) error {
+	err := e.apps.Create(context.Background(), e.system, &apps.App{Name: name}, func(ctx context.Context, tx *database.Tx) error {
 		return e.enf.GrantTx(ctx, tx, owner, name, rbac.RoleOwner)
 	})
 	if err != nil {

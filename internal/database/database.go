@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -97,60 +96,46 @@ func Open(ctx context.Context, dsn string, opts Options) (*sqlx.DB, error) {
 	return db, nil
 }
 
+// Tx is a transaction InTx runs: the statements of *sqlx.Tx, the time
+// the transaction began (Now, the one timestamp of every row it writes)
+// and the functions to run once it has committed. It lives only as long
+// as InTx's fn; the zero value is not usable.
+type Tx struct {
+	*sqlx.Tx
+	now   time.Time
+	hooks []func()
+}
+
+// Now is the time the transaction began, as the database.Now of that
+// moment: every row written in it can carry the same time.
+func (tx *Tx) Now() time.Time { return tx.now }
+
+// AfterCommit arranges for fn to run once tx has committed, before InTx
+// returns; it never runs if tx rolls back or its commit fails. Work that
+// must only follow committed state (in-memory copies of stored data)
+// belongs here. Only fn's goroutine may call it.
+func (tx *Tx) AfterCommit(fn func()) { tx.hooks = append(tx.hooks, fn) }
+
 // InTx runs fn in a transaction, committing when fn returns nil and rolling
-// back otherwise. Functions registered with AfterCommit run once the commit
-// succeeded, before InTx returns.
-func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
-	tx, err := db.BeginTxx(ctx, nil)
+// back otherwise. Functions registered with tx.AfterCommit run once the
+// commit succeeded, before InTx returns.
+func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *Tx) error) error {
+	stx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", Translate(err))
 	}
-	hooks := &commitHooks{}
-	pending.Store(tx, hooks)
-	defer pending.Delete(tx)
+	tx := &Tx{Tx: stx, now: Now()}
 	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
+		_ = stx.Rollback()
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := stx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", Translate(err))
 	}
-	for _, f := range hooks.take() {
+	for _, f := range tx.hooks {
 		f()
 	}
 	return nil
-}
-
-// pending holds the after-commit functions of the transactions InTx runs.
-var pending sync.Map // *sqlx.Tx -> *commitHooks
-
-type commitHooks struct {
-	mu  sync.Mutex
-	fns []func()
-}
-
-func (h *commitHooks) take() []func() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	fns := h.fns
-	h.fns = nil
-	return fns
-}
-
-// AfterCommit arranges for fn to run once tx has committed; it never runs
-// if tx rolls back or its commit fails. It reports false, and fn never
-// runs, when tx was not begun by InTx. Work that must only follow
-// committed state (in-memory copies of stored data) belongs here.
-func AfterCommit(tx *sqlx.Tx, fn func()) bool {
-	v, ok := pending.Load(tx)
-	if !ok {
-		return false
-	}
-	h := v.(*commitHooks)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.fns = append(h.fns, fn)
-	return true
 }
 
 // MySQL error numbers Sluice reacts to.

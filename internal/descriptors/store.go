@@ -81,7 +81,7 @@ func (s *Store) List(ctx context.Context, app string) ([]*Mapping, error) {
 func (s *Store) All(ctx context.Context) ([]*Mapping, int64, error) {
 	var out []*Mapping
 	var rev int64
-	err := database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		var err error
 		if rev, err = revision(ctx, tx); err != nil {
 			return err
@@ -106,7 +106,7 @@ func revision(ctx context.Context, q sqlx.QueryerContext) (int64, error) {
 
 // BumpRevision increases the decision revision inside tx, the transaction
 // of a change that decision services must pick up.
-func BumpRevision(ctx context.Context, tx *sqlx.Tx) error {
+func BumpRevision(ctx context.Context, tx *database.Tx) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE decision_revision SET revision = revision + 1 WHERE id = 1`); err != nil {
 		return fmt.Errorf("bump decision revision: %w", database.Translate(err))
 	}
@@ -114,7 +114,7 @@ func BumpRevision(ctx context.Context, tx *sqlx.Tx) error {
 }
 
 // appID returns the id of the app named name, or a *errs.Validation on app.
-func appID(ctx context.Context, tx *sqlx.Tx, name string) (int64, error) {
+func appID(ctx context.Context, tx *database.Tx, name string) (int64, error) {
 	var id int64
 	err := tx.GetContext(ctx, &id, `SELECT id FROM apps WHERE name = ?`, name)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -128,7 +128,7 @@ func appID(ctx context.Context, tx *sqlx.Tx, name string) (int64, error) {
 
 // checkBucket refuses a bucket that does not exist or does not list app as
 // an allowed app: such a mapping could never grant anything.
-func checkBucket(ctx context.Context, tx *sqlx.Tx, bucket, app string) error {
+func checkBucket(ctx context.Context, tx *database.Tx, bucket, app string) error {
 	var n int
 	if err := tx.GetContext(ctx, &n, `SELECT COUNT(*) FROM buckets b
 		JOIN bucket_apps ba ON ba.bucket_id = b.id JOIN apps a ON a.id = ba.app_id
@@ -168,7 +168,7 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, m *Mapping) error
 	if err != nil {
 		return err
 	}
-	err = database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err = database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		app, err := appID(ctx, tx, n.App)
 		if err != nil {
 			return err
@@ -207,7 +207,7 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, m *Mapping) error
 func objectName(m *Mapping) string { return fmt.Sprintf("%d %s", m.ID, errs.Clip(m.Domain)) }
 
 // lock reads the mapping with id for update in tx.
-func lock(ctx context.Context, tx *sqlx.Tx, id int64) (*Mapping, error) {
+func lock(ctx context.Context, tx *database.Tx, id int64) (*Mapping, error) {
 	ms, err := selectRows(ctx, tx, selectMappings+` WHERE m.id = ? FOR UPDATE`, id)
 	if err != nil {
 		return nil, err
@@ -230,7 +230,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, m *Mapping) error
 		return err
 	}
 	var saved Mapping
-	err = database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err = database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		old, err := lock(ctx, tx, m.ID)
 		if err != nil {
 			return err
@@ -276,7 +276,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, m *Mapping) error
 // Delete removes the mapping with id. version is the version the caller
 // read, or 0 for whatever is stored; a stale one gives an *errs.Stale.
 func (s *Store) Delete(ctx context.Context, actor audit.Actor, id, version int64) error {
-	return database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	return database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		old, err := lock(ctx, tx, id)
 		if err != nil {
 			return err

@@ -192,7 +192,7 @@ func seed(ctx context.Context, db *sqlx.DB, password string) error {
 		return err
 	}
 	app := &apps.App{Name: DemoApp, Description: "Demo service seeded by -dev"}
-	grant := func(ctx context.Context, tx *sqlx.Tx) error {
+	grant := func(ctx context.Context, tx *database.Tx) error {
 		return rbac.GrantTx(ctx, tx, AdminUser, DemoApp, rbac.RoleOwner)
 	}
 	if err := apps.NewStore(db).Create(ctx, audit.Actor{User: AdminUser, Via: "dev"}, app, grant); err != nil {

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
@@ -93,7 +91,7 @@ func (s *Service) CreateApp(ctx context.Context, c Caller, req CreateApp) (*apps
 		return nil, errs.ErrUnauthenticated
 	}
 	a := &apps.App{Name: req.Name, Description: req.Description}
-	err := s.apps.Create(ctx, c.Actor(), a, func(ctx context.Context, tx *sqlx.Tx) error {
+	err := s.apps.Create(ctx, c.Actor(), a, func(ctx context.Context, tx *database.Tx) error {
 		return s.enf.GrantTx(ctx, tx, c.Name(), a.Name, rbac.RoleOwner)
 	})
 	if err != nil {

@@ -95,7 +95,7 @@ func loadInto(m model.Model, rules [][]string) error {
 }
 
 // insertRule stores one rule; a rule already stored is not an error.
-func insertRule(ctx context.Context, tx *sqlx.Tx, ptype string, rule []string) error {
+func insertRule(ctx context.Context, tx *database.Tx, ptype string, rule []string) error {
 	a, err := args(ptype, rule)
 	if err != nil {
 		return err
@@ -108,7 +108,7 @@ func insertRule(ctx context.Context, tx *sqlx.Tx, ptype string, rule []string) e
 }
 
 // deleteRule deletes one rule and reports whether it was stored.
-func deleteRule(ctx context.Context, tx *sqlx.Tx, ptype string, rule []string) (bool, error) {
+func deleteRule(ctx context.Context, tx *database.Tx, ptype string, rule []string) (bool, error) {
 	a, err := args(ptype, rule)
 	if err != nil {
 		return false, err
@@ -129,7 +129,7 @@ func deleteRule(ctx context.Context, tx *sqlx.Tx, ptype string, rule []string) (
 // the revision row until tx ends, which serializes every policy change
 // across console instances: checks such as "is this the last owner"
 // cannot race.
-func bump(ctx context.Context, tx *sqlx.Tx) error {
+func bump(ctx context.Context, tx *database.Tx) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE policy_revision SET revision = revision + 1 WHERE id = 1`); err != nil {
 		return fmt.Errorf("bump policy revision: %w", database.Translate(err))
 	}

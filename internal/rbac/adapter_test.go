@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -23,7 +21,7 @@ func TestRulesRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	grants := [][]string{{"user:olga", "role:owner", "shop"}, {"user:vera", "role:viewer", "shop"}, {"user:olga", "role:viewer", "pay"}}
-	err = database.InTx(ctx, db, func(tx *sqlx.Tx) error {
+	err = database.InTx(ctx, db, func(tx *database.Tx) error {
 		if err := bump(ctx, tx); err != nil {
 			return err
 		}
@@ -74,7 +72,7 @@ func TestRulesRoundTrip(t *testing.T) {
 		}
 	}
 
-	err = database.InTx(ctx, db, func(tx *sqlx.Tx) error {
+	err = database.InTx(ctx, db, func(tx *database.Tx) error {
 		gone, err := deleteRule(ctx, tx, "g", grants[1])
 		if err != nil || !gone {
 			t.Errorf("delete a stored rule: %v %v", gone, err)

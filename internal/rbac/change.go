@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
@@ -39,7 +37,7 @@ func (e *Enforcer) Grant(ctx context.Context, actor audit.Actor, user, app strin
 		return err
 	}
 	var before Role
-	err := database.InTx(ctx, e.db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, e.db, func(tx *database.Tx) error {
 		var err error
 		before, err = grant(ctx, tx, user, app, r)
 		if err != nil {
@@ -65,7 +63,7 @@ func (e *Enforcer) Grant(ctx context.Context, actor audit.Actor, user, app strin
 // caller (registering an app, where the creator becomes its owner). It
 // writes no audit row: the caller's change is audited. Other instances see
 // the role once tx commits; see Enforcer.GrantTx for this one.
-func GrantTx(ctx context.Context, tx *sqlx.Tx, user, app string, r Role) error {
+func GrantTx(ctx context.Context, tx *database.Tx, user, app string, r Role) error {
 	if err := check(user, app, r, true); err != nil {
 		return err
 	}
@@ -74,10 +72,10 @@ func GrantTx(ctx context.Context, tx *sqlx.Tx, user, app string, r Role) error {
 }
 
 // GrantTx is the package's GrantTx that also applies the role on this
-// instance once tx has committed (tx must come from database.InTx), so
+// instance once tx has committed, so
 // that the creator of an app can use it on the very next request. Should
 // tx roll back or its commit fail, nothing changes in memory.
-func (e *Enforcer) GrantTx(ctx context.Context, tx *sqlx.Tx, user, app string, r Role) error {
+func (e *Enforcer) GrantTx(ctx context.Context, tx *database.Tx, user, app string, r Role) error {
 	if err := GrantTx(ctx, tx, user, app, r); err != nil {
 		return err
 	}
@@ -85,15 +83,14 @@ func (e *Enforcer) GrantTx(ctx context.Context, tx *sqlx.Tx, user, app string, r
 	return nil
 }
 
-// afterCommit loads the policy once tx has committed. For a transaction
-// not begun by database.InTx, Run loads it when it sees the new revision.
-func (e *Enforcer) afterCommit(ctx context.Context, tx *sqlx.Tx) {
-	database.AfterCommit(tx, func() { e.refresh(ctx) })
+// afterCommit loads the policy once tx has committed.
+func (e *Enforcer) afterCommit(ctx context.Context, tx *database.Tx) {
+	tx.AfterCommit(func() { e.refresh(ctx) })
 }
 
 // grant stores the role inside tx and returns the role user held before
 // ("" for none).
-func grant(ctx context.Context, tx *sqlx.Tx, user, app string, r Role) (Role, error) {
+func grant(ctx context.Context, tx *database.Tx, user, app string, r Role) (Role, error) {
 	if err := bump(ctx, tx); err != nil {
 		return "", err
 	}
@@ -134,7 +131,7 @@ func (e *Enforcer) Revoke(ctx context.Context, actor audit.Actor, user, app stri
 	if err := check(user, app, "", false); err != nil {
 		return err
 	}
-	err := database.InTx(ctx, e.db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, e.db, func(tx *database.Tx) error {
 		if err := bump(ctx, tx); err != nil {
 			return err
 		}
@@ -176,7 +173,7 @@ func (e *Enforcer) SetAdmin(ctx context.Context, actor audit.Actor, user string,
 		return errs.Invalid("user", p)
 	}
 	changed := false
-	err := database.InTx(ctx, e.db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, e.db, func(tx *database.Tx) error {
 		if err := bump(ctx, tx); err != nil {
 			return err
 		}
@@ -219,7 +216,7 @@ func (e *Enforcer) SetAdmin(ctx context.Context, actor audit.Actor, user string,
 	return nil
 }
 
-func userExists(ctx context.Context, tx *sqlx.Tx, user string) error {
+func userExists(ctx context.Context, tx *database.Tx, user string) error {
 	var n int
 	if err := tx.GetContext(ctx, &n, `SELECT COUNT(*) FROM users WHERE username = ?`, user); err != nil {
 		return fmt.Errorf("find user %q: %w", user, database.Translate(err))

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/devdb"
 	"github.com/sluicehq/sluice/internal/errs"
@@ -29,7 +27,7 @@ func TestEmbeddedEngine(t *testing.T) {
 	e, err := rbac.New(ctx, db)
 	must(t, err)
 	must(t, e.SetAdmin(ctx, boss, "root", true))
-	must(t, database.InTx(ctx, db, func(tx *sqlx.Tx) error {
+	must(t, database.InTx(ctx, db, func(tx *database.Tx) error {
 		addApp(t, tx, "pay")
 		return e.GrantTx(ctx, tx, "olga", "pay", rbac.RoleOwner)
 	}))

@@ -232,7 +232,7 @@ func (e *Enforcer) storeRules(ctx context.Context) error {
 	if sameRules(stored) {
 		return nil
 	}
-	return database.InTx(ctx, e.db, func(tx *sqlx.Tx) error {
+	return database.InTx(ctx, e.db, func(tx *database.Tx) error {
 		// Lock first: two instances starting at once write the rules once.
 		if err := bump(ctx, tx); err != nil {
 			return err

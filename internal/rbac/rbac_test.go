@@ -346,7 +346,7 @@ func TestGrantTxWithAppCreation(t *testing.T) {
 	db, e := setup(t, []string{"olga", "omar"}, nil)
 	// The package function: the role is stored with the app; this
 	// instance sees it after a reload.
-	must(t, database.InTx(ctx, db, func(tx *sqlx.Tx) error {
+	must(t, database.InTx(ctx, db, func(tx *database.Tx) error {
 		addApp(t, tx, "shop")
 		return rbac.GrantTx(ctx, tx, "olga", "shop", rbac.RoleOwner)
 	}))
@@ -355,7 +355,7 @@ func TestGrantTxWithAppCreation(t *testing.T) {
 		t.Fatal("GrantTx role missing after reload")
 	}
 	// The method: seen at once, before any reload.
-	must(t, database.InTx(ctx, db, func(tx *sqlx.Tx) error {
+	must(t, database.InTx(ctx, db, func(tx *database.Tx) error {
 		addApp(t, tx, "pay")
 		return e.GrantTx(ctx, tx, "omar", "pay", rbac.RoleOwner)
 	}))
@@ -369,7 +369,7 @@ func TestGrantTxWithAppCreation(t *testing.T) {
 	}
 	// Granting on an app created in the same, uncommitted transaction
 	// works; on an app that does not exist it does not.
-	err := database.InTx(ctx, db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, db, func(tx *database.Tx) error {
 		return rbac.GrantTx(ctx, tx, "omar", "ghost", rbac.RoleOwner)
 	})
 	if !errors.Is(err, errs.ErrNotFound) {
@@ -382,7 +382,7 @@ func TestGrantTxWithAppCreation(t *testing.T) {
 func TestGrantTxRolledBack(t *testing.T) {
 	db, e := setup(t, []string{"olga"}, nil)
 	boom := errors.New("boom")
-	err := database.InTx(ctx, db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, db, func(tx *database.Tx) error {
 		addApp(t, tx, "shop")
 		if err := e.GrantTx(ctx, tx, "olga", "shop", rbac.RoleOwner); err != nil {
 			return err
@@ -405,14 +405,14 @@ func TestGrantTxRolledBack(t *testing.T) {
 // index (apps, visibility, admins) may hold the grant.
 func TestFailedCommit(t *testing.T) {
 	db, e := setup(t, []string{"olga", "root"}, []string{"pay"})
-	kill := func(tx *sqlx.Tx) {
+	kill := func(tx *database.Tx) {
 		var id int64
 		must(t, tx.GetContext(ctx, &id, `SELECT CONNECTION_ID()`))
 		if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err := database.InTx(ctx, db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, db, func(tx *database.Tx) error {
 		addApp(t, tx, "shop")
 		if err := e.GrantTx(ctx, tx, "olga", "shop", rbac.RoleOwner); err != nil {
 			return err

@@ -192,7 +192,7 @@ func (t *Throttle) Begin(ctx context.Context, a Attempt) (Decision, error) {
 	}
 	d := Decision{KnownDevice: device != ""}
 	now := t.now()
-	err = database.InTx(ctx, t.db, func(tx *sqlx.Tx) error {
+	err = database.InTx(ctx, t.db, func(tx *database.Tx) error {
 		cs := t.counters(a, device)
 		tats := make([]time.Time, len(cs))
 		for i, c := range cs {
@@ -242,7 +242,7 @@ func (t *Throttle) Succeeded(ctx context.Context, a Attempt) (string, error) {
 	}
 	now := t.now()
 	token := ""
-	err := database.InTx(ctx, t.db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, t.db, func(tx *database.Tx) error {
 		device, err := t.knownDevice(ctx, tx, a)
 		if err != nil {
 			return err
@@ -282,7 +282,7 @@ func (t *Throttle) Succeeded(ctx context.Context, a Attempt) (string, error) {
 
 // trimDevices forgets the least recently used devices of user beyond
 // MaxDevices.
-func (t *Throttle) trimDevices(ctx context.Context, tx *sqlx.Tx, user string) error {
+func (t *Throttle) trimDevices(ctx context.Context, tx *database.Tx, user string) error {
 	var ids []string
 	if err := tx.SelectContext(ctx, &ids, `SELECT id FROM signin_devices WHERE username = ?
 		ORDER BY last_used_at DESC, id`, user); err != nil {
@@ -323,7 +323,7 @@ func (t *Throttle) Locked(ctx context.Context, user string) (time.Duration, erro
 // user's known devices, which ends a lock at once. It is audited
 // ("user.unlock") as done by actor, an admin.
 func (t *Throttle) Clear(ctx context.Context, actor audit.Actor, user string) error {
-	return t.clear(ctx, actor, "user", normalize(user), func(tx *sqlx.Tx) (int64, error) {
+	return t.clear(ctx, actor, "user", normalize(user), func(tx *database.Tx) (int64, error) {
 		n, err := deleteCounters(ctx, tx, `scope = ? AND subject = ?`, scopeUser, subject(scopeUser, normalize(user)))
 		if err != nil {
 			return 0, err
@@ -346,16 +346,16 @@ func (t *Throttle) Clear(ctx context.Context, actor audit.Actor, user string) er
 // ClearAddress forgets the failed attempts counted on a client address.
 // It is audited ("address.unlock").
 func (t *Throttle) ClearAddress(ctx context.Context, actor audit.Actor, addr string) error {
-	return t.clear(ctx, actor, "address", addr, func(tx *sqlx.Tx) (int64, error) {
+	return t.clear(ctx, actor, "address", addr, func(tx *database.Tx) (int64, error) {
 		return deleteCounters(ctx, tx, `scope = ? AND subject = ?`, scopeAddr, subject(scopeAddr, addr))
 	})
 }
 
-func (t *Throttle) clear(ctx context.Context, actor audit.Actor, kind, name string, del func(*sqlx.Tx) (int64, error)) error {
+func (t *Throttle) clear(ctx context.Context, actor audit.Actor, kind, name string, del func(*database.Tx) (int64, error)) error {
 	if strings.TrimSpace(name) == "" {
 		return errs.Invalid(kind, "is required")
 	}
-	return database.InTx(ctx, t.db, func(tx *sqlx.Tx) error {
+	return database.InTx(ctx, t.db, func(tx *database.Tx) error {
 		n, err := del(tx)
 		if err != nil {
 			return err
@@ -393,7 +393,7 @@ func (t *Throttle) check() error {
 
 // lockCounter takes the row lock of c's counter, creating it if needed,
 // and returns the time its allowance is spent up to.
-func lockCounter(ctx context.Context, tx *sqlx.Tx, c counter, now time.Time) (time.Time, error) {
+func lockCounter(ctx context.Context, tx *database.Tx, c counter, now time.Time) (time.Time, error) {
 	// The upsert takes the row's exclusive lock at once, new row or not;
 	// a plain insert-if-missing would take a shared lock first, and two
 	// attempts upgrading theirs would deadlock.
@@ -409,7 +409,7 @@ func lockCounter(ctx context.Context, tx *sqlx.Tx, c counter, now time.Time) (ti
 	return tat, nil
 }
 
-func setCounter(ctx context.Context, tx *sqlx.Tx, c counter, tat time.Time) error {
+func setCounter(ctx context.Context, tx *database.Tx, c counter, tat time.Time) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE signin_failures SET tat = ? WHERE scope = ? AND subject = ?`,
 		tat, c.scope, c.subject); err != nil {
 		return fmt.Errorf("count sign-in failure: %w", database.Translate(err))

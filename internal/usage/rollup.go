@@ -623,7 +623,7 @@ func (r *Roller) merge(ctx context.Context, names []string, fn func(rg *ring, na
 	if len(names) == 0 {
 		return 0, nil
 	}
-	err := database.InTx(ctx, r.cfg.DB, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, r.cfg.DB, func(tx *database.Tx) error {
 		q, args, err := sqlx.In("SELECT "+rollupColumns+
 			" FROM bucket_usage WHERE bucket_name IN (?) ORDER BY bucket_name FOR UPDATE", names)
 		if err != nil {
