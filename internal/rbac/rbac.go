@@ -30,8 +30,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sluicehq/sluice/internal/database"
-	"github.com/sluicehq/sluice/internal/redisscript/names"
 	"github.com/sluicehq/sluice/internal/periodic"
+	"github.com/sluicehq/sluice/internal/redisscript/names"
 )
 
 // Role is a role a user holds on one app.
