@@ -223,14 +223,14 @@ func TestBrowser(t *testing.T) {
 		olga.open("/buckets/new")
 		olga.fill("name", "shop-checkout", "owner_app", "shop", "max_permits", "100", "rate", "as fast as possible",
 			"description", "Calls to the payment provider")
-		olga.submit("form[action='/buckets'] button[type=submit]")
+		olga.submit("form[action='/buckets'] .actions button[type=submit]")
 		olga.wantText("#rate-error", "must look like")
 		if olga.count("#rate[aria-invalid='true'][aria-describedby~='rate-error']") != 1 {
 			t.Fatal("the rate field is not marked invalid and tied to its message")
 		}
 		olga.shot(t, "validation")
 		olga.fill("rate", "100 per minute")
-		olga.submit("form[action='/buckets'] button[type=submit]")
+		olga.submit("form[action='/buckets'] .actions button[type=submit]")
 		olga.wantText("h1", "shop-checkout")
 		olga.wantText("main", "100 per minute", "100 tokens")
 		olga.shot(t, "bucket")
@@ -240,7 +240,7 @@ func TestBrowser(t *testing.T) {
 		olga.t = t
 		olga.open("/buckets/shop-checkout/edit")
 		olga.fill("max_permits", "250", "rate", "5/s")
-		olga.submit("form[action='/buckets/shop-checkout'] button[type=submit]")
+		olga.submit("form[action='/buckets/shop-checkout'] .actions button[type=submit]")
 		olga.wantText(".flash", "saved (version 2)")
 		olga.wantText("main", "250 tokens", "5 per second")
 	})
@@ -253,11 +253,11 @@ func TestBrowser(t *testing.T) {
 		ada.open("/buckets/shop-checkout/edit")
 		olga.open("/buckets/shop-checkout/edit")
 		olga.fill("max_permits", "300")
-		olga.submit("form[action='/buckets/shop-checkout'] button[type=submit]")
+		olga.submit("form[action='/buckets/shop-checkout'] .actions button[type=submit]")
 		olga.wantText(".flash", "version 3")
 
 		ada.fill("max_permits", "1", "description", "ada's change")
-		ada.submit("form[action='/buckets/shop-checkout'] button[type=submit]")
+		ada.submit("form[action='/buckets/shop-checkout'] .actions button[type=submit]")
 		ada.wantText("#conflict", "Someone else saved this bucket", "olga saved version 3", "300")
 		ada.shot(t, "conflict")
 		b, err := e.bkts.Get(context.Background(), "shop-checkout")
