@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
 
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
@@ -30,7 +29,7 @@ func (s *Store) SignInIdentity(ctx context.Context, actor audit.Actor, issuer, s
 		return nil, false, errs.Invalid("subject", "the provider's issuer and subject must be 1 to 255 characters")
 	}
 	now := s.now()
-	err = database.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err = database.InTx(ctx, s.db, func(tx *database.Tx) error {
 		var r userRow
 		err := tx.GetContext(ctx, &r, `SELECT u.id, u.username, u.password_hash, u.disabled, u.created_at, u.updated_at
 			FROM user_identities i JOIN users u ON u.id = i.user_id

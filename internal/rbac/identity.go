@@ -42,7 +42,7 @@ func (e *Enforcer) ApplyIdentityRoles(ctx context.Context, actor audit.Actor, us
 		return nil, errs.Invalid("user", p)
 	}
 	changed := false
-	err = database.InTx(ctx, e.db, func(tx *sqlx.Tx) error {
+	err = database.InTx(ctx, e.db, func(tx *database.Tx) error {
 		notes, changed = nil, false
 		if err := bump(ctx, tx); err != nil {
 			return err
@@ -200,7 +200,7 @@ func identityRoles(ctx context.Context, q sqlx.QueryerContext, user string) (map
 		Role   string `db:"role"`
 	}
 	query := `SELECT domain, role FROM idp_roles WHERE username = ?`
-	if _, inTx := q.(*sqlx.Tx); inTx {
+	if _, inTx := q.(*database.Tx); inTx {
 		query += ` FOR UPDATE`
 	}
 	if err := sqlx.SelectContext(ctx, q, &rows, query, user); err != nil {
@@ -215,7 +215,7 @@ func identityRoles(ctx context.Context, q sqlx.QueryerContext, user string) (map
 
 // heldRoles reads user's roles from the stored policy: the role on each
 // app, and whether user is an admin.
-func heldRoles(ctx context.Context, tx *sqlx.Tx, user string) (map[string]Role, bool, error) {
+func heldRoles(ctx context.Context, tx *database.Tx, user string) (map[string]Role, bool, error) {
 	var rows []struct {
 		Role   string `db:"v1"`
 		Domain string `db:"v2"`
@@ -238,7 +238,7 @@ func heldRoles(ctx context.Context, tx *sqlx.Tx, user string) (map[string]Role, 
 	return held, admin, nil
 }
 
-func rememberIdentityRole(ctx context.Context, tx *sqlx.Tx, user, domain, role string) error {
+func rememberIdentityRole(ctx context.Context, tx *database.Tx, user, domain, role string) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO idp_roles (username, domain, role) VALUES (?, ?, ?)
 		ON DUPLICATE KEY UPDATE role = VALUES(role)`, user, domain, role); err != nil {
 		return fmt.Errorf("record the provider's role of %q: %w", user, database.Translate(err))
@@ -248,7 +248,7 @@ func rememberIdentityRole(ctx context.Context, tx *sqlx.Tx, user, domain, role s
 
 // forgetIdentityRole makes user's role on domain the console's: a grant,
 // a revocation or an admin change made in the console calls it.
-func forgetIdentityRole(ctx context.Context, tx *sqlx.Tx, user, domain string) error {
+func forgetIdentityRole(ctx context.Context, tx *database.Tx, user, domain string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM idp_roles WHERE username = ? AND domain = ?`, user, domain); err != nil {
 		return fmt.Errorf("forget the provider's role of %q: %w", user, database.Translate(err))
 	}

@@ -87,7 +87,7 @@ func (l *Logins) Take(ctx context.Context, state, browser string) (Login, error)
 		Next     string    `db:"next_path"`
 		Expires  time.Time `db:"expires_at"`
 	}
-	err := database.InTx(ctx, l.db, func(tx *sqlx.Tx) error {
+	err := database.InTx(ctx, l.db, func(tx *database.Tx) error {
 		err := tx.GetContext(ctx, &row, `SELECT browser, nonce, verifier, next_path, expires_at FROM oidc_logins
 			WHERE state = ? FOR UPDATE`, id)
 		if errors.Is(err, sql.ErrNoRows) {
