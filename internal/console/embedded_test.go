@@ -6,6 +6,7 @@ import (
 	"context"
 	"net/http"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -110,7 +111,12 @@ func TestPagesOnEmbeddedEngine(t *testing.T) {
 		}
 	}
 	for _, path := range paths {
-		// An admin may see every page: each answers or redirects.
+		// An admin may see every page: each answers or redirects. Single
+		// sign-on's steps are no pages: without a provider they answer 404
+		// and 401 (TestBrowserSSO walks them with one).
+		if strings.HasPrefix(path, "/login/sso") {
+			continue
+		}
 		if code := status["mariadb"][path]; code >= 400 {
 			t.Errorf("GET %s answers %d to an admin on MariaDB", path, code)
 		}
