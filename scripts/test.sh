@@ -60,6 +60,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# envoyproxy/ratelimit, built from its Go module, answers the same gateway
+# requests as the decision service in the import test of cmd/limits.
+if [ -z "${SLUICE_ENVOY_RATELIMIT:-}" ]; then
+	GOBIN="$tmp/bin" GOFLAGS=-mod=mod GOWORK=off \
+		go install github.com/envoyproxy/ratelimit/src/service_cmd@v1.4.1-0.20260122083618-3fb702589d36
+	export SLUICE_ENVOY_RATELIMIT="$tmp/bin/service_cmd"
+fi
+
 # A random port in a range the kernel does not hand out, that nothing answers on.
 free_port() {
 	local p
