@@ -27,9 +27,9 @@ import (
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/decision"
-	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/internal/redisscript"
 	"github.com/sluicehq/sluice/internal/syncer"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // TestGatewaySameDecisions sends the same descriptors to envoyproxy/ratelimit
