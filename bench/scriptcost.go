@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/testenv"
 )
 
 // scriptCost measures what one call costs Redis for Sluice's acquire
@@ -67,7 +66,7 @@ func scriptCost(ctx context.Context, out io.Writer, opts *redis.Options, w workl
 					}
 				}
 				server := float64(cpu()-cpu0) / float64(time.Microsecond) / float64(calls)
-				in, err := usecPerCall(ctx, rdb)
+				in, err := testenv.EvalshaMicrosPerCall(ctx, rdb)
 				if err != nil {
 					return err
 				}
@@ -87,24 +86,4 @@ func scriptCost(ctx context.Context, out io.Writer, opts *redis.Options, w workl
 		fmt.Fprintf(out, "%-16s %20.2fµs %24.2fµs %24.2fµs\n", s.name, min(p.inScript, one.inScript), p.server, one.server)
 	}
 	return nil
-}
-
-// usecPerCall reads EVALSHA's usec_per_call from INFO commandstats.
-func usecPerCall(ctx context.Context, rdb *redis.Client) (float64, error) {
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
-		if !ok {
-			continue
-		}
-		for kv := range strings.SplitSeq(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "usec_per_call="); ok {
-				return strconv.ParseFloat(v, 64)
-			}
-		}
-	}
-	return 0, fmt.Errorf("no evalsha in commandstats")
 }

@@ -87,7 +87,7 @@ func BenchmarkAcquireCommandTime(b *testing.B) {
 						b.Fatalf("%s: %v", s.name, err)
 					}
 				}
-				us, err := evalshaUsecPerCall(ctx, rdb)
+				us, err := testenv.EvalshaMicrosPerCall(ctx, rdb)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -100,26 +100,6 @@ func BenchmarkAcquireCommandTime(b *testing.B) {
 	b.ReportMetric(best["acquire"], "acquire-µs/call")
 	b.ReportMetric(best["plain"], "plain-µs/call")
 	b.ReportMetric(best["acquire"]/best["plain"], "ratio")
-}
-
-// evalshaUsecPerCall reads EVALSHA's usec_per_call from INFO commandstats.
-func evalshaUsecPerCall(ctx context.Context, rdb *redis.Client) (float64, error) {
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
-		if !ok {
-			continue
-		}
-		for kv := range strings.SplitSeq(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "usec_per_call="); ok {
-				return strconv.ParseFloat(v, 64)
-			}
-		}
-	}
-	return 0, fmt.Errorf("no evalsha in commandstats")
 }
 
 // BenchmarkIdleKeyBytes records Redis used_memory per idle key of a keyed
