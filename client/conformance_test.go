@@ -16,7 +16,9 @@ import (
 // TestConformanceFallback runs the cases of docs/conformance.json that
 // apply to the fallback (the arithmetic and shadow cases; docs/protocol.md,
 // "Conformance table") through FailLocal's local bucket: its decision
-// (localAt) with one instance, on a clock the table moves. A bucket it
+// (localAt) with one instance, on a clock the table moves; keyed buckets
+// through the per-key local buckets keyFallback uses, with the bucket's
+// own limit and shadow mode as an answer teaches them. A bucket it
 // learned starts full here, as the table's buckets do (the real one starts
 // empty at an outage and fills while the policy answers). Subtests are
 // named fallback/<case>; a case that applies to the fallback and holds a
@@ -46,11 +48,16 @@ func TestConformanceFallback(t *testing.T) {
 			t.Run(c.Name, func(t *testing.T) {
 				now := int64(1_000_000)
 				buckets := map[string]*bucket{}
+				keyed := fallbackKeyed{buckets: map[string]*keyedBucket{}, fresh: map[recentKey]bool{}}
 				for i, s := range c.Steps {
 					where := fmt.Sprintf("%s, step %d", c.Name, i+1)
 					switch {
 					case s["apply"] != nil:
 						fallbackApply(t, where, buckets, s["apply"], s["want"], now)
+					case s["apply_keyed"] != nil:
+						keyed.apply(t, where, s["apply_keyed"], s["want"], now)
+					case s["acquire_key"] != nil:
+						keyed.acquire(t, where, s["acquire_key"], s["want"], now)
 					case s["wait_us"] != nil:
 						var us int64
 						if err := json.Unmarshal(s["wait_us"], &us); err != nil {
@@ -130,6 +137,17 @@ func fallbackAcquire(t *testing.T, where string, buckets map[string]*bucket, ste
 	if err != nil || strconv.FormatInt(n, 10) != q.N {
 		return // an int64 cannot be sent as "1e3"
 	}
+	b := buckets[q.Bucket]
+	if b == nil {
+		t.Fatalf("%s: the fallback refuses a bucket it never learned; list the case's implementations", where)
+	}
+	checkFallback(t, where, b, n, want, now)
+}
+
+// checkFallback takes n tokens from the local bucket b at now and checks
+// the answer against want.
+func checkFallback(t *testing.T, where string, b *bucket, n int64, want json.RawMessage, now int64) {
+	t.Helper()
 	var w struct {
 		Code      string          `json:"code"`
 		Remaining json.RawMessage `json:"remaining"`
@@ -139,10 +157,6 @@ func fallbackAcquire(t *testing.T, where string, buckets map[string]*bucket, ste
 	}
 	if err := json.Unmarshal(want, &w); err != nil {
 		t.Fatalf("%s: %v", where, err)
-	}
-	b := buckets[q.Bucket]
-	if b == nil {
-		t.Fatalf("%s: the fallback refuses a bucket it never learned; list the case's implementations", where)
 	}
 	// The policy answers from the start of time: the bucket fills all along.
 	res, err := b.localAt(b.cfg.Load(), 1, n, now, 0, time.Second)
@@ -189,4 +203,81 @@ func wantBounds(t *testing.T, where string, v json.RawMessage) (int64, int64) {
 		t.Fatalf("%s: bad number %s", where, v)
 	}
 	return *r.Min, *r.Max
+}
+
+// fallbackKeyed is what the fallback keeps of keyed buckets: the bucket's
+// own limit with its shadow mode (keyedBucket.def, what an answer with the
+// bucket's limit teaches) and a local bucket per key (recentKeys, as
+// keyFallback uses them). A key the table has not used yet starts full
+// here, as a key does in Redis.
+type fallbackKeyed struct {
+	buckets map[string]*keyedBucket
+	recent  recentKeys
+	fresh   map[recentKey]bool // keys given their full bucket
+}
+
+func (f *fallbackKeyed) apply(t *testing.T, where string, step, want json.RawMessage, now int64) {
+	t.Helper()
+	var a struct {
+		Bucket   string `json:"bucket"`
+		Capacity int64  `json:"capacity"`
+		Permits  string `json:"permits"`
+		Period   int64  `json:"period"`
+		Shadow   bool   `json:"shadow"`
+	}
+	if err := json.Unmarshal(step, &a); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	pm, err := redisscript.ParsePermits(a.Permits)
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	var w string
+	_ = json.Unmarshal(want, &w)
+	kb := f.buckets[a.Bucket]
+	switch {
+	case w == "created" && kb == nil:
+		kb = &keyedBucket{}
+		f.buckets[a.Bucket] = kb
+	case (w == "updated" || w == "unchanged") && kb != nil:
+		// Each key's tokens refill at the old limit up to now.
+		for k := range f.fresh {
+			if k.bucket == a.Bucket {
+				b := f.recent.get(nil, k.bucket, k.key, kb.def.Load())
+				b.tokens, _ = localShare(b.cfg.Load(), 1).Refill(b.tokens, b.last, now)
+				b.last = now
+			}
+		}
+	default:
+		t.Fatalf("%s: the fallback cannot express the keyed apply outcome %s; list the case's implementations", where, want)
+	}
+	kb.def.Store(&learned{capacity: a.Capacity, permitsMicro: pm, period: a.Period, shadow: a.Shadow})
+}
+
+func (f *fallbackKeyed) acquire(t *testing.T, where string, step, want json.RawMessage, now int64) {
+	t.Helper()
+	var q struct {
+		Bucket string `json:"bucket"`
+		Key    string `json:"key"`
+		App    string `json:"app"`
+		N      string `json:"n"`
+	}
+	if err := json.Unmarshal(step, &q); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	where = fmt.Sprintf("%s: acquire %s[%q] %q n=%q", where, q.Bucket, q.Key, q.App, q.N)
+	n, err := strconv.ParseInt(q.N, 10, 64)
+	if err != nil || strconv.FormatInt(n, 10) != q.N {
+		return // an int64 cannot be sent as "1e3"
+	}
+	kb := f.buckets[q.Bucket]
+	if kb == nil {
+		t.Fatalf("%s: the fallback refuses a bucket it never learned; list the case's implementations", where)
+	}
+	b := f.recent.get(nil, q.Bucket, q.Key, kb.def.Load())
+	if k := (recentKey{q.Bucket, q.Key}); !f.fresh[k] {
+		f.fresh[k] = true
+		b.tokens, b.last = float64(b.cfg.Load().capacity), now
+	}
+	checkFallback(t, where, b, n, want, now)
 }

@@ -147,8 +147,10 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 	ka.state, ka.key = stateKey, key
 	c := getCall()
 	c.args[0], c.args[1], c.args[2], c.args[3], c.args[4] = "evalsha", keyedSHAArg, "2", grp.configArg, &ka.state
-	c.args[5], c.args[6], c.args[7] = l.appArg, n, &ka.key
-	c.nargs, c.src = 8, keyedSrcArg
+	// Protocol 2: the answer carries the key's shadow mode, which FailLocal
+	// keeps with the limit it learns.
+	c.args[5], c.args[6], c.args[7], c.args[8] = l.appArg, n, &ka.key, "2"
+	c.nargs, c.src = 9, keyedSrcArg
 	reply, err := l.batch.do(ctx, c, l.opt.timeout)
 	if err != nil {
 		l.denied.release(stateKey, cl)

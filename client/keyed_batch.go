@@ -22,7 +22,7 @@ import (
 const maxKeyedMerge = 128
 
 // isKeyed tells a single keyed acquire call.
-func (c *call) isKeyed() bool { return c.nargs == 8 && len(c.xargs) == 0 && c.src == keyedSrcArg }
+func (c *call) isKeyed() bool { return c.nargs == 9 && len(c.xargs) == 0 && c.src == keyedSrcArg }
 
 // mergeKeyed returns the calls to send for calls: the same when fewer than
 // two are keyed, else the others followed by merged calls, each holding
@@ -82,7 +82,8 @@ func (s *sender) mergeKeyed(calls []*call) []*call {
 }
 
 // buildKeyedMany sets the merged call's command from its keyed calls:
-// EVALSHA sha 2k group1 state1 ... app n1 key1 ...
+// EVALSHA sha 2k group1 state1 ... app n1 key1 ... 2 (protocol 2: nine
+// integers per answer, the ninth the key's shadow mode).
 func (m *call) buildKeyedMany(app any) {
 	args := append(m.xargs[:0], "evalsha", keyedSHAArg, strconv.Itoa(2*len(m.batch)))
 	for _, c := range m.batch {
@@ -92,24 +93,32 @@ func (m *call) buildKeyedMany(app any) {
 	for _, c := range m.batch {
 		args = append(args, c.args[6], c.args[7])
 	}
-	m.xargs = args
+	m.xargs = append(args, "2")
 }
 
 // splitKeyed hands the answers of the merged calls among sent out to their
-// keyed calls, and recycles the merged calls.
+// keyed calls, and recycles the merged calls. An answer has nine integers
+// (protocol 2), or eight from a script of an older release.
 func splitKeyed(sent []*call) {
 	for _, m := range sent {
 		if len(m.xargs) == 0 {
 			continue
 		}
+		w := 0
+		switch len(m.reply) {
+		case 9 * len(m.batch):
+			w = 9
+		case 8 * len(m.batch):
+			w = 8
+		}
 		for i, c := range m.batch {
 			switch {
 			case m.err != nil:
 				c.err = m.err
-			case len(m.reply) != 8*len(m.batch):
+			case w == 0:
 				c.err = redisscript.ErrBadAnswer
 			default:
-				c.reply = m.reply[8*i : 8*i+8 : 8*i+8]
+				c.reply = m.reply[w*i : w*i+w : w*i+w]
 			}
 		}
 		m.cmd = nil // its args are xargs: never to be reused by a single call

@@ -12,7 +12,9 @@ worker does. Keyed buckets and their overrides are set up with the keyed
 apply and override scripts in each of the 64 key groups; keyed acquires
 run the keyed acquire script with the keys computed from the key's SHA-1
 (docs/protocol.md, "Keyed buckets") in both modes, since the Python
-Limiter has no keyed form. The keys it writes are deleted at the end. Exit status: 0 when
+Limiter has no keyed form: the limiter mode with protocol 2 (nine
+integers, the ninth the key's shadow mode), the script mode without.
+The keys it writes are deleted at the end. Exit status: 0 when
 everything passed, 1 when a check failed, 2 when it could not run.
 """
 
@@ -227,8 +229,16 @@ class Run:
         want = step["want"]
         where = "%s: acquire %s[%r] %r n=%r" % (where, q["bucket"], q["key"], q["app"], q["n"])
         base, state = keyed_keys(q["bucket"], q["key"], prefix)
-        reply = self.keyed_acquire.run(self.r, [base, state], [q["app"], q["n"], q["key"]])
-        if not isinstance(reply, list) or len(reply) != 8:
+        # The limiter mode asks for protocol 2 (a ninth integer, the key's
+        # shadow mode, as a client with a local fallback does); the script
+        # mode sends the arguments of the first version, eight integers.
+        args = [q["app"], q["n"], q["key"]]
+        width = 8
+        if mode == "limiter":
+            args.append("2")
+            width = 9
+        reply = self.keyed_acquire.run(self.r, [base, state], args)
+        if not isinstance(reply, list) or len(reply) != width:
             self.fail(where, "malformed answer %r" % (reply,))
             return
         if reply[0] != CODES[want["code"]]:
@@ -239,6 +249,14 @@ class Run:
                 self.fail(where, "%s = %d, want %r" % (f, reply[i], want[f]))
         if reply[7] != SOURCES[want["source"]]:
             self.fail(where, "source = %d, want %s" % (reply[7], want["source"]))
+        if width == 9:
+            # A would-deny is in shadow mode, a denial is not; the other
+            # answers carry 0 or 1 (0 for the refusals without a limit).
+            want_shadow = {"would_deny": (1,), "denied": (0,)}.get(want["code"], (0, 1))
+            if want["code"] in ("unknown_bucket", "app_not_allowed", "invalid_n", "invalid_key"):
+                want_shadow = (0,)
+            if reply[8] not in want_shadow:
+                self.fail(where, "shadow = %r, want one of %r" % (reply[8], want_shadow))
 
     def check_answer(self, where, want, reply, fields):
         """Checks an answer of seven integers (and more) against want."""

@@ -142,3 +142,70 @@ func TestKeyedShadowOverride(t *testing.T) {
 		}
 	})
 }
+
+// Protocol 2 of the keyed acquire: a last argument "2" adds a ninth
+// integer to every answer, the shadow mode of the limit that applied (the
+// bucket's, or a shadow override's for its keys), grants included; 0 for
+// refusals without a limit. Without it the answer is eight integers, and
+// both parse; several acquires in one call answer nine integers each.
+func TestKeyedAcquireProtocol2Shadow(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		ctx := context.Background()
+		c := cfg("api", 2, 1_000_000, 3600, "svc")
+		if out := s.applyKeyed(t, c, false); out != redisscript.Created {
+			t.Fatalf("apply: %v", out)
+		}
+		s.override(t, redisscript.Override{Bucket: "api", BucketID: c.ID, ID: 1, Version: 1, Match: redisscript.MatchPrefix,
+			Key: "try:", Capacity: 2, PermitsMicro: 1_000_000, PeriodSeconds: 3600, Shadow: true})
+		run := func(app string, nk ...string) []int64 {
+			t.Helper()
+			var keys []string
+			args := []any{app}
+			for i := 0; i+1 < len(nk); i += 2 {
+				k := s.ks.Keyed("api", nk[i+1])
+				keys = append(keys, k.Config, k.State)
+				args = append(args, nk[i], nk[i+1])
+			}
+			if len(nk)%2 == 1 {
+				args = append(args, nk[len(nk)-1])
+			}
+			v, err := redisscript.KeyedAcquireScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		// A grant of the shadow override's key says shadow; the enforced
+		// key's grant does not.
+		v := run("svc", "1", "try:1", "1", "paid:1", "2")
+		if len(v) != 18 || v[0] != 1 || v[7] != int64(redisscript.FromPrefix) || v[8] != 1 ||
+			v[9] != 1 || v[16] != int64(redisscript.FromBucket) || v[17] != 0 {
+			t.Fatalf("two acquires, protocol 2: %v", v)
+		}
+		for i, want := range []bool{true, false} {
+			a, err := redisscript.KeyedAnswerOf(v[9*i : 9*i+9])
+			if err != nil || !a.HasShadow || a.Shadow != want {
+				t.Fatalf("answer %d: %+v %v, want shadow %v", i, a, err, want)
+			}
+		}
+		// Without protocol 2: eight integers, no shadow told.
+		v = run("svc", "1", "try:1")
+		if a, err := redisscript.KeyedAnswerOf(v); len(v) != 8 || err != nil || a.Code != redisscript.Allowed || a.HasShadow {
+			t.Fatalf("protocol 1: %v %+v %v", v, a, err)
+		}
+		// A refusal without a limit carries 0, and tells no shadow mode.
+		v = run("other", "1", "try:1", "2")
+		if a, err := redisscript.KeyedAnswerOf(v); len(v) != 9 || v[8] != 0 || err != nil || a.Code != redisscript.AppNotAllowed || a.HasShadow {
+			t.Fatalf("app not allowed, protocol 2: %v %+v %v", v, a, err)
+		}
+		// The bucket in shadow mode: every key's grant says so.
+		c.Version, c.Shadow = 2, true
+		if out := s.applyKeyed(t, c, false); out != redisscript.Updated {
+			t.Fatalf("shadow on: %v", out)
+		}
+		v = run("svc", "1", "paid:2", "2")
+		if len(v) != 9 || v[0] != 1 || v[8] != 1 {
+			t.Fatalf("grant in a shadow bucket, protocol 2: %v", v)
+		}
+	})
+}

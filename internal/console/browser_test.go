@@ -258,7 +258,7 @@ func TestBrowser(t *testing.T) {
 
 		ada.fill("max_permits", "1", "description", "ada's change")
 		ada.submit("form[action='/buckets/shop-checkout'] .actions button[type=submit]")
-		ada.wantText("#conflict", "Someone else saved this bucket", "olga saved version 3", "300")
+		ada.wantText("#stale", "was changed by someone else", "olga saved version 3", "300")
 		ada.shot(t, "conflict")
 		b, err := e.bkts.Get(context.Background(), "shop-checkout")
 		if err != nil || b.MaxPermits != 300 || b.Description == "ada's change" {

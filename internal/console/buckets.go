@@ -121,7 +121,9 @@ type bucketFormPage struct {
 	OtherApps  string
 	// MoreApps says there are apps beyond AppChoices, to be typed.
 	MoreApps bool
-	// Conflict is the newer bucket a stale edit ran into.
+	// Stale is the refusal of an edit based on an older version, and
+	// Conflict the newer bucket it ran into.
+	Stale    error
 	Conflict *buckets.Bucket
 }
 
@@ -502,7 +504,7 @@ func (s *server) updateBucket(c *gin.Context) {
 	switch cur, ok := staleCurrent[*buckets.Bucket](err); {
 	case ok:
 		p.Form.OwnerApp = cur.OwnerApp
-		p.Conflict = cur
+		p.Stale, p.Conflict = err, cur
 		p.Form.Version = cur.Version
 		s.renderBucketForm(c, status(err), p)
 	case status(err) == http.StatusUnprocessableEntity:

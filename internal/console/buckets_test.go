@@ -91,7 +91,8 @@ func TestBucketStaleEditShowsConflict(t *testing.T) {
 	r = second.post("/buckets/search", url.Values{"max_permits": {"7"}, "rate": {"1/s"}, "allowed_apps": {"alpha"},
 		"description": {"mine"}, "version": {"1"}})
 	wantStatus(t, "stale save", r, http.StatusPreconditionFailed)
-	wantBody(t, "stale save", r, "Someone else saved this bucket", "olga saved version 2", "10 per second",
+	wantBody(t, "stale save", r, `id="stale"`, `bucket &#34;search&#34; was changed by someone else (now version 2, your change was based on version 1)`,
+		"olga saved version 2", "10 per second",
 		`name="version" value="2"`, `value="7"`, ">mine</textarea>")
 	b, _ := e.bkts.Get(context.Background(), "search")
 	if b.MaxPermits != 50 || b.Version != 2 || b.Description != "" {

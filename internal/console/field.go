@@ -117,21 +117,29 @@ func confirmActions(button, back string, cancel ...string) formActions {
 	return a
 }
 
-// conflictBanner is the banner of an edit form whose save ran into a
-// version saved meanwhile, as the "conflict" partial renders it.
-type conflictBanner struct {
-	// Noun names what was edited: "bucket", "override".
-	Noun string
-	// Current is the newer version (a *buckets.Bucket or a
-	// *buckets.Override): its author, version and time, and the values
-	// the page's "conflictvalues" template shows.
+// staleBanner is the one banner of a change refused because it was based
+// on an older version (an *errs.Stale), as the "stale" partial renders it
+// on every page: the same element and the refusal's own sentence.
+type staleBanner struct {
+	// Err is the refusal; its message is the banner's sentence.
+	Err error
+	// Current, on an edit form, is the newer version (a *buckets.Bucket
+	// or a *buckets.Override): its author, version and time, and the
+	// values the page's "stalevalues" template shows. Nil on a page that
+	// shows the stored values itself (a delete).
 	Current any
-	// Discard leaves the form, dropping the user's values.
+	// Discard, on an edit form, leaves the form, dropping the user's
+	// values.
 	Discard string
 }
 
-// newConflictBanner is the "conflict" template function: what was edited,
-// its newer version, and the way out of the form.
-func newConflictBanner(noun string, current any, discard string) conflictBanner {
-	return conflictBanner{Noun: noun, Current: current, Discard: discard}
+// newStaleBanner is the "stale" template function: the refusal and, on an
+// edit form, the newer version and the way out of the form.
+func newStaleBanner(err error, form ...any) staleBanner {
+	b := staleBanner{Err: err}
+	if len(form) == 2 {
+		b.Current = form[0]
+		b.Discard, _ = form[1].(string)
+	}
+	return b
 }

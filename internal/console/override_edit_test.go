@@ -87,7 +87,7 @@ func TestOverrideEditPage(t *testing.T) {
 	}
 	r = ob.post(path, url.Values{"version": {"2"}, "max_permits": {"600"}, "rate": {"600/min"}})
 	wantStatus(t, "stale", r, http.StatusPreconditionFailed)
-	wantBody(t, "stale", r, "Someone else saved this override", `name="version" value="3"`, `value="600"`, "<dd>7</dd>")
+	wantBody(t, "stale", r, `id="stale"`, "was changed by someone else (now version 3, your change was based on version 2)", `name="version" value="3"`, `value="600"`, "<dd>7</dd>")
 	if cur, _ := e.bkts.GetOverride(ctx, "per-key", o.ID); cur.MaxPermits != 7 {
 		t.Fatalf("a stale edit wrote: %+v", cur)
 	}
@@ -155,7 +155,7 @@ func TestBrowserOverrideEdit(t *testing.T) {
 			}
 			olga.fill("o_max_permits", "999")
 			olga.submit("form[action='" + path + "'] button[type=submit]")
-			olga.wantText("#conflict", "Someone else saved this override", "changed elsewhere")
+			olga.wantText("#stale", "was changed by someone else", "changed elsewhere")
 			olga.shot(t, "override-conflict")
 			olga.submit("form[action='" + path + "'] button[type=submit]")
 			olga.wantText("tr[data-override]", "999")

@@ -223,7 +223,9 @@ type overrideFormPage struct {
 	Form     overrideForm
 	// Version is the version the form edits.
 	Version int64
-	// Conflict is the newer override a stale edit ran into.
+	// Stale is the refusal of an edit based on an older version, and
+	// Conflict the newer override it ran into.
+	Stale    error
 	Conflict *buckets.Override
 	Errors   *errs.Validation
 }
@@ -284,7 +286,7 @@ func (s *server) updateOverride(c *gin.Context) {
 		Version: version}
 	switch cur, ok := staleCurrent[*buckets.Override](err); {
 	case ok:
-		p.Conflict, p.Override, p.Version = cur, cur, cur.Version
+		p.Stale, p.Conflict, p.Override, p.Version = err, cur, cur, cur.Version
 		s.render(c, status(err), "override_form", p)
 	case status(err) == http.StatusUnprocessableEntity:
 		p.Errors = errs.Fields(err)

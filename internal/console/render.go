@@ -101,8 +101,8 @@ func parseViews() (*views, error) {
 		// submit and confirm carry a form's buttons to the "actions" partial.
 		"submit":  submitActions,
 		"confirm": confirmActions,
-		// conflict carries a stale edit to the "conflict" partial.
-		"conflict": newConflictBanner,
+		// stale carries a refusal of an older version to the "stale" partial.
+		"stale": newStaleBanner,
 	}
 	for _, name := range pageNames {
 		t, err := template.New(name).Funcs(funcs).ParseFS(web.Templates, "layout.html", "partials.html", name+".html")

@@ -254,15 +254,26 @@ func AcquireKeyRaw(ctx context.Context, rdb redis.Scripter, keys []string, app, 
 }
 
 // KeyedAnswerOf interprets the keyed acquire script's reply: the seven
-// integers of an acquire (with the extra code InvalidKey) and the source.
+// integers of an acquire (with the extra code InvalidKey) and the source,
+// and under protocol 2 a ninth, the shadow mode of the limit that applied
+// (HasShadow is set for the answers that carry it: allowed, denied, would
+// deny and n exceeds capacity). An answer of eight integers (no protocol
+// 2, or a script of an older release) leaves HasShadow false.
 func KeyedAnswerOf(v []int64) (KeyedAnswer, error) {
-	if len(v) != 8 || v[7] < int64(FromBucket) || v[7] > int64(FromPrefix) {
+	if (len(v) != 8 && len(v) != 9) || v[7] < int64(FromBucket) || v[7] > int64(FromPrefix) ||
+		(len(v) == 9 && v[8] != 0 && v[8] != 1) {
 		return KeyedAnswer{}, fmt.Errorf("%w: %v", ErrBadAnswer, v)
 	}
 	if v[0] == int64(InvalidKey) {
 		return KeyedAnswer{Answer: Answer{Code: InvalidKey}}, nil
 	}
 	a, err := AnswerOf(v[:7])
+	if err == nil && len(v) == 9 {
+		switch a.Code {
+		case Allowed, Denied, WouldDeny, ExceedsCapacity:
+			a.HasShadow, a.Shadow = true, v[8] == 1
+		}
+	}
 	return KeyedAnswer{Answer: a, Source: Source(v[7])}, err
 }
 

@@ -286,14 +286,18 @@ end
 -- exact override, 2 a prefix override); code -5 is an invalid key
 -- (docs/protocol.md). Shadow mode: where the bucket or the override that
 -- applies is in shadow mode, a call that would be denied answers code 2
--- (would deny) and takes nothing.
+-- (would deny) and takes nothing. A client that passes one more argument
+-- '2' after the last key (protocol 2) gets a ninth integer in every
+-- answer: shadow, 1 when the limit that applied is in shadow mode, else 0
+-- (0 for codes -1, -2, -4, -5), so that its local fallback learns it from
+-- a grant too.
 --
 -- Several acquires of one app in one call: KEYS holds a pair (group hash,
--- state) per acquire, ARGV the app and then n and the key of each; the
--- answer is their answers of eight integers one after the other. Each is
--- decided as if it ran alone, in order; they share one reading of TIME and
--- one MGET of their states, which is what makes the call cheaper than
--- separate ones.
+-- state) per acquire, ARGV the app and then n and the key of each (and
+-- '2' for protocol 2); the answer is their answers of eight (nine)
+-- integers one after the other. Each is decided as if it ran alone, in
+-- order; they share one reading of TIME and one MGET of their states,
+-- which is what makes the call cheaper than separate ones.
 --
 -- A key's state is one string "<id> <full_at x 4>" (base 64, see
 -- key_full_at): the bucket id (a recreated bucket ignores the state of the
@@ -305,17 +309,24 @@ local count_ = math.floor(#KEYS / 2)
 if count_ < 1 then
   return {-5, 0, 0, 0, 0, 0, 0, 0}
 end
+-- The integers of each answer: 8, or 9 (with shadow) under protocol 2.
+local width = 8
+if #ARGV == 2 * count_ + 2 and ARGV[#ARGV] == '2' then width = 9 end
 
 -- decide answers one acquire of n tokens for key, whose state string is s
 -- (false when absent), at time now, and writes the state when it grants.
+-- It returns the answer's first seven integers, the source and shadow
+-- (0 or 1), and the state written, if any: the answer is not grown by
+-- two fields, which would rehash it twice.
 local function decide(base, state, n, key, s, now, f, exact)
   local code, capacity, pm, period, shadow, src = key_limit(base, key, app, f, exact)
-  if code ~= 0 then return {code, 0, 0, 0, capacity, pm, period, 0} end
-  if n > capacity then return {-3, 0, 0, 0, capacity, pm, period, src} end
+  if code ~= 0 then return {code, 0, 0, 0, capacity, pm, period}, 0, 0 end
+  local sh = 0
+  if shadow then sh = 1 end
+  if n > capacity then return {-3, 0, 0, 0, capacity, pm, period}, src, sh end
   local full_at, a = key_take(key_full_at(s, f[5], now, capacity, pm, period), n, now, capacity, pm, period, shadow)
-  a[8] = src
-  if full_at then return a, key_put(state, f[5], full_at, now) end
-  return a
+  if full_at then return a, src, sh, key_put(state, f[5], full_at, now) end
+  return a, src, sh
 end
 
 -- Check every acquire, then read the states of those that passed in one
@@ -328,9 +339,9 @@ for i = 1, count_ do
   local base, key = KEYS[2 * i - 1], ARGV[2 * i + 1]
   local n = count(ARGV[2 * i])
   if not n or n < 1 then
-    answers[i] = {-4, 0, 0, 0, 0, 0, 0, 0}
+    answers[i] = {-4, 0, 0, 0, 0, 0, 0}
   elseif key_refusal(base, KEYS[2 * i], key) then
-    answers[i] = {-5, 0, 0, 0, 0, 0, 0, 0}
+    answers[i] = {-5, 0, 0, 0, 0, 0, 0}
   else
     ns[i] = n
     states[#states + 1] = KEYS[2 * i]
@@ -361,6 +372,7 @@ local out = {}
 local j = 0
 for i = 1, count_ do
   local a = answers[i]
+  local src, sh = 0, 0
   if not a then
     j = j + 1
     local state = KEYS[2 * i]
@@ -371,11 +383,14 @@ for i = 1, count_ do
     local e = next_exact[base]
     next_exact[base] = e + 1
     local v
-    a, v = decide(base, state, ns[i], ARGV[2 * i + 1], s, now, f, f[e])
+    a, src, sh, v = decide(base, state, ns[i], ARGV[2 * i + 1], s, now, f, f[e])
     if v then written[state] = v end
   end
-  for x = 1, 8 do
-    out[#out + 1] = a[x]
+  local o = #out
+  for x = 1, 7 do
+    out[o + x] = a[x]
   end
+  out[o + 8] = src
+  if width == 9 then out[o + 9] = sh end
 end
 return out
