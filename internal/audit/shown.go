@@ -1,23 +1,20 @@
-package console
+package audit
 
 import (
 	"encoding/json"
 	"slices"
-
-	"github.com/sluicehq/sluice/internal/audit"
-	"github.com/sluicehq/sluice/internal/manage"
 )
 
 // bookkeeping are the snapshot fields every change of a stored object
 // moves: they say nothing about what a person changed.
 var bookkeeping = []string{"id", "version", "created_at", "created_by", "updated_at", "updated_by"}
 
-// shownChanges is what the audit log shows of an entry's changes: the
+// ShownChanges is what the audit log shows of the entry's changes: the
 // fields a person set, without bookkeeping fields, and for a creation
 // only the fields given a value (not the empty defaults).
-func shownChanges(e manage.AuditEntry) []audit.Change {
+func (e Entry) ShownChanges() []Change {
 	all := e.Changes()
-	out := make([]audit.Change, 0, len(all))
+	out := make([]Change, 0, len(all))
 	for _, c := range all {
 		if slices.Contains(bookkeeping, c.Field) {
 			continue
@@ -39,9 +36,9 @@ func emptyJSON(v string) bool {
 	return false
 }
 
-// overrideKey is the key of the override an entry is about ("" for other
-// entries), so that the log names it beside its bucket.
-func overrideKey(e manage.AuditEntry) string {
+// OverrideKey is the key of the override the entry is about ("" for
+// other entries), so that the log names it beside its bucket.
+func (e Entry) OverrideKey() string {
 	if e.ObjectType != "override" {
 		return ""
 	}
