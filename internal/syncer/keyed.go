@@ -15,25 +15,40 @@ import (
 // applyConfig writes a bucket's config: the bucket hash of a plain bucket,
 // every key group of a keyed one.
 func (w *Worker) applyConfig(ctx context.Context, keyed bool, cfg redisscript.Config, force bool) (redisscript.ApplyOutcome, error) {
-	w.hookWrite(cfg.Name)
 	if keyed {
+		w.hookWrite(cfg.Name)
 		return redisscript.ApplyKeyed(ctx, w.rdb, w.ks, cfg, force)
 	}
 	// The registry first: a hash written before a crash is still found.
 	if err := w.rdb.SAdd(ctx, w.ks.BucketRegistry(), cfg.Name).Err(); err != nil {
 		return 0, fmt.Errorf("apply bucket %q: register: %w", cfg.Name, err)
 	}
-	return redisscript.Apply(ctx, w.rdb, w.ks, cfg, force)
+	w.hookWrite(cfg.Name)
+	out, err := redisscript.Apply(ctx, w.rdb, w.ks, cfg, force)
+	if err == nil && out == redisscript.Created {
+		// And again once the hash exists: an unregister that ran since
+		// the first add found no hash and took the name out.
+		if err := w.rdb.SAdd(ctx, w.ks.BucketRegistry(), cfg.Name).Err(); err != nil {
+			return out, fmt.Errorf("apply bucket %q: register: %w", cfg.Name, err)
+		}
+	}
+	return out, err
 }
 
 // unregister removes name from the registry of bucket hashes once its
 // hash is gone (a delete can be refused, a newer bucket keep the name).
+// It removes the name first and looks for the hash after, adding the name
+// back when the hash is there: with applyConfig's add after it creates a
+// hash, no interleaving of the two leaves a hash unregistered.
 func (w *Worker) unregister(ctx context.Context, name string) error {
-	n, err := w.rdb.Exists(ctx, w.ks.Bucket(name)).Result()
-	if err != nil || n > 0 {
+	if err := w.rdb.SRem(ctx, w.ks.BucketRegistry(), name).Err(); err != nil {
 		return err
 	}
-	return w.rdb.SRem(ctx, w.ks.BucketRegistry(), name).Err()
+	n, err := w.rdb.Exists(ctx, w.ks.Bucket(name)).Result()
+	if err != nil || n == 0 {
+		return err
+	}
+	return w.rdb.SAdd(ctx, w.ks.BucketRegistry(), name).Err()
 }
 
 // deleteConfig removes a bucket from Redis, guarded by its id.
