@@ -86,7 +86,8 @@ type observer struct {
 	max         map[string][2]int64 // name -> highest (id, version) seen
 	deletedAt   map[int64]time.Time // bucket id -> when its delete committed
 	nameOf      map[int64]string
-	goneSeen    map[int64]bool // deleted ids already seen gone from Redis
+	goneSeen    map[int64]bool   // deleted ids already seen gone from Redis
+	goneHow     map[int64]string // how: what Redis held then, and the tombstone
 	regressions []string
 	resurrected []string
 	samples     int
@@ -115,12 +116,20 @@ func (o *observer) sample(ctx context.Context, names []string) error {
 				o.max[name] = cur
 			}
 			if o.goneSeen[cur[0]] {
-				o.resurrected = append(o.resurrected, fmt.Sprintf("%s id %d v%d", name, cur[0], cur[1]))
+				o.resurrected = append(o.resurrected, fmt.Sprintf("%s id %d v%d (seen gone: %s)", name, cur[0], cur[1], o.goneHow[cur[0]]))
 			}
 		}
 		for id, at := range o.deletedAt {
-			if o.nameOf[id] == name && at.Before(start) && (!st.Exists || cur[0] != id) {
+			if o.nameOf[id] == name && at.Before(start) && (!st.Exists || cur[0] != id) && !o.goneSeen[id] {
+				// The tombstone tells a delete that reached Redis from a
+				// bucket Redis never had.
+				tomb, err := o.rdb.Get(ctx, o.ks.Tombstone(name)).Result()
+				if err != nil && !errors.Is(err, redis.Nil) {
+					o.mu.Unlock()
+					return err
+				}
 				o.goneSeen[id] = true
+				o.goneHow[id] = fmt.Sprintf("hash exists %v id %d, tombstone %q", st.Exists, cur[0], tomb)
 			}
 		}
 		o.mu.Unlock()
@@ -166,7 +175,7 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 		names[i] = fmt.Sprintf("q7-%02d", i)
 	}
 	obs := &observer{rdb: rdb, ks: ks, max: map[string][2]int64{}, deletedAt: map[int64]time.Time{},
-		nameOf: map[int64]string{}, goneSeen: map[int64]bool{}}
+		nameOf: map[int64]string{}, goneSeen: map[int64]bool{}, goneHow: map[int64]string{}}
 	sctx, stopSampling := context.WithCancel(ctx)
 	var bg sync.WaitGroup
 	bg.Go(func() {

@@ -311,3 +311,53 @@ func TestOverrideListScales(t *testing.T) {
 	}
 	t.Logf("7 pages, a search and a match over %d overrides took %v", n, time.Since(start))
 }
+
+// WithOverrides returns those of the asked overrides the bucket still has,
+// and holds the bucket's row (which every override change takes) while fn
+// runs.
+func TestWithOverridesHoldsTheBucket(t *testing.T) {
+	t.Parallel()
+	db, s := setup(t)
+	b := keyedBucket(t, s, "api")
+	create(t, s, newBucket(t, "plain"))
+	var ids []int64
+	for _, key := range []string{"a", "b", "c"} {
+		o := newOverride(t, "api", buckets.MatchExact, key, 5)
+		if err := s.CreateOverride(ctx, alice, o); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, o.ID)
+	}
+	if err := s.DeleteOverride(ctx, alice, "api", ids[1], 0); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	err := s.WithOverrides(ctx, "api", append(ids, 99999), func(got *buckets.Bucket, os []*buckets.Override) error {
+		calls++
+		if got == nil || got.ID != b.ID || len(os) != 2 || os[0].ID != ids[0] || os[1].ID != ids[2] || os[1].Key != "c" {
+			t.Errorf("bucket %+v, overrides %+v; want a and c", got, os)
+		}
+		if !rowHeld(t, db, "api") {
+			t.Error("the bucket's row is not held while fn runs")
+		}
+		return nil
+	})
+	if err != nil || calls != 1 {
+		t.Fatalf("WithOverrides: %v after %d calls", err, calls)
+	}
+	if rowHeld(t, db, "api") {
+		t.Fatal("the row is still held after fn returned")
+	}
+	// A bucket that is gone or not keyed has no overrides: nil.
+	for _, name := range []string{"plain", "gone"} {
+		err := s.WithOverrides(ctx, name, ids, func(got *buckets.Bucket, os []*buckets.Override) error {
+			if got != nil || os != nil {
+				t.Errorf("%s: %+v, %+v", name, got, os)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

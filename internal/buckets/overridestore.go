@@ -425,6 +425,36 @@ func (s *Store) OverrideDefinitions(ctx context.Context, bucketID int64, batch i
 	}
 }
 
+// WithOverrides calls fn with the bucket named bucket and those of the
+// overrides ids that it still has, as committed, and holds a shared lock
+// on the bucket's row until fn returns: override changes take that lock,
+// so none of them (nor a delete of the bucket) commits before. b is nil
+// when the bucket is gone or is not keyed. As for WithDefinition, fn
+// should be brief and must not use the store.
+func (s *Store) WithOverrides(ctx context.Context, bucket string, ids []int64, fn func(b *Bucket, os []*Override) error) error {
+	return database.InTx(ctx, s.db, func(tx *database.Tx) error {
+		b, err := lockShared(ctx, tx, bucket)
+		if errors.Is(err, errs.ErrNotFound) || err == nil && !b.Keyed {
+			return fn(nil, nil)
+		}
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return fn(b, nil)
+		}
+		q, args, err := sqlx.In(selectOverrides+` WHERE bucket_id = ? AND id IN (?) ORDER BY id`, b.ID, ids)
+		if err != nil {
+			return fmt.Errorf("load overrides of %q: %w", b.Name, err)
+		}
+		os, err := selectOverrideRows(ctx, tx, b.Name, tx.Rebind(q), args...)
+		if err != nil {
+			return fmt.Errorf("load overrides of %q: %w", b.Name, err)
+		}
+		return fn(b, os)
+	})
+}
+
 // OverrideByID returns the override with id, for the sync worker's
 // re-checks; an error matching errs.ErrNotFound means it is gone.
 func (s *Store) OverrideByID(ctx context.Context, id int64) (*Override, error) {

@@ -194,6 +194,45 @@ func lock(ctx context.Context, tx *database.Tx, name string) (*Bucket, error) {
 	return get(ctx, tx, name)
 }
 
+// lockShared takes a shared lock on the row of the bucket named name in tx
+// and returns the bucket as committed: changes of the bucket and of its
+// overrides (which take its row lock) wait until tx ends.
+func lockShared(ctx context.Context, tx *database.Tx, name string) (*Bucket, error) {
+	if !names.Valid(name) {
+		return nil, notFound(name)
+	}
+	var id int64
+	// LOCK IN SHARE MODE rather than FOR SHARE: MariaDB knows only the former.
+	err := tx.GetContext(ctx, &id, `SELECT id FROM buckets WHERE name = ? LOCK IN SHARE MODE`, name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock bucket %q: %w", name, database.Translate(err))
+	}
+	return get(ctx, tx, name)
+}
+
+// WithDefinition calls fn with the current definition of the bucket named
+// name, or with nil when there is none, and holds a shared lock on its row
+// until fn returns: a change or delete of the bucket (or of its overrides)
+// commits only after that. The sync worker writes the definition to Redis
+// inside fn, so a definition never reaches Redis after the change that
+// replaced it committed. fn should be brief and must not use the store:
+// the -dev engine's pool has a single connection.
+func (s *Store) WithDefinition(ctx context.Context, name string, fn func(*Bucket) error) error {
+	return database.InTx(ctx, s.db, func(tx *database.Tx) error {
+		b, err := lockShared(ctx, tx, name)
+		if errors.Is(err, errs.ErrNotFound) {
+			return fn(nil)
+		}
+		if err != nil {
+			return err
+		}
+		return fn(b)
+	})
+}
+
 // Get returns the bucket named name, or an error matching errs.ErrNotFound.
 func (s *Store) Get(ctx context.Context, name string) (*Bucket, error) {
 	return get(ctx, s.db, name)

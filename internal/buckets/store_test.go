@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sluicehq/sluice/internal/apps"
@@ -763,4 +764,73 @@ func TestDeleteRacesRecreate(t *testing.T) {
 	if lost > 0 {
 		t.Fatalf("a stale delete removed the other app's new bucket in %d of %d rounds", lost, rounds)
 	}
+}
+
+// WithDefinition holds the bucket's row while fn runs: a change or delete
+// of the bucket, or of one of its overrides, commits only after fn, so
+// what the sync worker writes inside fn cannot reach Redis after a change
+// that replaced it.
+func TestWithDefinitionHoldsTheRow(t *testing.T) {
+	t.Parallel()
+	db, s := setup(t)
+	b := create(t, s, newBucket(t, "held", "search"))
+	held := func() bool { return rowHeld(t, db, "held") }
+	calls := 0
+	err := s.WithDefinition(ctx, "held", func(got *buckets.Bucket) error {
+		calls++
+		if got == nil || got.ID != b.ID || got.Version != 1 || !slices.Equal(got.AllowedApps, []string{"search"}) {
+			t.Errorf("definition %+v", got)
+		}
+		if !held() {
+			t.Error("the row is not held while fn runs")
+		}
+		return nil
+	})
+	if err != nil || calls != 1 {
+		t.Fatalf("WithDefinition: %v after %d calls", err, calls)
+	}
+	if held() {
+		t.Fatal("the row is still held after fn returned")
+	}
+	// fn's error is WithDefinition's, and the row is let go.
+	boom := errors.New("boom")
+	if err := s.WithDefinition(ctx, "held", func(*buckets.Bucket) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("WithDefinition = %v, want fn's error", err)
+	}
+	if err := s.Delete(ctx, alice, "held", buckets.Expect{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"held", "Not A Name"} {
+		err := s.WithDefinition(ctx, name, func(got *buckets.Bucket) error {
+			if got != nil {
+				t.Errorf("%q: definition %+v of a bucket that is gone", name, got)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+	}
+}
+
+// rowHeld reports whether another transaction holds the row of bucket
+// name: the locking read every change begins with fails without waiting.
+func rowHeld(t *testing.T, db *sqlx.DB, name string) bool {
+	t.Helper()
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var id int64
+	err = tx.GetContext(ctx, &id, `SELECT id FROM buckets WHERE name = ? FOR UPDATE NOWAIT`, name)
+	var me *mysql.MySQLError
+	// MariaDB answers a lock it would wait for with 1205, MySQL with 3572.
+	if errors.As(err, &me) && (me.Number == 1205 || me.Number == 3572) {
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return false
 }

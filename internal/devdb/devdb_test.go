@@ -201,6 +201,26 @@ func TestKeyedOverridesOnEmbeddedEngine(t *testing.T) {
 	if err := store.DeleteOverride(ctx, actor, "api", created[1].ID, created[1].Version); err != nil {
 		t.Fatal(err)
 	}
+	// The sync worker's locked reads (a shared row lock) run here too.
+	ids := []int64{created[0].ID, created[1].ID, created[2].ID}
+	err = store.WithOverrides(ctx, "api", ids, func(b *buckets.Bucket, os []*buckets.Override) error {
+		if b == nil || b.Name != "api" || len(os) != 2 || os[0].MaxPermits != 200 || os[1].ID != created[2].ID {
+			t.Errorf("with overrides: %+v, %+v", b, os)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("with overrides: %v", err)
+	}
+	err = store.WithDefinition(ctx, "api", func(b *buckets.Bucket) error {
+		if b == nil || !b.Keyed || b.MaxPermits != 10 {
+			t.Errorf("with definition: %+v", b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("with definition: %v", err)
+	}
 	events, err := store.PendingEvents(ctx, 0)
 	if err != nil || len(events) != 6 || events[5].Op != buckets.OpOverrideDelete || events[5].Override == nil || events[5].Override.Key != "tenant:" {
 		t.Fatalf("events = %+v, %v", events, err)

@@ -354,7 +354,15 @@ func ApplyKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, cfg Config,
 	if err != nil {
 		return 0, fmt.Errorf("apply keyed bucket %q: %w", name, err)
 	}
-	return strongest(res), nil
+	out := strongest(res)
+	if out == Created {
+		// And again once a group exists: a DeleteKeyed that ran since the
+		// first add found no group and took the name out.
+		if err := rdb.SAdd(ctx, ks.KeyedRegistry(), name).Err(); err != nil {
+			return 0, fmt.Errorf("apply keyed bucket %q: register: %w", name, err)
+		}
+	}
+	return out, nil
 }
 
 func strongest(res []int64) ApplyOutcome {
@@ -389,18 +397,23 @@ func DeleteKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name strin
 	if err != nil {
 		return false, fmt.Errorf("delete keyed bucket %q: %w", name, err)
 	}
-	// Unregister only when no group of a newer incarnation is left.
-	var left int64
+	// Unregister unless a group of a newer incarnation is left: the name
+	// goes first and comes back when a group is found after, so that with
+	// ApplyKeyed's add after it creates a group, no interleaving of the two
+	// leaves a group unregistered.
+	if err := rdb.SRem(ctx, ks.KeyedRegistry(), name).Err(); err != nil {
+		return false, fmt.Errorf("delete keyed bucket %q: unregister: %w", name, err)
+	}
 	for g := range KeyGroups {
 		n, err := rdb.Exists(ctx, ks.KeyGroup(name, g)).Result()
 		if err != nil {
 			return false, fmt.Errorf("delete keyed bucket %q: %w", name, err)
 		}
-		left += n
-	}
-	if left == 0 {
-		if err := rdb.SRem(ctx, ks.KeyedRegistry(), name).Err(); err != nil {
-			return false, fmt.Errorf("delete keyed bucket %q: unregister: %w", name, err)
+		if n > 0 {
+			if err := rdb.SAdd(ctx, ks.KeyedRegistry(), name).Err(); err != nil {
+				return false, fmt.Errorf("delete keyed bucket %q: register: %w", name, err)
+			}
+			break
 		}
 	}
 	deleted := false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/buckets"
@@ -15,23 +16,39 @@ import (
 // every key group of a keyed one.
 func (w *Worker) applyConfig(ctx context.Context, keyed bool, cfg redisscript.Config, force bool) (redisscript.ApplyOutcome, error) {
 	if keyed {
+		w.hookWrite(cfg.Name)
 		return redisscript.ApplyKeyed(ctx, w.rdb, w.ks, cfg, force)
 	}
 	// The registry first: a hash written before a crash is still found.
 	if err := w.rdb.SAdd(ctx, w.ks.BucketRegistry(), cfg.Name).Err(); err != nil {
 		return 0, fmt.Errorf("apply bucket %q: register: %w", cfg.Name, err)
 	}
-	return redisscript.Apply(ctx, w.rdb, w.ks, cfg, force)
+	w.hookWrite(cfg.Name)
+	out, err := redisscript.Apply(ctx, w.rdb, w.ks, cfg, force)
+	if err == nil && out == redisscript.Created {
+		// And again once the hash exists: an unregister that ran since
+		// the first add found no hash and took the name out.
+		if err := w.rdb.SAdd(ctx, w.ks.BucketRegistry(), cfg.Name).Err(); err != nil {
+			return out, fmt.Errorf("apply bucket %q: register: %w", cfg.Name, err)
+		}
+	}
+	return out, err
 }
 
 // unregister removes name from the registry of bucket hashes once its
 // hash is gone (a delete can be refused, a newer bucket keep the name).
+// It removes the name first and looks for the hash after, adding the name
+// back when the hash is there: with applyConfig's add after it creates a
+// hash, no interleaving of the two leaves a hash unregistered.
 func (w *Worker) unregister(ctx context.Context, name string) error {
-	n, err := w.rdb.Exists(ctx, w.ks.Bucket(name)).Result()
-	if err != nil || n > 0 {
+	if err := w.rdb.SRem(ctx, w.ks.BucketRegistry(), name).Err(); err != nil {
 		return err
 	}
-	return w.rdb.SRem(ctx, w.ks.BucketRegistry(), name).Err()
+	n, err := w.rdb.Exists(ctx, w.ks.Bucket(name)).Result()
+	if err != nil || n == 0 {
+		return err
+	}
+	return w.rdb.SAdd(ctx, w.ks.BucketRegistry(), name).Err()
 }
 
 // deleteConfig removes a bucket from Redis, guarded by its id.
@@ -110,7 +127,7 @@ func (w *Worker) reconcileKeyed(ctx context.Context, t *tally, d *buckets.Bucket
 		if missing {
 			kind = repairMissing
 		}
-		if err := w.repair(ctx, t, d.Name, want, kind, true); err != nil {
+		if err := w.repair(ctx, t, d.Name, kind, true); err != nil {
 			return err
 		}
 		// Read again: a repair may have replaced a group (a new incarnation).
@@ -257,38 +274,52 @@ type purgeJob struct {
 	group int
 }
 
-// writeOverrides writes overrides that Redis lacks or holds differently.
-// Those Redis refuses as stale or deleted are checked in MySQL once more
-// and forced when MySQL still has them so.
+// overrideLockBatch is how many overrides writeOverrides writes under one
+// lock of their bucket's row.
+const overrideLockBatch = 1000
+
+// writeOverrides writes overrides that Redis lacks or holds differently,
+// as MySQL holds them now: each batch is read again and written while the
+// bucket's row is locked, so an override deleted (or changed) since the
+// read is not written, and one deleted right now is deleted after the
+// write, never before it (see WithOverrides). Those Redis refuses as
+// stale are thereby confirmed by MySQL, and forced.
 func (w *Worker) writeOverrides(ctx context.Context, t *tally, d *buckets.Bucket, writes []redisscript.Override) error {
-	if len(writes) == 0 {
-		return nil
-	}
-	outs, err := redisscript.ApplyOverrides(ctx, w.rdb, w.ks, writes, false, false)
-	if err != nil {
-		return fmt.Errorf("repair overrides of %q: %w", d.Name, err)
-	}
-	for i, out := range outs {
-		switch out {
-		case redisscript.OverrideWritten:
-			t.add(repairOverrideMissing)
-		case redisscript.OverrideUpdated:
-			t.add(repairOverrideDiffering)
-		case redisscript.OverrideStale:
-			cur, err := w.store.OverrideByID(ctx, writes[i].ID)
-			if errors.Is(err, errs.ErrNotFound) {
-				continue // deleted since: its event rules
+	for chunk := range slices.Chunk(writes, overrideLockBatch) {
+		ids := make([]int64, len(chunk))
+		for i, o := range chunk {
+			ids[i] = o.ID
+		}
+		err := w.store.WithOverrides(ctx, d.Name, ids, func(b *buckets.Bucket, os []*buckets.Override) error {
+			if b == nil || b.ID != d.ID || len(os) == 0 {
+				return nil // deleted since the read: the delete events rule
 			}
+			now := make([]redisscript.Override, len(os))
+			for i, o := range os {
+				now[i] = storedOverride(b, o)
+			}
+			w.hookWrite(d.Name)
+			outs, err := redisscript.ApplyOverrides(ctx, w.rdb, w.ks, now, false, false)
 			if err != nil {
-				return fmt.Errorf("re-check override %d: %w", writes[i].ID, err)
+				return fmt.Errorf("repair overrides of %q: %w", d.Name, err)
 			}
-			if cur.Version != writes[i].Version || cur.Bucket != d.Name {
-				continue // changed since: its event carries it
+			for i, out := range outs {
+				switch out {
+				case redisscript.OverrideWritten:
+					t.add(repairOverrideMissing)
+				case redisscript.OverrideUpdated:
+					t.add(repairOverrideDiffering)
+				case redisscript.OverrideStale:
+					if _, err := redisscript.ApplyOverride(ctx, w.rdb, w.ks, now[i], true); err != nil {
+						return err
+					}
+					t.add(repairForced)
+				}
 			}
-			if _, err := redisscript.ApplyOverride(ctx, w.rdb, w.ks, writes[i], true); err != nil {
-				return err
-			}
-			t.add(repairForced)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil

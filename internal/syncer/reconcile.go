@@ -287,29 +287,39 @@ func (w *Worker) scanAll(ctx context.Context) (map[string]bool, error) {
 
 // reconcileBucket makes the hash of one MySQL definition right.
 func (w *Worker) reconcileBucket(ctx context.Context, t *tally, d *buckets.Bucket) error {
-	want := bucketConfig(d)
 	st, err := redisscript.Read(ctx, w.rdb, w.ks, d.Name)
 	if err != nil {
 		return fmt.Errorf("read redis hash of %q: %w", d.Name, err)
 	}
-	if st.Exists && sameConfig(st.Config, want) {
+	if st.Exists && sameConfig(st.Config, bucketConfig(d)) {
 		return nil
 	}
 	kind := repairDiffering
 	if !st.Exists {
 		kind = repairMissing
 	}
-	return w.repair(ctx, t, d.Name, want, kind, false)
+	return w.repair(ctx, t, d.Name, kind, false)
 }
 
-// repair writes want, MySQL's definition of name as of the snapshot, to
-// Redis. When Redis refuses it as older than what it holds (or as deleted),
-// the snapshot may simply be behind: MySQL is asked again, and only when
-// it still says want is Redis overwritten by force. MySQL is the truth;
-// Redis can be ahead of it only after MySQL lost data or reused an id.
-func (w *Worker) repair(ctx context.Context, t *tally, name string, want redisscript.Config, kind string, keyed bool) error {
-	for range 3 {
-		out, err := w.applyConfig(ctx, keyed, want, false)
+// repair writes MySQL's current definition of name to Redis, after the
+// snapshot showed that Redis lacks it or holds it differently. The
+// snapshot may be behind, so the definition written is read again, and
+// written while its row is locked (see WithDefinition): a bucket deleted
+// since is not written at all, and one deleted right now is deleted only
+// after the write, by the event that follows, never before it. When Redis
+// refuses the definition as older than what it holds (or as deleted),
+// MySQL, whose row cannot change meanwhile, has confirmed it: Redis is
+// overwritten by force. MySQL is the truth; Redis can be ahead of it only
+// after MySQL lost data or reused an id.
+func (w *Worker) repair(ctx context.Context, t *tally, name string, kind string, keyed bool) error {
+	return w.store.WithDefinition(ctx, name, func(cur *buckets.Bucket) error {
+		if cur == nil || cur.Keyed != keyed {
+			// Deleted since the snapshot (its delete event rules), or
+			// created again as the other kind (the next run rules).
+			return nil
+		}
+		cfg := bucketConfig(cur)
+		out, err := w.applyConfig(ctx, keyed, cfg, false)
 		if err != nil {
 			return fmt.Errorf("repair redis hash of %q: %w", name, err)
 		}
@@ -320,69 +330,30 @@ func (w *Worker) repair(ctx context.Context, t *tally, name string, want redissc
 		case redisscript.Unchanged:
 			return nil // someone else fixed it meanwhile
 		}
-		cur, err := w.store.Definition(ctx, name)
-		if errors.Is(err, errs.ErrNotFound) {
-			return nil // deleted since the snapshot: its delete event rules
-		}
-		if err != nil {
-			return fmt.Errorf("re-check bucket %q: %w", name, err)
-		}
-		if cur.Keyed != keyed {
-			return nil // deleted and created again as the other kind: the next run rules
-		}
-		now := bucketConfig(cur)
-		if now.ID != want.ID || now.Version != want.Version {
-			want = now // the snapshot was behind: try the current definition
-			continue
-		}
-		next, err := w.force(ctx, t, now, out, keyed)
-		if err != nil || next == nil {
-			return err
-		}
-		want, kind = *next, repairDiffering
-	}
-	// Still moving after three tries: the bucket is being edited right now,
-	// and its events will carry the result.
-	return nil
+		return w.force(ctx, t, cfg, out, keyed)
+	})
 }
 
-// force overwrites Redis with cfg, which MySQL has just confirmed, after
-// Apply refused it with out (Stale or Tombstoned). A tombstone never
-// yields to a forced write, so it is removed first: it can only be there
-// because MySQL reused the id or was restored from a backup.
-//
-// An edit or delete committed and applied just before the forced write
-// would now be hidden, so MySQL is asked once more: a newer definition is
-// returned for the caller to apply, and a deletion is redone here.
-func (w *Worker) force(ctx context.Context, t *tally, cfg redisscript.Config, out redisscript.ApplyOutcome, keyed bool) (*redisscript.Config, error) {
+// force overwrites Redis with cfg, which MySQL holds locked, after Apply
+// refused it with out (Stale or Tombstoned). A tombstone never yields to
+// a forced write, so it is removed first: it can only be there because
+// MySQL reused the id or was restored from a backup.
+func (w *Worker) force(ctx context.Context, t *tally, cfg redisscript.Config, out redisscript.ApplyOutcome, keyed bool) error {
 	if out == redisscript.Tombstoned {
 		if err := w.clearTombstones(ctx, keyed, cfg.Name); err != nil {
-			return nil, fmt.Errorf("clear tombstone of %q: %w", cfg.Name, err)
+			return fmt.Errorf("clear tombstone of %q: %w", cfg.Name, err)
 		}
 	}
 	res, err := w.applyConfig(ctx, keyed, cfg, true)
 	if err != nil {
-		return nil, fmt.Errorf("force redis hash of %q: %w", cfg.Name, err)
+		return fmt.Errorf("force redis hash of %q: %w", cfg.Name, err)
 	}
 	if res == redisscript.Created || res == redisscript.Updated {
 		t.add(repairForced)
 		w.log.Warn("sync: redis held a newer or deleted version of a bucket; overwrote it with mysql's",
 			"bucket", cfg.Name, "id", cfg.ID, "version", cfg.Version, "refused_as", out.String())
 	}
-	after, err := w.store.Definition(ctx, cfg.Name)
-	if errors.Is(err, errs.ErrNotFound) {
-		if _, err := w.deleteConfig(ctx, keyed, cfg.Name, cfg.ID, cfg.Version+1); err != nil {
-			return nil, fmt.Errorf("delete bucket %q again: %w", cfg.Name, err)
-		}
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("re-check bucket %q: %w", cfg.Name, err)
-	}
-	if a := bucketConfig(after); a.ID != cfg.ID || a.Version != cfg.Version {
-		return &a, nil
-	}
-	return nil, nil
+	return nil
 }
 
 // removeExtra deletes the hash of name, which the snapshot of MySQL does
@@ -411,11 +382,10 @@ func (w *Worker) removeExtra(ctx context.Context, t *tally, name string) error {
 	case err == nil && cur.Keyed:
 		// A keyed bucket has no bucket hash: this one goes.
 	case err == nil:
-		want := bucketConfig(cur)
-		if st.Exists && sameConfig(st.Config, want) {
+		if st.Exists && sameConfig(st.Config, bucketConfig(cur)) {
 			return nil
 		}
-		return w.repair(ctx, t, name, want, repairDiffering, false)
+		return w.repair(ctx, t, name, repairDiffering, false)
 	case !errors.Is(err, errs.ErrNotFound):
 		return fmt.Errorf("re-check bucket %q: %w", name, err)
 	}

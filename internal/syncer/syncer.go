@@ -24,7 +24,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/database"
-	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
@@ -77,6 +76,11 @@ type Worker struct {
 
 	lastPoll      atomic.Int64 // unix nanoseconds
 	lastReconcile atomic.Int64
+
+	// beforeWrite, when set (by tests), is called with the bucket's name
+	// just before a definition of the bucket or of its overrides read
+	// from MySQL is written to Redis.
+	beforeWrite func(bucket string)
 }
 
 // New returns a Worker for cfg. It does not contact the stores.
@@ -285,18 +289,20 @@ func (w *Worker) applyEvent(ctx context.Context, e buckets.Event) error {
 func (w *Worker) applyOp(ctx context.Context, e buckets.Event) (string, error) {
 	switch e.Op {
 	case buckets.OpUpsert:
-		// The event names the change; the definition is the current one.
-		// A row that is gone, or is another bucket now, was deleted after
-		// the event: its delete event follows and nothing is written.
-		d, err := w.store.Definition(ctx, e.Name)
-		if errors.Is(err, errs.ErrNotFound) || err == nil && d.ID != e.BucketID {
-			return "superseded", nil
-		}
-		if err != nil {
-			return "", err
-		}
-		out, err := w.applyConfig(ctx, d.Keyed, bucketConfig(d), false)
-		return out.String(), err
+		// The event names the change; the definition is the current one,
+		// written while its row is locked (see WithDefinition). A row that
+		// is gone, or is another bucket now, was deleted after the event:
+		// its delete event follows and nothing is written.
+		outcome := "superseded"
+		err := w.store.WithDefinition(ctx, e.Name, func(d *buckets.Bucket) error {
+			if d == nil || d.ID != e.BucketID {
+				return nil
+			}
+			out, err := w.applyConfig(ctx, d.Keyed, bucketConfig(d), false)
+			outcome = out.String()
+			return err
+		})
+		return outcome, err
 	case buckets.OpDelete:
 		deleted, err := w.deleteConfig(ctx, e.Keyed, e.Name, e.BucketID, e.Version)
 		if !deleted {
@@ -308,21 +314,28 @@ func (w *Worker) applyOp(ctx context.Context, e buckets.Event) (string, error) {
 			w.log.Error("sync: skipping an override event without its override", "event", e.ID, "bucket", e.Name)
 			return "unknown", nil
 		}
-		b := &buckets.Bucket{Name: e.Name, ID: e.BucketID}
 		var out redisscript.OverrideOutcome
 		var err error
 		if e.Op == buckets.OpOverrideUpsert {
-			// As for a bucket: the current override, or nothing when it is
-			// gone (its delete event follows).
-			o, gerr := w.store.GetOverride(ctx, e.Name, e.Override.ID)
-			if errors.Is(gerr, errs.ErrNotFound) {
+			// As for a bucket: the current override, written while the
+			// bucket's row is locked, or nothing when it is gone (its
+			// delete event follows).
+			superseded := true
+			err = w.store.WithOverrides(ctx, e.Name, []int64{e.Override.ID}, func(b *buckets.Bucket, os []*buckets.Override) error {
+				if b == nil || b.ID != e.BucketID || len(os) == 0 {
+					return nil
+				}
+				superseded = false
+				w.hookWrite(e.Name)
+				var err error
+				out, err = redisscript.ApplyOverride(ctx, w.rdb, w.ks, storedOverride(b, os[0]), false)
+				return err
+			})
+			if err == nil && superseded {
 				return "superseded", nil
 			}
-			if gerr != nil {
-				return "", gerr
-			}
-			out, err = redisscript.ApplyOverride(ctx, w.rdb, w.ks, storedOverride(b, o), false)
 		} else {
+			b := &buckets.Bucket{Name: e.Name, ID: e.BucketID}
 			out, err = redisscript.DeleteOverride(ctx, w.rdb, w.ks, storedOverride(b, &buckets.Override{
 				ID: e.Override.ID, Match: e.Override.Match, Key: e.Override.Key, Stamp: database.Stamp{Version: e.Version}}))
 		}
@@ -338,6 +351,12 @@ func (w *Worker) applyOp(ctx context.Context, e buckets.Event) (string, error) {
 		// holding it back would stall everything behind it.
 		w.log.Error("sync: skipping an event of unknown operation", "event", e.ID, "bucket", e.Name, "op", string(e.Op))
 		return "unknown", nil
+	}
+}
+
+func (w *Worker) hookWrite(bucket string) {
+	if w.beforeWrite != nil {
+		w.beforeWrite(bucket)
 	}
 }
 
