@@ -576,7 +576,10 @@ func (r *Roller) rollMinute(ctx context.Context, m int64, st *RollStats) error {
 				if !ok || err != nil || n <= 0 {
 					continue
 				}
-				k := kindIndex[kind]
+				k, rolled := kindIndex[kind]
+				if !rolled {
+					continue // the failure policy's answers: read per bucket only
+				}
 				c[k] = addSat(c[k], n)
 			}
 			counts[chunk[i]] = c

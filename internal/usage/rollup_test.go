@@ -359,7 +359,8 @@ func TestRing(t *testing.T) {
 }
 
 // The roll-up keeps the would-deny (shadow mode) and near-limit counts per
-// minute beside the others, and their sums in the row.
+// minute beside the others, and their sums in the row; the failure
+// policy's answers are not allowed or denied acquires.
 func TestRollUpWouldDenyAndNearLimit(t *testing.T) {
 	f := newRollFixture(t, 0)
 	ctx := context.Background()
@@ -370,6 +371,10 @@ func TestRollUpWouldDenyAndNearLimit(t *testing.T) {
 		rec.Add("tight", m.Add(-time.Minute), true, 5)
 		rec.AddNearLimit("tight", m.Add(-time.Minute), 2)
 		rec.Add("calm", m, true, 3)
+		// The failure policy's answers are not rolled up as allowed or
+		// denied acquires.
+		rec.AddFallback("calm", m, true, 7)
+		rec.AddFallback("calm", m, false, 8)
 	})
 	// A Recorder writes would-deny counts only from decisions: write them
 	// as it does, into the minute hash.
@@ -387,7 +392,7 @@ func TestRollUpWouldDenyAndNearLimit(t *testing.T) {
 	if s := got["tight"]; s.Near[58] != 2 || s.TotalNear != 2 || s.TotalWouldDeny != 0 || !s.NearLimit() {
 		t.Errorf("tight = %+v, want 2 near the limit a minute earlier", s)
 	}
-	if s := got["calm"]; s.TotalNear != 0 || s.NearLimit() || len(s.Near) != RecentMinutes {
+	if s := got["calm"]; s.TotalNear != 0 || s.NearLimit() || len(s.Near) != RecentMinutes || s.TotalAllowed != 3 || s.TotalDenied != 0 {
 		t.Errorf("calm = %+v, want never near the limit", s)
 	}
 	var totals []struct {
