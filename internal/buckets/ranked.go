@@ -31,8 +31,9 @@ type Rank string
 const (
 	// RankDenied orders by the acquires denied in the last hour.
 	RankDenied Rank = "denied"
-	// RankNearLimit orders by the acquires that left the bucket near its
-	// limit in the last hour.
+	// RankNearLimit orders the buckets that ran near their limit in the
+	// last hour (usage.NearLimit, which the roll-up applies when it stores
+	// near_total) by their acquires that left them near it.
 	RankNearLimit Rank = "near"
 )
 
