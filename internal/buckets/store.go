@@ -271,6 +271,12 @@ func (f Filter) ofApps() [][]string {
 const ofAppsSQL = `(b.owner_app_id IN (SELECT vo.id FROM apps vo WHERE vo.name IN (?))
 	OR b.id IN (SELECT vba.bucket_id FROM bucket_apps vba JOIN apps va ON va.id = vba.app_id WHERE va.name IN (?)))`
 
+// countOfAppsSQL counts the buckets of ofAppsSQL's apps (its two
+// parameters): a union of the two app indexes' entries.
+const countOfAppsSQL = `SELECT COUNT(*) FROM (SELECT vb.id FROM buckets vb WHERE vb.owner_app_id IN
+	(SELECT vo.id FROM apps vo WHERE vo.name IN (?)) UNION SELECT vba.bucket_id FROM bucket_apps vba JOIN apps va
+	ON va.id = vba.app_id WHERE va.name IN (?)) v`
+
 // List returns one page of the buckets f selects, ordered by name, each
 // with its allowed apps.
 func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
@@ -287,9 +293,17 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	where, args := f.conditions()
 	var page Page
 	var err error
-	if page.Total, err = database.Count(ctx, s.db, countBuckets+database.Where(where), args...); err != nil {
+	count := countBuckets + database.Where(where)
+	if apps := f.ofApps(); f.Search == "" && len(apps) == 1 {
+		// The buckets of one app list (a member's, an app's): counted from
+		// the two app indexes, as many entries as buckets counted, not a
+		// check of every bucket.
+		count, args = countOfAppsSQL, []any{apps[0], apps[0]}
+	}
+	if page.Total, err = database.Count(ctx, s.db, count, args...); err != nil {
 		return Page{}, fmt.Errorf("count buckets: %w", err)
 	}
+	where, args = f.conditions()
 
 	backward := f.After == "" && f.Before != ""
 	order := ` ORDER BY b.name LIMIT ?`
