@@ -2,9 +2,12 @@ package usage_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/client/usage"
@@ -105,5 +108,83 @@ func TestWouldDenyCounted(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s hashes: got %v, want %v", kind, got, want)
 		}
+	}
+}
+
+// Calls the failure policy answered while Redis was down count apart:
+// refusals in "<app>:r" (a bucket in shadow mode included, which never
+// denies), grants in "<app>:f", never as Redis's allowed or denied. A
+// flush that could not reach Redis keeps them, and the first flush that
+// reaches it again writes them, once. Buckets no decision of Redis was
+// counted for are left out.
+func TestFallbackCounted(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer rdb.Close()
+	ks := redisscript.Keyspace{Prefix: "fb:"}
+	ctx := context.Background()
+	cfg := redisscript.Config{Name: "trial", ID: 1, Version: 1, Capacity: 2, PermitsMicro: 1, PeriodSeconds: 3600,
+		Apps: []string{"web"}, Shadow: true}
+	if out, err := redisscript.Apply(ctx, rdb, ks, cfg, false); err != nil || out != redisscript.Created {
+		t.Fatalf("apply: %v %v", out, err)
+	}
+	rec, err := usage.NewRecorder(rdb, "web", usage.WithKeyPrefix(ks.Prefix), usage.WithFlushInterval(time.Hour),
+		usage.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	limiter := func(p client.FailurePolicy) *client.Limiter {
+		l, err := client.New(rdb, "web", client.WithKeyPrefix(ks.Prefix), client.WithObserver(rec.Observe),
+			client.WithFailurePolicy(p), client.WithTimeout(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	closed, open := limiter(client.FailClosed), limiter(client.FailOpen)
+	if res, err := closed.Acquire(ctx, "trial", 1); err != nil || !res.Allowed || res.Fallback {
+		t.Fatalf("acquire with Redis up: %+v %v", res, err)
+	}
+
+	srv.Stop()
+	for range 3 {
+		if res, err := closed.Acquire(ctx, "trial", 1); !errors.Is(err, client.ErrUnavailable) || !res.Fallback {
+			t.Fatalf("fail closed while Redis is down: %+v %v", res, err)
+		}
+	}
+	for range 2 {
+		if res, err := open.Acquire(ctx, "trial", 1); err != nil || !res.Allowed || !res.Fallback {
+			t.Fatalf("fail open while Redis is down: %+v %v", res, err)
+		}
+	}
+	if _, err := closed.Acquire(ctx, "ghost", 1); !errors.Is(err, client.ErrUnavailable) {
+		t.Fatalf("unknown bucket while Redis is down: %v", err)
+	}
+	if err := rec.Flush(ctx); err == nil {
+		t.Fatal("a flush to a stopped Redis succeeded")
+	}
+	srv.Start() // empty: no persistence
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Redis's own decision was in the failed flush: dropped, as ever.
+	want := map[string]int64{redisscript.UsageFallbackRefusedField("web"): 3, redisscript.UsageFallbackAllowedField("web"): 2}
+	for _, kind := range []string{"m", "h"} {
+		got := sums(t, rdb, fmt.Sprintf("%s{trial}:usage:%s:*", ks.Prefix, kind))
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s hashes: got %v, want %v", kind, got, want)
+		}
+	}
+	if got := sums(t, rdb, ks.Prefix+"{ghost}:*"); len(got) != 0 {
+		t.Errorf("an unknown bucket's fallback answers were counted: %v", got)
+	}
+	// Written once: a second flush adds nothing.
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := sums(t, rdb, fmt.Sprintf("%s{trial}:usage:m:*", ks.Prefix)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after a second flush: got %v, want %v", got, want)
 	}
 }

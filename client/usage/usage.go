@@ -47,28 +47,43 @@
 // should pass an id or a hash of them instead, or turn this off with
 // WithHotKeys(false).
 //
-// Not counted: answers of the failure policy (Result.Fallback), which no
-// bucket made and which would be written, if at all, only once Redis is
-// back; unknown buckets, apps not allowed and invalid n, which are errors of
-// the caller, not decisions of a bucket (counting them would also let any
-// caller create keys for names that do not exist); calls whose context
-// ended. The Prometheus metrics of package clientmetrics count all of them.
+// Answers of the failure policy (Result.Fallback: Redis did not answer, or
+// had lost the bucket) are no bucket's decision: they count apart, a grant
+// in "<app>:f" and a refusal in "<app>:r" (see
+// redisscript.UsageFallbackAllowedField), not in "<app>:a" or "<app>:d",
+// so that the console shows them as such, even for a bucket in shadow mode,
+// which never denies but whose fallback may refuse (FailClosed). They are
+// counted only for buckets this Recorder has counted a decision of Redis
+// for, which keeps names that do not exist out of Redis while it cannot
+// tell.
+//
+// Not counted: unknown buckets, apps not allowed and invalid n, which are
+// errors of the caller, not decisions of a bucket (counting them would also
+// let any caller create keys for names that do not exist); calls whose
+// context ended. The Prometheus metrics of package clientmetrics count all
+// of them.
 //
 // # Time and loss
 //
 // The minute of a decision is read from this process's clock when it is
 // observed. That is fine for analytics, a skew of a few seconds moves a
 // few counts into the next minute; the token math itself never uses a
-// client's clock. Counts are written at most once: a flush that fails
-// (Redis unreachable) is dropped rather than retried, because a pipeline
-// cut off halfway may already have been applied and a retry would count
-// twice. An outage therefore shows as a gap, never as a spike.
+// client's clock. Counts of Redis's decisions are written at most once: a
+// flush that fails (Redis unreachable) is dropped rather than retried,
+// because a pipeline cut off halfway may already have been applied and a
+// retry would count twice. An outage therefore shows as a gap, never as a
+// spike. The failure policy's answers are the exception: they happen
+// during outages, so a flush that could not reach Redis at all (no
+// connection) keeps them for the next one, those of the last FallbackKept.
+// One that timed out is not sent again: Redis may run it late, as a paused
+// one does when it resumes.
 package usage
 
 import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,6 +150,8 @@ type Recorder struct {
 	denied  string // hash field of the app's denied count
 	would   string // hash field of the app's would-deny count
 	near    string // hash field of the app's near-limit count
+	fbA     string // hash field of the failure policy's grants
+	fbR     string // hash field of the failure policy's refusals
 	opt     options
 	ttl     time.Duration
 
@@ -180,6 +197,7 @@ func NewRecorder(rdb redis.UniversalClient, app string, opts ...Option) (*Record
 		rdb: rdb, ks: redisscript.Keyspace{Prefix: o.prefix}, opt: o,
 		allowed: redisscript.UsageAllowedField(app), denied: redisscript.UsageDeniedField(app),
 		would: redisscript.UsageWouldDenyField(app), near: redisscript.UsageNearLimitField(app),
+		fbA: redisscript.UsageFallbackAllowedField(app), fbR: redisscript.UsageFallbackRefusedField(app),
 		ttl:  o.retention.Truncate(time.Second),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -197,6 +215,10 @@ func quote(s string) string {
 // Observe counts one decision. Pass it to client.WithObserver. It never
 // blocks on Redis.
 func (r *Recorder) Observe(d client.Decision) {
+	if granted, ok := CountedFallback(d); ok {
+		r.AddFallback(d.Bucket, time.Now(), granted, 1)
+		return
+	}
 	allowed, ok := Counted(d)
 	if !ok {
 		return
@@ -280,6 +302,46 @@ func Counted(d client.Decision) (allowed, ok bool) {
 	return false, false
 }
 
+// CountedFallback reports whether a call is counted as an answer of the
+// failure policy, and whether the policy granted it: the policy answered
+// (Result.Fallback), with a grant, a refusal (ErrUnavailable included) or
+// n over the bucket's capacity as it last knew it.
+func CountedFallback(d client.Decision) (granted, ok bool) {
+	if !d.Result.Fallback {
+		return false, false
+	}
+	switch {
+	case d.Err == nil:
+		return d.Result.Allowed, true
+	case errors.Is(d.Err, client.ErrUnavailable), errors.Is(d.Err, client.ErrExceedsCapacity):
+		return false, true
+	}
+	return false, false
+}
+
+// FallbackKept is how far back the counts of the failure policy's answers
+// are kept while flushes fail: two hours, as long as the console's roll-up
+// still reads a minute's usage.
+const FallbackKept = redisscript.UsageActiveTTLSeconds * time.Second
+
+// AddFallback counts n calls of bucket at time at that the failure policy
+// answered, granted or refused, as Observe does for one. Buckets this
+// Recorder has counted no decision of Redis for are ignored (see the
+// package documentation), as are n < 1.
+func (r *Recorder) AddFallback(bucket string, at time.Time, granted bool, n int64) {
+	if n < 1 {
+		return
+	}
+	if _, known := r.buckets.Load(bucket); !known {
+		return
+	}
+	k := kindFallbackRefused
+	if granted {
+		k = kindFallbackAllowed
+	}
+	r.add(bucket, at, k, n)
+}
+
 // NearLimit reports whether a decision counts as near the bucket's limit:
 // Redis answered, and the answer was a denial, a would-deny (shadow mode),
 // or left the bucket at least redisscript.NearLimitUsed used. Answers
@@ -325,6 +387,8 @@ const (
 	kindDenied
 	kindWouldDeny // a part of allowed, counted apart as well
 	kindNearLimit // a part of allowed and denied, counted apart as well
+	kindFallbackAllowed
+	kindFallbackRefused
 )
 
 func (r *Recorder) add(bucket string, at time.Time, k kind, n int64) {
@@ -416,6 +480,7 @@ type entry struct {
 type cell struct {
 	minute                           int64
 	allowed, denied, wouldDeny, near atomic.Int64
+	fbAllowed, fbRefused             atomic.Int64
 	retired                          atomic.Bool
 }
 
@@ -427,6 +492,10 @@ func (c *cell) counter(k kind) *atomic.Int64 {
 		return &c.wouldDeny
 	case kindNearLimit:
 		return &c.near
+	case kindFallbackAllowed:
+		return &c.fbAllowed
+	case kindFallbackRefused:
+		return &c.fbRefused
 	}
 	return &c.denied
 }
@@ -472,7 +541,12 @@ func (e *entry) late(m int64, k kind, v int64) {
 }
 
 // counts is what one flush writes for one bucket and period.
-type counts struct{ allowed, denied, wouldDeny, near int64 }
+type counts struct{ allowed, denied, wouldDeny, near, fbAllowed, fbRefused int64 }
+
+func (c counts) plus(o counts) counts {
+	return counts{c.allowed + o.allowed, c.denied + o.denied, c.wouldDeny + o.wouldDeny, c.near + o.near,
+		c.fbAllowed + o.fbAllowed, c.fbRefused + o.fbRefused}
+}
 
 type periodKey struct {
 	bucket string
@@ -489,17 +563,13 @@ func (e *entry) take(minutes map[periodKey]counts) {
 	}
 	e.mu.Unlock()
 	add := func(c *cell) {
-		a, d, w, n := c.allowed.Swap(0), c.denied.Swap(0), c.wouldDeny.Swap(0), c.near.Swap(0)
-		if a == 0 && d == 0 && w == 0 && n == 0 {
+		got := counts{c.allowed.Swap(0), c.denied.Swap(0), c.wouldDeny.Swap(0), c.near.Swap(0),
+			c.fbAllowed.Swap(0), c.fbRefused.Swap(0)}
+		if got == (counts{}) {
 			return
 		}
 		k := periodKey{e.name, c.minute}
-		sum := minutes[k]
-		sum.allowed += a
-		sum.denied += d
-		sum.wouldDeny += w
-		sum.near += n
-		minutes[k] = sum
+		minutes[k] = minutes[k].plus(got)
 	}
 	for _, c := range old {
 		add(c)
@@ -539,12 +609,7 @@ func (r *Recorder) flush(ctx context.Context, all bool) error {
 	var total int64
 	for k, c := range minutes {
 		h := periodKey{k.bucket, floorDiv(k.n, 60)}
-		sum := hours[h]
-		sum.allowed += c.allowed
-		sum.denied += c.denied
-		sum.wouldDeny += c.wouldDeny
-		sum.near += c.near
-		hours[h] = sum
+		hours[h] = hours[h].plus(c)
 		total += c.allowed + c.denied
 	}
 	pipe := r.rdb.Pipeline()
@@ -581,6 +646,9 @@ func (r *Recorder) flush(ctx context.Context, all bool) error {
 	_, err := pipe.Exec(ctx)
 	if err != nil {
 		r.dropped.Add(total)
+		if neverSent(err) {
+			r.keepFallbacks(minutes)
+		}
 		if !r.failing {
 			r.opt.log.Warn("sluice: usage counts not written; dropping them until redis answers", "err", err)
 		}
@@ -592,6 +660,36 @@ func (r *Recorder) flush(ctx context.Context, all bool) error {
 		r.failing = false
 	}
 	return nil
+}
+
+// neverSent reports whether a flush failed before any of it reached
+// Redis: no connection could be opened. A flush that timed out may have
+// been applied (a paused Redis runs it once it resumes), as may one whose
+// connection broke halfway.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// keepFallbacks puts the failure policy's answers of a failed flush back,
+// for the next flush to write: those of the last FallbackKept.
+func (r *Recorder) keepFallbacks(minutes map[periodKey]counts) {
+	oldest := floorDiv(time.Now().Add(-FallbackKept).Unix(), 60)
+	for k, c := range minutes {
+		if k.n < oldest || c.fbAllowed == 0 && c.fbRefused == 0 {
+			continue
+		}
+		e, ok := r.buckets.Load(k.bucket)
+		if !ok {
+			continue
+		}
+		if c.fbAllowed != 0 {
+			e.late(k.n, kindFallbackAllowed, c.fbAllowed)
+		}
+		if c.fbRefused != 0 {
+			e.late(k.n, kindFallbackRefused, c.fbRefused)
+		}
+	}
 }
 
 func (r *Recorder) write(ctx context.Context, pipe redis.Pipeliner, key string, c counts) {
@@ -606,6 +704,12 @@ func (r *Recorder) write(ctx context.Context, pipe redis.Pipeliner, key string, 
 	}
 	if c.near != 0 {
 		pipe.HIncrBy(ctx, key, r.near, c.near)
+	}
+	if c.fbAllowed != 0 {
+		pipe.HIncrBy(ctx, key, r.fbA, c.fbAllowed)
+	}
+	if c.fbRefused != 0 {
+		pipe.HIncrBy(ctx, key, r.fbR, c.fbRefused)
 	}
 	pipe.Expire(ctx, key, r.ttl)
 }

@@ -11,11 +11,20 @@ import (
 
 // NamesContaining returns up to limit bucket names containing part, by
 // name: a scan of the name index, cheap at tens of thousands of buckets.
-func (s *Store) NamesContaining(ctx context.Context, part string, limit int) ([]string, error) {
+// A visibleTo that is not nil keeps the buckets the members of those apps
+// see (as Filter.VisibleTo does).
+func (s *Store) NamesContaining(ctx context.Context, part string, visibleTo []string, limit int) ([]string, error) {
 	names := []string{}
-	err := s.db.SelectContext(ctx, &names, `SELECT name FROM buckets WHERE name LIKE ? ESCAPE '!' ORDER BY name LIMIT ?`,
-		database.LikeContains(part), limit)
+	f := Filter{Search: part, VisibleTo: visibleTo}
+	if visibleTo != nil && len(visibleTo) == 0 {
+		return names, nil
+	}
+	where, args := f.conditions()
+	q, args, err := sqlx.In(`SELECT b.name FROM buckets b`+database.Where(where)+` ORDER BY b.name LIMIT ?`, append(args, limit)...)
 	if err != nil {
+		return nil, fmt.Errorf("bucket names: %w", err)
+	}
+	if err := s.db.SelectContext(ctx, &names, q, args...); err != nil {
 		return nil, fmt.Errorf("bucket names: %w", database.Translate(err))
 	}
 	return names, nil

@@ -19,13 +19,26 @@ func TestNamesCountByNames(t *testing.T) {
 		"_":    {"ads_feed"},
 		"%":    {},
 	} {
-		got, err := s.NamesContaining(ctx, part, 10)
+		got, err := s.NamesContaining(ctx, part, nil, 10)
 		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("NamesContaining(%q) = %v, %v; want %v", part, got, err, want)
 		}
 	}
-	if got, err := s.NamesContaining(ctx, "s", 2); err != nil || len(got) != 2 {
+	if got, err := s.NamesContaining(ctx, "s", nil, 2); err != nil || len(got) != 2 {
 		t.Errorf("limit 2: %v, %v", got, err)
+	}
+	// As a member sees them: shop-api allows search; every bucket is
+	// shop's; mail sees none.
+	for apps, want := range map[string][]string{"search": {"shop-api"}, "shop": {"ads_feed", "shop-api", "shop-web"}, "mail": {}} {
+		if got, err := s.NamesContaining(ctx, "", []string{apps}, 10); err != nil || !slices.Equal(got, want) {
+			t.Errorf("NamesContaining seen from %s = %v, %v; want %v", apps, got, err, want)
+		}
+	}
+	if got, err := s.NamesContaining(ctx, "api", []string{"search"}, 10); err != nil || !slices.Equal(got, []string{"shop-api"}) {
+		t.Errorf("api seen from search: %v, %v", got, err)
+	}
+	if got, err := s.NamesContaining(ctx, "shop", []string{}, 10); err != nil || len(got) != 0 {
+		t.Errorf("seen from no app: %v, %v", got, err)
 	}
 	if n, err := s.Count(ctx); err != nil || n != 3 {
 		t.Errorf("Count = %d, %v", n, err)

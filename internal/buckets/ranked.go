@@ -31,8 +31,9 @@ type Rank string
 const (
 	// RankDenied orders by the acquires denied in the last hour.
 	RankDenied Rank = "denied"
-	// RankNearLimit orders by the acquires that left the bucket near its
-	// limit in the last hour.
+	// RankNearLimit orders the buckets that ran near their limit in the
+	// last hour (usage.NearLimit, which the roll-up applies when it stores
+	// near_total) by their acquires that left them near it.
 	RankNearLimit Rank = "near"
 )
 
@@ -137,24 +138,10 @@ func (s *Store) ListRanked(ctx context.Context, f RankedFilter) (RankedPage, err
 		return RankedPage{Buckets: []*Bucket{}}, nil
 	}
 	col := f.Rank.column()
-	// App and visibility as joins with the ids of the matching buckets
-	// (a union of owned and allowed), not as List's conditions: an OR with
-	// EXISTS cannot use an index, so counting would read every bucket;
-	// the union reads only the buckets of the apps named.
 	from := ` FROM bucket_usage u JOIN buckets b ON b.name = u.bucket_name JOIN apps o ON o.id = b.owner_app_id`
-	var joinArgs []any
-	for i, appNames := range f.ofApps() {
-		v := "v" + strconv.Itoa(i)
-		from += ` JOIN (` + ofAppsSQL(v) + `) ` + v + ` ON ` + v + `.id = b.id`
-		joinArgs = append(joinArgs, appNames, appNames)
-	}
-	var where []string
-	var args []any
-	if f.Search != "" {
-		where = append(where, `b.name LIKE ? ESCAPE '!'`)
-		args = append(args, likeContains(f.Search))
-	}
-	args = append(joinArgs, args...)
+	// Search, app and visibility as the bucket list's conditions: each
+	// row of the index walk is checked by two lookups in memory.
+	where, args := f.conditions()
 	where = append(where, col+" > 0")
 	if f.Denied && f.Rank != RankDenied {
 		where = append(where, "u.denied_total > 0")

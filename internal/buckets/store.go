@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -82,6 +81,9 @@ type row struct {
 // name index and stops at the page's end, where MariaDB would otherwise
 // start from the few apps and sort every bucket.
 const selectBuckets = bucketColumns + ` FROM buckets b STRAIGHT_JOIN apps o ON o.id = b.owner_app_id`
+
+// listBuckets is selectBuckets read in name order, for List's pages.
+const listBuckets = bucketColumns + ` FROM buckets b FORCE INDEX (buckets_name) STRAIGHT_JOIN apps o ON o.id = b.owner_app_id`
 
 // countBuckets counts rows of buckets b with their owner app o.
 const countBuckets = `SELECT COUNT(*) FROM buckets b JOIN apps o ON o.id = b.owner_app_id`
@@ -275,8 +277,8 @@ func (f Filter) conditions() (where []string, args []any) {
 		where = append(where, `b.name LIKE ? ESCAPE '!'`)
 		args = append(args, likeContains(f.Search))
 	}
-	for i, apps := range f.ofApps() {
-		where = append(where, `b.id IN (`+ofAppsSQL("v"+strconv.Itoa(i))+`)`)
+	for _, apps := range f.ofApps() {
+		where = append(where, ofAppsSQL)
 		args = append(args, apps, apps)
 	}
 	return where, args
@@ -295,17 +297,25 @@ func (f Filter) ofApps() [][]string {
 	return out
 }
 
-// ofAppsSQL is who may see a bucket, in SQL: the ids of the buckets owned
-// by one of the apps its two parameters list (the same list twice, for
-// sqlx.In) or allowing one of them; the members of those apps see them
-// (rbac.Enforcer.CanSeeBucket is the rule in memory). A union of two index
-// reads, so that a filter on a few apps never reads every bucket; v
-// prefixes its aliases, so that one query may hold it twice.
-func ofAppsSQL(v string) string {
-	return `SELECT ` + v + `b.id FROM buckets ` + v + `b JOIN apps ` + v + `o ON ` + v + `o.id = ` + v + `b.owner_app_id
-		WHERE ` + v + `o.name IN (?) UNION SELECT ` + v + `ba.bucket_id FROM bucket_apps ` + v + `ba JOIN apps ` + v + `a
-		ON ` + v + `a.id = ` + v + `ba.app_id WHERE ` + v + `a.name IN (?)`
-}
+// ofAppsSQL is who may see bucket b, in SQL: it is owned by one of the
+// apps its two parameters list (the same list twice, for sqlx.In) or
+// allows one of them; the members of those apps see it
+// (rbac.Enforcer.CanSeeBucket is the rule in memory). Both subqueries are
+// uncorrelated, so the server reads each once (the ids of a few apps, the
+// allowed-app rows of those apps: as many as the buckets they see) and
+// then checks a bucket by two lookups in memory: a list walks its index
+// in its own order and stops at the page's end. An IN over a UNION of the
+// two, its earlier form, is run again for every bucket by MariaDB (no
+// semi-join with a UNION): a member's count cost 40,000 index reads at
+// 10,000 buckets, a page of 500 as many.
+const ofAppsSQL = `(b.owner_app_id IN (SELECT vo.id FROM apps vo WHERE vo.name IN (?))
+	OR b.id IN (SELECT vba.bucket_id FROM bucket_apps vba JOIN apps va ON va.id = vba.app_id WHERE va.name IN (?)))`
+
+// countOfAppsSQL counts the buckets of ofAppsSQL's apps (its two
+// parameters): a union of the two app indexes' entries.
+const countOfAppsSQL = `SELECT COUNT(*) FROM (SELECT vb.id FROM buckets vb WHERE vb.owner_app_id IN
+	(SELECT vo.id FROM apps vo WHERE vo.name IN (?)) UNION SELECT vba.bucket_id FROM bucket_apps vba JOIN apps va
+	ON va.id = vba.app_id WHERE va.name IN (?)) v`
 
 // List returns one page of the buckets f selects, ordered by name, each
 // with its allowed apps.
@@ -323,9 +333,17 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	where, args := f.conditions()
 	var page Page
 	var err error
-	if page.Total, err = database.Count(ctx, s.db, countBuckets+database.Where(where), args...); err != nil {
+	count := countBuckets + database.Where(where)
+	if apps := f.ofApps(); f.Search == "" && len(apps) == 1 {
+		// The buckets of one app list (a member's, an app's): counted from
+		// the two app indexes, as many entries as buckets counted, not a
+		// check of every bucket.
+		count, args = countOfAppsSQL, []any{apps[0], apps[0]}
+	}
+	if page.Total, err = database.Count(ctx, s.db, count, args...); err != nil {
 		return Page{}, fmt.Errorf("count buckets: %w", err)
 	}
+	where, args = f.conditions()
 
 	backward := f.After == "" && f.Before != ""
 	order := ` ORDER BY b.name LIMIT ?`
@@ -339,7 +357,10 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 		order = ` ORDER BY b.name DESC LIMIT ?`
 	}
 	args = append(args, limit+1)
-	q, qargs, err := sqlx.In(selectBuckets+database.Where(where)+order, args...)
+	// In name order from the name index, whatever the filter: the server
+	// would otherwise read every visible bucket and sort them for a page
+	// of 500 (about a fifth of them visible).
+	q, qargs, err := sqlx.In(listBuckets+database.Where(where)+order, args...)
 	if err != nil {
 		return Page{}, fmt.Errorf("list buckets: %w", err)
 	}

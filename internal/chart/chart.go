@@ -8,7 +8,11 @@
 // distinct from every allowed colour for colour-blind readers). Allowed
 // acquires that a bucket in shadow mode would have denied stay above the
 // line (they were allowed) but are drawn apart, on top of each point's
-// stack, in WouldDenyColor (Okabe-Ito orange), with a legend entry. The limit
+// stack, in WouldDenyColor (Okabe-Ito orange), with a legend entry. Calls
+// a client's failure policy answered while Redis did not (no bucket
+// decided them) are drawn as their own series, pale: those it granted on
+// top of the allowed stack in the text's colour, those it refused below
+// the denied ones in pale vermillion with a vermillion edge. The limit
 // (capacity plus rate over one point) can be drawn as a dashed line. Every
 // point has a tooltip (an SVG title) with its exact counts per app. An
 // empty chart is a short box that says so, not a full-height empty grid.
@@ -127,9 +131,14 @@ type bar struct {
 	color           string
 	allowed, denied []int64
 	// would is the part of allowed a shadow-mode bucket would have denied.
-	would                  []int64
-	totalA, totalD, totalW int64
+	would []int64
+	// fbA and fbR are the calls the failure policy granted and refused.
+	fbA, fbR                                 []int64
+	totalA, totalD, totalW, totalFA, totalFR int64
 }
+
+// fallbackOpacity is the fill opacity of the failure policy's answers.
+const fallbackOpacity = "0.35"
 
 // Usage returns series s drawn as an SVG element. The result is safe to
 // put in an html/template unescaped (it is a template.HTML): every text
@@ -156,16 +165,18 @@ func Usage(s usage.Series, o Options) template.HTML {
 	}
 	n := len(s.Times)
 	bars := makeBars(s, n, o.MaxApps)
-	var totalA, totalD, totalW int64
+	var totalA, totalD, totalW, totalFA, totalFR int64
 	for _, b := range bars {
 		totalA = addSat(totalA, b.totalA)
 		totalD = addSat(totalD, b.totalD)
 		totalW = addSat(totalW, b.totalW)
+		totalFA = addSat(totalFA, b.totalFA)
+		totalFR = addSat(totalFR, b.totalFR)
 	}
 	plotW := o.Width - marginLeft - marginRight
 
 	var sb strings.Builder
-	if totalA == 0 && totalD == 0 {
+	if totalA == 0 && totalD == 0 && totalFA == 0 && totalFR == 0 {
 		// Nothing to draw: a short box, not a full-height empty grid.
 		h := titleHeight + 34
 		fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" class="chart usage-chart chart-is-empty" viewBox="0 0 %d %d" width="100%%" role="img" aria-label="%s" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12">`,
@@ -185,17 +196,19 @@ func Usage(s usage.Series, o Options) template.HTML {
 		x, row int
 		color  string // "" for the limit's dashed line
 		label  string
+		pale   bool // a failure policy's series
 	}
 	var items []item
 	x, row := 0, 0
-	add := func(color, label string) {
+	addItem := func(color, label string, pale bool) {
 		w := swatchWidth + 6 + utf8.RuneCountInString(label)*charWidth
 		if x > 0 && x+w > plotW {
 			x, row = 0, row+1
 		}
-		items = append(items, item{x: x, row: row, color: color, label: label})
+		items = append(items, item{x: x, row: row, color: color, label: label, pale: pale})
 		x += w + legendGap
 	}
+	add := func(color, label string) { addItem(color, label, false) }
 	for i := range bars {
 		b := &bars[i]
 		add(b.color, fmt.Sprintf("%s: %s allowed, %s denied", b.name, Count(b.totalA), Count(b.totalD)))
@@ -204,6 +217,11 @@ func Usage(s usage.Series, o Options) template.HTML {
 	if totalW > 0 || o.Shadow {
 		add(WouldDenyColor, "would deny (shadow mode): "+Count(totalW))
 	}
+	if totalFA > 0 || totalFR > 0 {
+		// currentColor: the legend's text colour, as the bars are drawn.
+		addItem("currentColor", "granted by the failure policy: "+Count(totalFA), true)
+		addItem(DeniedColor, "refused by the failure policy: "+Count(totalFR), true)
+	}
 	// Vertical scale: allowed above zero, denied below, one unit; the
 	// limit inside the top when it fits. In float64: sums of huge counts
 	// must not overflow.
@@ -211,8 +229,8 @@ func Usage(s usage.Series, o Options) template.HTML {
 	for i := range n {
 		var a, d float64
 		for _, b := range bars {
-			a += float64(b.allowed[i])
-			d += float64(b.denied[i])
+			a += float64(b.allowed[i]) + float64(b.fbA[i])
+			d += float64(b.denied[i]) + float64(b.fbR[i])
 		}
 		maxA, maxD = max(maxA, a), max(maxD, d)
 	}
@@ -253,7 +271,7 @@ func Usage(s usage.Series, o Options) template.HTML {
 
 	sb.Grow(4096 + n*len(bars)*120)
 	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" class="chart usage-chart" viewBox="0 0 %d %d" width="100%%" role="img" aria-label="%s" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12">`,
-		o.Width, height, esc(fmt.Sprintf("%s: %s allowed, %s denied", title, Count(totalA), Count(totalD))))
+		o.Width, height, esc(fmt.Sprintf("%s: %s allowed, %s denied%s", title, Count(totalA), Count(totalD), fallbackText(totalFA, totalFR))))
 	fmt.Fprintf(&sb, `<title>%s</title>`, esc(title))
 	fmt.Fprintf(&sb, `<desc>%s</desc>`, esc(describe(s, bars, o)))
 	fmt.Fprintf(&sb, `<text class="chart-title" x="%d" y="20" font-size="14" font-weight="600" fill="currentColor">%s</text>`,
@@ -324,6 +342,31 @@ func Usage(s usage.Series, o Options) template.HTML {
 		}
 		sb.WriteString(`</g>`)
 	}
+	if totalFA > 0 || totalFR > 0 {
+		// The failure policy's answers: granted on top of everything
+		// allowed, refused under everything denied.
+		sb.WriteString(`<g class="chart-fallback">`)
+		for i := range n {
+			var a, d, fa, fr float64
+			for _, b := range bars {
+				a += float64(b.allowed[i])
+				d += float64(b.denied[i])
+				fa += float64(b.fbA[i])
+				fr += float64(b.fbR[i])
+			}
+			if fa > 0 {
+				y0, y1 := y(a+fa), y(a)
+				fmt.Fprintf(&sb, `<rect class="chart-fallback-granted" x="%s" y="%s" width="%s" height="%s" fill="currentColor" fill-opacity="%s"/>`,
+					num(xAt(i)), num(y0), num(barW), num(y1-y0), fallbackOpacity)
+			}
+			if fr > 0 {
+				y0, y1 := y(-d), y(-(d + fr))
+				fmt.Fprintf(&sb, `<rect class="chart-fallback-refused" x="%s" y="%s" width="%s" height="%s" fill="%s" fill-opacity="%s" stroke="%s" stroke-width="1"/>`,
+					num(xAt(i)), num(y0), num(barW), num(y1-y0), DeniedColor, fallbackOpacity, DeniedColor)
+			}
+		}
+		sb.WriteString(`</g>`)
+	}
 	sb.WriteString(`</g>`)
 	fmt.Fprintf(&sb, `<line class="chart-zero" x1="%d" x2="%d" y1="%s" y2="%s" stroke="currentColor" stroke-opacity="0.6"/>`,
 		marginLeft, o.Width-marginRight, num(y(0)), num(y(0)))
@@ -369,10 +412,14 @@ func Usage(s usage.Series, o Options) template.HTML {
 	for _, it := range items {
 		lx := marginLeft + it.x
 		ly := titleHeight + plotHeight + axisHeight + it.row*legendRow
-		if it.color == "" {
+		switch {
+		case it.color == "":
 			fmt.Fprintf(&sb, `<line class="chart-limit-key" x1="%d" x2="%d" y1="%d" y2="%d" stroke="currentColor" stroke-width="1.5" stroke-dasharray="4 3"/>`,
 				lx, lx+swatchWidth, ly+8, ly+8)
-		} else {
+		case it.pale:
+			fmt.Fprintf(&sb, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s" fill-opacity="%s" stroke="%s" stroke-width="1"/>`,
+				lx, ly+2, swatchWidth, swatchWidth, it.color, fallbackOpacity, it.color)
+		default:
 			fmt.Fprintf(&sb, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`, lx, ly+2, swatchWidth, swatchWidth, it.color)
 		}
 		fmt.Fprintf(&sb, `<text x="%d" y="%d">%s</text>`, lx+swatchWidth+6, ly+12, esc(it.label))
@@ -417,12 +464,13 @@ func makeBars(s usage.Series, n, maxApps int) []bar {
 		if i < maxApps || len(s.Apps) == maxApps+1 && i == maxApps {
 			c := Palette[len(bars)%len(Palette)]
 			bars = append(bars, bar{name: a.App, color: c, allowed: fit(a.Allowed, n), denied: fit(a.Denied, n),
-				would: fit(a.WouldDeny, n)})
+				would: fit(a.WouldDeny, n), fbA: fit(a.FallbackAllowed, n), fbR: fit(a.FallbackRefused, n)})
 			continue
 		}
 		if len(bars) == maxApps {
 			bars = append(bars, bar{name: fmt.Sprintf("%d other apps", len(s.Apps)-maxApps), color: otherColor,
-				allowed: make([]int64, n), denied: make([]int64, n), would: make([]int64, n)})
+				allowed: make([]int64, n), denied: make([]int64, n), would: make([]int64, n),
+				fbA: make([]int64, n), fbR: make([]int64, n)})
 		}
 		o := &bars[maxApps]
 		for j, v := range fit(a.Allowed, n) {
@@ -434,6 +482,12 @@ func makeBars(s usage.Series, n, maxApps int) []bar {
 		for j, v := range fit(a.WouldDeny, n) {
 			o.would[j] = addSat(o.would[j], v)
 		}
+		for j, v := range fit(a.FallbackAllowed, n) {
+			o.fbA[j] = addSat(o.fbA[j], v)
+		}
+		for j, v := range fit(a.FallbackRefused, n) {
+			o.fbR[j] = addSat(o.fbR[j], v)
+		}
 	}
 	for i := range bars {
 		for j := range n {
@@ -442,6 +496,8 @@ func makeBars(s usage.Series, n, maxApps int) []bar {
 			bars[i].totalA = addSat(bars[i].totalA, bars[i].allowed[j])
 			bars[i].totalD = addSat(bars[i].totalD, bars[i].denied[j])
 			bars[i].totalW = addSat(bars[i].totalW, bars[i].would[j])
+			bars[i].totalFA = addSat(bars[i].totalFA, bars[i].fbA[j])
+			bars[i].totalFR = addSat(bars[i].totalFR, bars[i].fbR[j])
 		}
 	}
 	return bars
@@ -470,11 +526,18 @@ func describe(s usage.Series, bars []bar, o Options) string {
 	loc := o.Location
 	var b strings.Builder
 	b.WriteString("Allowed acquires per app above the zero line, denied below it")
+	var fallbacks bool
 	for _, br := range bars {
 		if br.totalW > 0 {
 			b.WriteString(", the allowed ones that shadow mode would have denied on top in orange")
 			break
 		}
+	}
+	for _, br := range bars {
+		fallbacks = fallbacks || br.totalFA > 0 || br.totalFR > 0
+	}
+	if fallbacks {
+		b.WriteString(", the calls the failure policy answered while Redis did not, pale: granted on top, refused at the bottom")
 	}
 	if o.Limit > 0 {
 		b.WriteString(", the limit as a dashed line")
@@ -488,7 +551,8 @@ func describe(s usage.Series, bars []bar, o Options) string {
 	}
 	b.WriteString(".")
 	for _, br := range bars {
-		fmt.Fprintf(&b, " %s: %s allowed%s, %s denied.", br.name, Count(br.totalA), wouldText(br.totalW), Count(br.totalD))
+		fmt.Fprintf(&b, " %s: %s allowed%s, %s denied%s.", br.name, Count(br.totalA), wouldText(br.totalW), Count(br.totalD),
+			fallbackText(br.totalFA, br.totalFR))
 	}
 	return b.String()
 }
@@ -506,10 +570,11 @@ func tooltip(t time.Time, s usage.Series, isElapsed bool, bars []bar, i int) str
 		}
 	}
 	for _, br := range bars {
-		if br.allowed[i] == 0 && br.denied[i] == 0 {
+		if br.allowed[i] == 0 && br.denied[i] == 0 && br.fbA[i] == 0 && br.fbR[i] == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\n%s: %s allowed%s, %s denied", br.name, Count(br.allowed[i]), wouldText(br.would[i]), Count(br.denied[i]))
+		fmt.Fprintf(&b, "\n%s: %s allowed%s, %s denied%s", br.name, Count(br.allowed[i]), wouldText(br.would[i]), Count(br.denied[i]),
+			fallbackText(br.fbA[i], br.fbR[i]))
 	}
 	return b.String()
 }
@@ -520,6 +585,14 @@ func wouldText(w int64) string {
 		return ""
 	}
 	return " (" + Count(w) + " would deny)"
+}
+
+// fallbackText is the failure policy's answers in words, "" for none.
+func fallbackText(granted, refused int64) string {
+	if granted <= 0 && refused <= 0 {
+		return ""
+	}
+	return "; failure policy: " + Count(granted) + " granted, " + Count(refused) + " refused"
 }
 
 // labelEvery picks the spacing of time labels: the smallest of a few

@@ -403,3 +403,49 @@ func TestUsageWouldDeny(t *testing.T) {
 		t.Error("a shadow-mode bucket's chart does not name would-deny in its legend")
 	}
 }
+
+// The failure policy's answers are a series of their own: granted on top
+// of the allowed stack, refused under the denied one, pale, in the legend
+// and the tooltips; a chart with nothing else is not empty; one without
+// them does not name them.
+func TestUsageFallback(t *testing.T) {
+	start := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+	s := series(start, time.Minute, 3,
+		usage.AppSeries{App: "web", Allowed: []int64{10, 0, 4}, Denied: []int64{2, 0, 0},
+			FallbackAllowed: []int64{0, 5, 0}, FallbackRefused: []int64{0, 20, 3}})
+	for _, width := range []int{WideWidth, NarrowWidth} {
+		out := string(Usage(s, Options{Width: width}))
+		checkSafe(t, out)
+		rects := func(class string) [][]string {
+			return regexp.MustCompile(`<rect class="`+class+`" x="[\d.]+" y="([\d.]+)" width="[\d.]+" height="([\d.]+)"`).
+				FindAllStringSubmatch(out, -1)
+		}
+		granted, refused, denied := rects("chart-fallback-granted"), rects("chart-fallback-refused"), rects("chart-denied")
+		if len(granted) != 1 || len(refused) != 2 || len(denied) != 1 {
+			t.Fatalf("width %d: %d granted and %d refused by the policy, %d denied bars; want 1, 2, 1:\n%s",
+				width, len(granted), len(refused), len(denied), out)
+		}
+		// Point 1: 20 refused by the policy against 2 denied at point 0.
+		h := func(m []string) float64 { v, _ := strconv.ParseFloat(m[2], 64); return v }
+		if r := h(refused[0]) / h(denied[0]); r < 9.9 || r > 10.1 {
+			t.Errorf("width %d: refused by the policy %v high, denied %v, want 10 to 1", width, h(refused[0]), h(denied[0]))
+		}
+		for _, want := range []string{
+			">granted by the failure policy: 5<", ">refused by the failure policy: 23<",
+			"web: 0 allowed, 0 denied; failure policy: 5 granted, 20 refused",
+			"the calls the failure policy answered while Redis did not",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("width %d: missing %q", width, want)
+			}
+		}
+	}
+	only := series(start, time.Minute, 2, usage.AppSeries{App: "web", FallbackRefused: []int64{0, 4}})
+	if out := string(Usage(only, Options{})); strings.Contains(out, "chart-is-empty") || !strings.Contains(out, "chart-fallback-refused") {
+		t.Error("a chart of the failure policy's refusals alone is drawn empty")
+	}
+	plain := series(start, time.Minute, 2, usage.AppSeries{App: "web", Allowed: []int64{1, 2}})
+	if out := string(Usage(plain, Options{})); strings.Contains(out, "failure policy") {
+		t.Error("a chart without the failure policy's answers names them")
+	}
+}

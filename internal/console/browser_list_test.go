@@ -135,14 +135,18 @@ func visibleIn(tb *tab, sel string) bool {
 
 // TestBrowserNearLimitAndWouldDeny shows, at 1280 and 400 px wide, the
 // bucket list's "near limit" badge and the filter on it (which submits by
-// itself and keeps only those buckets), and a shadow-mode bucket's chart
-// with its would-deny bars and legend entry.
+// itself and keeps only those buckets), not on a bucket with light traffic
+// (a few of its calls found it near its limit), and a shadow-mode bucket's
+// chart with its would-deny bars and legend entry, and the calls a
+// fail-closed client's policy refused during an outage, which shadow mode
+// never would.
 func TestBrowserNearLimitAndWouldDeny(t *testing.T) {
 	e := newEnv(t)
 	e.user("olga", false)
 	e.app("shop", "olga")
 	e.bucket("shop-checkout", "shop")
 	e.bucket("shop-images", "shop")
+	e.bucket("shop-light", "shop")
 	trial := e.bucket("shop-trial", "shop")
 	trial.Shadow = true
 	if err := e.bkts.Update(context.Background(), e.system, trial); err != nil {
@@ -156,7 +160,11 @@ func TestBrowserNearLimitAndWouldDeny(t *testing.T) {
 		e.record("shop", "shop-images", at, 4, 0)
 		e.record("shop", "shop-trial", at, 12, 0)
 		e.recordMore("shop", "shop-trial", at, int64(m%4), int64(m%4))
+		e.record("shop", "shop-light", at, 40, 0)
 	}
+	// One burst in the hour took shop-light near its limit: 3 of 1,200.
+	e.recordMore("shop", "shop-light", now.Add(-5*time.Minute), 3, 0)
+	e.recordFallback("shop", "shop-trial", now.Add(-4*time.Minute), 0, 9)
 	e.rollUp()
 
 	browser := startBrowser(t)
@@ -180,6 +188,10 @@ func TestBrowserNearLimitAndWouldDeny(t *testing.T) {
 			}
 			if olga.count("tr[data-bucket='shop-images'] .badge-near") != 0 {
 				t.Fatal("a calm bucket has the near-limit badge")
+			}
+			if !visibleIn(olga, "tr[data-bucket='shop-light']") || olga.count("tr[data-bucket='shop-light'] .badge-near") != 0 {
+				olga.shot(t, "failed")
+				t.Fatal("a bucket with light traffic (3 of 1,200 calls near its limit) has the near-limit badge")
 			}
 			olga.wantText("tr[data-bucket='shop-checkout'] .badge-near", "Near limit")
 			olga.shot(t, "list-near-badge")
@@ -217,6 +229,16 @@ func TestBrowserNearLimitAndWouldDeny(t *testing.T) {
 			if !visibleIn(olga, "[data-would-deny]") {
 				t.Fatalf("the would-deny total is not visible at %d px", width)
 			}
+			// The failure policy's refusals: bars, legend entry and total.
+			if !visibleIn(olga, shown+" rect.chart-fallback-refused") || !visibleIn(olga, "[data-fallback-refused]") {
+				olga.shot(t, "failed")
+				t.Fatalf("the failure policy's refusals are not visible at %d px", width)
+			}
+			if !strings.Contains(legend, "refused by the failure policy: 9") {
+				olga.shot(t, "failed")
+				t.Fatalf("the legend reads %q, want the failure policy's 9 refusals", legend)
+			}
+			olga.wantText("[data-fallback-refused]", "9")
 			olga.shot(t, "chart-would-deny")
 		})
 	}

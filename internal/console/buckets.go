@@ -108,15 +108,10 @@ type bucketFormPage struct {
 	layout
 	New  bool
 	Form bucketForm
-	// Pattern is the traffic pattern of the preview, as typed.
-	Pattern patternForm
-	// Preview is the drawn simulation of Pattern; PreviewText says its
-	// totals in words.
-	Preview     template.HTML
-	PreviewText string
-	Errors      *errs.Validation
-	OwnerApps   []string
-	Kinds       []kindChoice
+	limitPreview
+	Errors    *errs.Validation
+	OwnerApps []string
+	Kinds     []kindChoice
 	// AppChoices are the apps to pick allowed apps from; OtherApps the
 	// allowed apps that are not among them, as text.
 	AppChoices []appChoice
@@ -139,7 +134,7 @@ var kindChoices = []kindChoice{
 	{string(buckets.KindQuota), "Quota (N calls per hour, day, week or month)"},
 }
 
-// patternForm is the traffic pattern of the bucket form's preview.
+// patternForm is the traffic pattern of a limit's preview.
 type patternForm struct {
 	Steady, Burst, Every, Duration string
 }
@@ -147,25 +142,61 @@ type patternForm struct {
 // defaultPattern is what the preview tries until the user says otherwise.
 var defaultPattern = patternForm{Steady: "2", Burst: "20", Every: "15", Duration: "60"}
 
-// Summary is the limit in plain words, as the server says it ("" while
-// the form does not hold a valid limit); the script keeps it current as
-// the user types.
-func (p *bucketFormPage) Summary() string {
-	n, err1 := buckets.ParseMaxPermits(p.Form.MaxPermits)
-	r, err2 := buckets.ParseRate(p.Form.Rate)
-	if err1 != nil || err2 != nil {
-		return ""
-	}
-	return buckets.Summary(n, r)
+// limitPreview is the "Try it before saving" part of a form that sets a
+// limit (a bucket's, an override's): the pattern typed and, once asked
+// for, its simulation against the form's limit. The "limitpreview"
+// template draws it.
+type limitPreview struct {
+	// Pattern is the traffic pattern of the preview, as typed.
+	Pattern patternForm
+	// Preview is the drawn simulation of Pattern; PreviewText says its
+	// totals in words.
+	Preview     template.HTML
+	PreviewText string
+	// PreviewAction is where the preview button posts the form, "" for
+	// the form's own action.
+	PreviewAction string
 }
 
 // patternField is one input of the preview's pattern.
 type patternField struct{ ID, Label, Value string }
 
 // PatternFields lists the pattern's inputs in form order.
-func (p *bucketFormPage) PatternFields() []patternField {
+func (p *limitPreview) PatternFields() []patternField {
 	return []patternField{{"steady", "Steady, per second", p.Pattern.Steady}, {"burst", "Burst of", p.Pattern.Burst},
 		{"every", "every (seconds)", p.Pattern.Every}, {"duration", "for (seconds)", p.Pattern.Duration}}
+}
+
+// limitSummary is a limit in plain words, as the server says it ("" while
+// the form does not hold a valid limit); the script keeps it current as
+// the user types.
+func limitSummary(capacity, rate string) string {
+	n, err1 := buckets.ParseMaxPermits(capacity)
+	r, err2 := buckets.ParseRate(rate)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	return buckets.Summary(n, r)
+}
+
+// Summary is the form's limit in plain words (see limitSummary).
+func (p *bucketFormPage) Summary() string { return limitSummary(p.Form.MaxPermits, p.Form.Rate) }
+
+// simulate draws the preview of the posted pattern against a limit of
+// capacity and rate as typed. Invalid input is an error matching
+// errs.ErrInvalid, naming the fields, for the form to show.
+func (s *server) simulate(c *gin.Context, capacity, rate string) (limitPreview, error) {
+	p := limitPreview{Pattern: patternOf(c)}
+	pv, err := s.svc.PreviewLimit(manage.PreviewLimit{Capacity: capacity, Rate: rate,
+		Steady: p.Pattern.Steady, Burst: p.Pattern.Burst, Every: p.Pattern.Every, Duration: p.Pattern.Duration})
+	if err != nil {
+		return p, err
+	}
+	sim := pv.Simulation
+	p.Preview = chart.Preview(sim, pv.Rate, "")
+	p.PreviewText = chart.Count(sim.TotalAllowed) + " allowed, " + chart.Count(sim.TotalDenied) + " denied (" +
+		chart.Share(sim.TotalAllowed, sim.TotalDenied) + ")."
+	return p, nil
 }
 
 // previewBucket answers the form's "Preview" button: the form comes back
@@ -193,9 +224,8 @@ func (s *server) previewBucket(c *gin.Context, name string) {
 	if !p.New {
 		p.Form.Name, p.Form.OwnerApp = name, owner
 	}
-	p.Pattern = patternOf(c)
-	pv, err := s.svc.PreviewLimit(manage.PreviewLimit{Capacity: p.Form.MaxPermits, Rate: p.Form.Rate,
-		Steady: p.Pattern.Steady, Burst: p.Pattern.Burst, Every: p.Pattern.Every, Duration: p.Pattern.Duration})
+	lp, err := s.simulate(c, p.Form.MaxPermits, p.Form.Rate)
+	p.limitPreview = lp
 	if err != nil {
 		if status(err) != http.StatusUnprocessableEntity {
 			s.fail(c, err)
@@ -205,10 +235,6 @@ func (s *server) previewBucket(c *gin.Context, name string) {
 		s.renderBucketForm(c, http.StatusUnprocessableEntity, p)
 		return
 	}
-	sim := pv.Simulation
-	p.Preview = chart.Preview(sim, pv.Rate, "")
-	p.PreviewText = chart.Count(sim.TotalAllowed) + " allowed, " + chart.Count(sim.TotalDenied) + " denied (" +
-		chart.Share(sim.TotalAllowed, sim.TotalDenied) + ")."
 	s.renderBucketForm(c, http.StatusOK, p)
 }
 
@@ -343,7 +369,7 @@ func (s *server) newBucket(c *gin.Context) {
 		form.OwnerApp = ""
 	}
 	s.renderBucketForm(c, http.StatusOK, &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
-		New: true, Form: form, OwnerApps: owned, Pattern: defaultPattern})
+		New: true, Form: form, OwnerApps: owned, limitPreview: limitPreview{Pattern: defaultPattern}})
 }
 
 // readBucketForm parses the posted form into the text it shows back and
@@ -417,7 +443,7 @@ func (s *server) createBucket(c *gin.Context) {
 			return
 		}
 		s.renderBucketForm(c, st, &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"},
-			New: true, Form: form, Errors: v, OwnerApps: owned, Pattern: patternOf(c)})
+			New: true, Form: form, Errors: v, OwnerApps: owned, limitPreview: limitPreview{Pattern: patternOf(c)}})
 	})
 }
 
@@ -485,7 +511,7 @@ func (s *server) editBucket(c *gin.Context) {
 		return
 	}
 	s.renderBucketForm(c, http.StatusOK, &bucketFormPage{layout: layout{Title: "Edit " + b.Name, Nav: "buckets"},
-		Form: formOf(b), Pattern: defaultPattern})
+		Form: formOf(b), limitPreview: limitPreview{Pattern: defaultPattern}})
 }
 
 // updateBucket saves an edit made on the version the form was loaded
@@ -513,7 +539,7 @@ func (s *server) updateBucket(c *gin.Context) {
 		s.redirect(c, "/buckets/"+url.PathEscape(name), msg)
 		return
 	}
-	p := &bucketFormPage{layout: layout{Title: "Edit " + name, Nav: "buckets"}, Form: form, Pattern: patternOf(c)}
+	p := &bucketFormPage{layout: layout{Title: "Edit " + name, Nav: "buckets"}, Form: form, limitPreview: limitPreview{Pattern: patternOf(c)}}
 	switch cur, ok := staleCurrent[*buckets.Bucket](err); {
 	case ok:
 		p.Form.OwnerApp = cur.OwnerApp

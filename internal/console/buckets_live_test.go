@@ -182,10 +182,11 @@ func rowOf(t *testing.T, body, bucket string) string {
 
 // TestBucketListNearLimit checks the "near limit" badge, the filter on it
 // (alone, ranked by near-limit acquires; and with the denied filter), and
-// would-deny counts in the sparkline.
+// would-deny counts in the sparkline. A bucket with light traffic, a few of
+// whose calls found it near its limit, is not marked (usage.NearLimit).
 func TestBucketListNearLimit(t *testing.T) {
 	e, ob, vb := bucketFixture(t)
-	for _, n := range []string{"a-calm", "b-busy", "c-near", "d-shadow"} {
+	for _, n := range []string{"a-calm", "b-busy", "c-near", "d-shadow", "e-light"} {
 		e.bucket(n, "alpha")
 	}
 	e.bucket("g-near", "gamma") // vera cannot see it
@@ -199,12 +200,14 @@ func TestBucketListNearLimit(t *testing.T) {
 	e.recordMore("alpha", "d-shadow", at, 4, 4)
 	e.record("gamma", "g-near", at, 9, 0)
 	e.recordMore("gamma", "g-near", at, 9, 0)
+	e.record("alpha", "e-light", at, 600, 0)
+	e.recordMore("alpha", "e-light", at, 4, 0)
 	e.rollUp()
 
 	r := ob.get("/buckets")
 	wantStatus(t, "list", r, http.StatusOK)
 	wantBody(t, "list", r, `name="near" value="1"`, "Near its limit in the last hour")
-	for bucket, near := range map[string]bool{"a-calm": false, "b-busy": true, "c-near": true, "d-shadow": true} {
+	for bucket, near := range map[string]bool{"a-calm": false, "b-busy": true, "c-near": true, "d-shadow": true, "e-light": false} {
 		if got := strings.Contains(rowOf(t, r.body, bucket), `class="badge badge-near"`); got != near {
 			t.Errorf("%s: near-limit badge %v, want %v", bucket, got, near)
 		}

@@ -95,6 +95,14 @@ func TestPagesOnEmbeddedEngine(t *testing.T) {
 		for _, path := range extra {
 			got[path] = b.get(path).status
 		}
+		// A member's lists: visibility and the audit log's per-app reads
+		// (two apps: one range each, merged).
+		e.grant("olga", "beta", rbac.RoleViewer)
+		m := e.browser()
+		m.signIn(fx.users[owner])
+		for _, path := range memberPaths {
+			got["member "+path] = m.get(path).status
+		}
 		status[name] = got
 	}
 	var paths []string
@@ -117,11 +125,25 @@ func TestPagesOnEmbeddedEngine(t *testing.T) {
 		if strings.HasPrefix(path, "/login/sso") {
 			continue
 		}
+		if strings.HasPrefix(path, "member ") {
+			if code := status["mariadb"][path]; code != http.StatusOK {
+				t.Errorf("GET %s answers %d to a member on MariaDB", path, code)
+			}
+			continue
+		}
 		if code := status["mariadb"][path]; code >= 400 {
 			t.Errorf("GET %s answers %d to an admin on MariaDB", path, code)
 		}
 	}
 	t.Logf("%d pages walked on both engines", len(paths))
+}
+
+// memberPaths are the lists TestPagesOnEmbeddedEngine also reads as a
+// member (an owner of alpha and a viewer of beta).
+var memberPaths = []string{
+	"/buckets", "/buckets?app=alpha", "/buckets?q=alpha", "/buckets?sort=denied", "/buckets?near=1", "/usage",
+	"/apps/alpha", "/audit", "/audit?bucket=alpha", "/audit?bucket=alpha-api", "/audit?app=alpha",
+	"/audit?before=1000000", "/audit?after=1",
 }
 
 // editForm is the edit form of a bucket of the fixture.

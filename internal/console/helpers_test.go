@@ -75,6 +75,9 @@ type setup struct {
 	listener net.Listener
 }
 
+// testRequestTimeout is the request timeout of newEnvOn's router.
+const testRequestTimeout = 3 * time.Second
+
 func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*setup)) *env {
 	t.Helper()
 	ctx := context.Background()
@@ -112,7 +115,7 @@ func newEnvOn(t testing.TB, db *sqlx.DB, with ...func(*setup)) *env {
 	if err != nil {
 		t.Fatalf("newServer: %v", err)
 	}
-	rt, err := router.New(router.Config{Logger: cfg.Logger, RequestTimeout: 3 * time.Second, Metrics: reg})
+	rt, err := router.New(router.Config{Logger: cfg.Logger, RequestTimeout: testRequestTimeout, Metrics: reg})
 	if err != nil {
 		t.Fatalf("router: %v", err)
 	}

@@ -124,7 +124,7 @@ func TestBrowserOverrideEdit(t *testing.T) {
 			olga.wantText("h1", "Edit the override for “tenant:acme”")
 
 			olga.fill("o_max_permits", "0")
-			olga.submit("form[action='" + path + "'] button[type=submit]")
+			olga.submit("form[action='" + path + "'] .actions button[type=submit]")
 			olga.wantText("#max_permits-error", "1")
 			if olga.count("#o_max_permits[aria-invalid=true]") != 1 {
 				t.Fatal("the invalid field is not marked")
@@ -138,7 +138,7 @@ func TestBrowserOverrideEdit(t *testing.T) {
 
 			want := fmt.Sprint(100 + i)
 			olga.fill("o_max_permits", want, "o_rate", "100/min")
-			olga.submit("form[action='" + path + "'] button[type=submit]")
+			olga.submit("form[action='" + path + "'] .actions button[type=submit]")
 			olga.wantText(".flash", "saved")
 			olga.wantText("tr[data-override]", "tenant:acme", want)
 			olga.shot(t, "override-saved")
@@ -154,10 +154,10 @@ func TestBrowserOverrideEdit(t *testing.T) {
 				t.Fatal(err)
 			}
 			olga.fill("o_max_permits", "999")
-			olga.submit("form[action='" + path + "'] button[type=submit]")
+			olga.submit("form[action='" + path + "'] .actions button[type=submit]")
 			olga.wantText("#stale", "was changed by someone else", "changed elsewhere")
 			olga.shot(t, "override-conflict")
-			olga.submit("form[action='" + path + "'] button[type=submit]")
+			olga.submit("form[action='" + path + "'] .actions button[type=submit]")
 			olga.wantText("tr[data-override]", "999")
 		})
 	}

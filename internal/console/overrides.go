@@ -40,6 +40,10 @@ type overridesView struct {
 	Message string
 	Form    overrideForm
 	Errors  *errs.Validation
+	// The new override's preview: its pattern and, once asked for, its
+	// simulation (posted to the override form, which shows the bucket's
+	// page again at the preview).
+	limitPreview
 	// Top holds the keys denied most and taking most over TopWindow
 	// ("hour" or "day"); TopMessage says why they could not be read.
 	Top        usage.TopKeys
@@ -64,7 +68,8 @@ type overrideDeletePage struct {
 // key of a keyed bucket.
 func (s *server) overridesOf(c *gin.Context, bucket string) *overridesView {
 	v := &overridesView{Search: rawQuery(c, "oq", buckets.MaxKeyLength), After: queryValue(c, "oafter", 400),
-		Form: overrideForm{Match: string(buckets.MatchExact)}}
+		Form:         overrideForm{Match: string(buckets.MatchExact)},
+		limitPreview: limitPreview{Pattern: defaultPattern, PreviewAction: overridesPath(bucket) + "#preview"}}
 	page, err := s.svc.ListOverrides(ctx(c), caller(c), bucket, manage.OverrideQuery{Search: v.Search, After: v.After,
 		Limit: overridesPageSize})
 	switch {
@@ -112,6 +117,12 @@ func (s *server) overridesOf(c *gin.Context, bucket string) *overridesView {
 	return v
 }
 
+// overridesPath is where a bucket's new overrides are posted.
+func overridesPath(bucket string) string { return "/buckets/" + url.PathEscape(bucket) + "/overrides" }
+
+// Summary is the new override's limit in plain words (see limitSummary).
+func (v *overridesView) Summary() string { return limitSummary(v.Form.MaxPermits, v.Form.Rate) }
+
 // rawQuery is a query parameter made valid UTF-8 and cut to n bytes, but
 // not trimmed: keys may have spaces at either end.
 func rawQuery(c *gin.Context, name string, n int) string {
@@ -143,6 +154,10 @@ func readOverrideForm(c *gin.Context) (overrideForm, manage.OverridePatch) {
 func (s *server) createOverride(c *gin.Context) {
 	name := c.Param("bucket")
 	form, patch := readOverrideForm(c)
+	if c.PostForm("preview") != "" {
+		s.previewOverride(c, name, form)
+		return
+	}
 	o, err := s.svc.CreateOverride(ctx(c), caller(c), manage.CreateOverride{Bucket: name, Fields: patch})
 	if err == nil {
 		s.redirect(c, "/buckets/"+url.PathEscape(name)+"?oq="+url.QueryEscape(o.Key)+"#overrides",
@@ -150,8 +165,31 @@ func (s *server) createOverride(c *gin.Context) {
 		return
 	}
 	s.failForm(c, err, "key", func(st int, v *errs.Validation) {
-		s.bucketDetail(c, st, func(ov *overridesView) { ov.Form, ov.Errors = form, v })
+		s.bucketDetail(c, st, func(ov *overridesView) { ov.Form, ov.Errors, ov.Pattern = form, v, patternOf(c) })
 	})
+}
+
+// previewOverride answers the new override form's "Preview" button: the
+// bucket's page comes back with the form as typed and the simulation of
+// its pattern against the override's limit. Nothing is saved; the caller
+// must still be allowed to change the bucket.
+func (s *server) previewOverride(c *gin.Context, name string, form overrideForm) {
+	if _, err := s.svc.EditableBucket(ctx(c), caller(c), name); err != nil {
+		s.fail(c, err)
+		return
+	}
+	lp, err := s.simulate(c, form.MaxPermits, form.Rate)
+	st := http.StatusOK
+	var v *errs.Validation
+	if err != nil {
+		if status(err) != http.StatusUnprocessableEntity {
+			s.fail(c, err)
+			return
+		}
+		st, v = http.StatusUnprocessableEntity, errs.Fields(err)
+	}
+	lp.PreviewAction = overridesPath(name) + "#preview"
+	s.bucketDetail(c, st, func(ov *overridesView) { ov.Form, ov.Errors, ov.limitPreview = form, v, lp })
 }
 
 // editableOverride is overrideFor for a handler: it answers a refusal
@@ -228,7 +266,11 @@ type overrideFormPage struct {
 	Stale    error
 	Conflict *buckets.Override
 	Errors   *errs.Validation
+	limitPreview
 }
+
+// Summary is the override's limit in plain words (see limitSummary).
+func (p *overrideFormPage) Summary() string { return limitSummary(p.Form.MaxPermits, p.Form.Rate) }
 
 func overrideFormOf(o *buckets.Override) overrideForm {
 	return overrideForm{Match: string(o.Match), Key: o.Key, MaxPermits: strconv.FormatInt(o.MaxPermits, 10),
@@ -241,7 +283,8 @@ func (s *server) editOverride(c *gin.Context) {
 		return
 	}
 	s.render(c, http.StatusOK, "override_form", &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"},
-		Bucket: o.Bucket, Override: o, Form: overrideFormOf(o), Version: o.Version})
+		Bucket: o.Bucket, Override: o, Form: overrideFormOf(o), Version: o.Version,
+		limitPreview: limitPreview{Pattern: defaultPattern}})
 }
 
 // updateOverride saves an edit made on the version the form was loaded
@@ -272,6 +315,27 @@ func (s *server) updateOverride(c *gin.Context) {
 	if err != nil || version < 1 {
 		version = -1 // a form without its version matches no version
 	}
+	if c.PostForm("preview") != "" {
+		// The form comes back as typed, with the simulation of its
+		// pattern against the limit typed; nothing is saved.
+		p := &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"}, Bucket: o.Bucket, Override: o,
+			Form: form, Version: o.Version}
+		if version > 0 {
+			p.Version = version
+		}
+		lp, err := s.simulate(c, form.MaxPermits, form.Rate)
+		p.limitPreview = lp
+		st := http.StatusOK
+		if err != nil {
+			if status(err) != http.StatusUnprocessableEntity {
+				s.fail(c, err)
+				return
+			}
+			st, p.Errors = http.StatusUnprocessableEntity, errs.Fields(err)
+		}
+		s.render(c, st, "override_form", p)
+		return
+	}
 	ch, err := s.svc.UpdateOverride(ctx(c), caller(c), manage.UpdateOverride{Bucket: o.Bucket, ID: o.ID, Version: version,
 		Fields: patch})
 	if err == nil {
@@ -283,7 +347,7 @@ func (s *server) updateOverride(c *gin.Context) {
 		return
 	}
 	p := &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"}, Bucket: o.Bucket, Override: o, Form: form,
-		Version: version}
+		Version: version, limitPreview: limitPreview{Pattern: patternOf(c)}}
 	switch cur, ok := staleCurrent[*buckets.Override](err); {
 	case ok:
 		p.Stale, p.Conflict, p.Override, p.Version = err, cur, cur, cur.Version

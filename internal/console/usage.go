@@ -36,6 +36,9 @@ type usageView struct {
 	// ShowWouldDeny adds the would-deny counts (shadow mode) beside the
 	// others: the bucket is in shadow mode or was in the window.
 	ShowWouldDeny bool
+	// ShowFallback adds the calls the clients' failure policy answered
+	// (granted and refused) while Redis did not: there were some.
+	ShowFallback bool
 	// Message replaces the chart when the counts cannot be read.
 	Message string
 }
@@ -85,6 +88,7 @@ func usageOf(d *manage.BucketDetail) usageView {
 		v.Chart = chart.UsageResponsive(d.Usage, chart.Options{Title: "Acquires per " + unit + ", last " + w.String(),
 			Limit: limit, LimitLabel: label, Unit: "per " + unit, Shadow: d.Shadow})
 		v.ShowWouldDeny = d.Shadow || d.Usage.WouldDeny > 0
+		v.ShowFallback = d.Usage.Fallbacks() > 0
 	}
 	return v
 }

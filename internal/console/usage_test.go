@@ -52,6 +52,24 @@ func (e *env) recordMore(app, bucket string, at time.Time, near, would int64) {
 	}
 }
 
+// recordFallback writes calls of app on bucket at at that a client's
+// failure policy granted and refused, as a Recorder observing them does
+// (for a bucket it has counted a decision of Redis for).
+func (e *env) recordFallback(app, bucket string, at time.Time, granted, refused int64) {
+	e.t.Helper()
+	rec, err := usage.NewRecorder(e.rdb, app, usage.WithKeyPrefix(e.ks.Prefix), usage.WithFlushInterval(time.Hour))
+	if err != nil {
+		e.t.Fatalf("new recorder: %v", err)
+	}
+	defer rec.Close()
+	rec.Add(bucket, at, true, 1) // known: Redis answered it once
+	rec.AddFallback(bucket, at, true, granted)
+	rec.AddFallback(bucket, at, false, refused)
+	if err := rec.Flush(context.Background()); err != nil {
+		e.t.Fatalf("flush usage: %v", err)
+	}
+}
+
 // rollUp rolls the usage counts in e's Redis up into MySQL, as the sync
 // worker does, up to the last whole minute.
 func (e *env) rollUp() {
@@ -290,6 +308,44 @@ func TestBucketUsageWouldDeny(t *testing.T) {
 	r = br.get("/buckets/plain")
 	if strings.Contains(r.body, "would deny") || strings.Contains(r.body, "chart-would") {
 		t.Error("a bucket without shadow mode or would-deny counts mentions them")
+	}
+}
+
+// TestBucketUsageFallback: calls the clients' failure policy answered show
+// apart from the bucket's decisions, on a bucket in shadow mode too (which
+// never denies): in the totals, the per-app table and both drawings of the
+// chart; a bucket without them does not mention them.
+func TestBucketUsageFallback(t *testing.T) {
+	e := newEnv(t)
+	olga := e.user("olga", false)
+	e.app("alpha", "olga")
+	b := e.bucket("trial", "alpha")
+	b.Shadow = true
+	if err := e.bkts.Update(context.Background(), e.system, b); err != nil {
+		t.Fatal(err)
+	}
+	e.bucket("plain", "alpha")
+	at := time.Now().Add(-2 * time.Minute)
+	e.recordFallback("alpha", "trial", at, 3, 17)
+	e.record("alpha", "plain", at, 40, 0)
+
+	br := e.browser()
+	br.signIn(olga)
+	r := br.get("/buckets/trial")
+	wantStatus(t, "shadow bucket", r, http.StatusOK)
+	wantBody(t, "shadow bucket", r,
+		`<div><dt>denied</dt><dd class="">0</dd></div>`,
+		`<dt>answered by the failure policy (Redis did not answer)</dt><dd><span data-fallback-granted>3</span> granted, <span class="denied" data-fallback-refused>17</span> refused</dd>`,
+		">granted by the failure policy: 3<", ">refused by the failure policy: 17<",
+		"alpha: 1 allowed, 0 denied; failure policy: 3 granted, 17 refused",
+		"shadow mode never refuses; the failure policy may")
+	wantRow(t, "alpha", usageRow(t, r.body, "alpha"), "alpha", "1", "0", "0", "0%", "3 granted, 17 refused")
+	if n := strings.Count(r.body, `class="chart-fallback-refused"`); n != 2 {
+		t.Errorf("%d bars of the failure policy's refusals, want one per drawing", n)
+	}
+	r = br.get("/buckets/plain")
+	if strings.Contains(r.body, "failure policy") || strings.Contains(r.body, "chart-fallback") {
+		t.Error("a bucket without the failure policy's answers mentions them")
 	}
 }
 

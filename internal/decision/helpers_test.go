@@ -68,7 +68,7 @@ type bucketDef struct {
 	name, owner, rate string
 	capacity          int64
 	allowed           []string
-	keyed             bool
+	keyed, shadow     bool
 }
 
 func newStack(t *testing.T, cfg ServerConfig, bs []bucketDef, ms []descriptors.Mapping) *stack {
@@ -104,7 +104,7 @@ func newStackOn(t *testing.T, addr string, cfg ServerConfig, bs []bucketDef, ms 
 		}
 		if err := buckets.NewStore(db).Create(bg, alice, &buckets.Bucket{
 			Name: b.name, OwnerApp: b.owner, MaxPermits: b.capacity, Rate: rate, AllowedApps: b.allowed,
-			Keyed: b.keyed,
+			Keyed: b.keyed, Shadow: b.shadow,
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -27,6 +27,11 @@ const DeniedStatus = http.StatusForbidden
 // that a proxy can tell a denial from any other 403.
 const DecisionHeader = "Sluice-Decision"
 
+// WouldDenyHeader is set to "true" on an answer of the GET form that a
+// bucket in shadow mode allowed but would have denied, so that a proxy
+// can log it (the body of the POST form says it as "would_deny").
+const WouldDenyHeader = "Sluice-Would-Deny"
+
 // maxBody bounds the JSON body of POST /v1/acquire.
 const maxBody = 4 << 10
 
@@ -48,6 +53,11 @@ type AcquireResponse struct {
 	Limit      int64   `json:"limit"`
 	RetryAfter float64 `json:"retry_after"`
 	ResetAfter float64 `json:"reset_after"`
+	// WouldDeny is true when the bucket is in shadow mode and would have
+	// denied: the call is allowed (200) and took nothing, and RetryAfter
+	// says when the tokens would have been there. Always present, so that
+	// a client trying shadow mode out can count it without a default.
+	WouldDeny bool `json:"would_deny"`
 	// Fallback is true when the failure policy answered, not Redis.
 	Fallback bool `json:"fallback,omitempty"`
 }
@@ -118,7 +128,7 @@ func (s *Service) post(w http.ResponseWriter, r *http.Request, app string) strin
 	}
 	_ = json.NewEncoder(w).Encode(AcquireResponse{
 		Allowed: res.Allowed, Remaining: res.Remaining, Limit: res.Limit,
-		RetryAfter: seconds(res.RetryAfter), ResetAfter: seconds(res.ResetAfter), Fallback: res.Fallback,
+		RetryAfter: seconds(res.RetryAfter), ResetAfter: seconds(res.ResetAfter), WouldDeny: res.WouldDeny, Fallback: res.Fallback,
 	})
 	if res.Allowed {
 		return "ok"
@@ -144,6 +154,9 @@ func (s *Service) get(w http.ResponseWriter, r *http.Request, app string) string
 	s.cfg.Headers.Write(w.Header(), res)
 	if res.Allowed {
 		w.Header().Set(DecisionHeader, "allow")
+		if res.WouldDeny {
+			w.Header().Set(WouldDenyHeader, "true")
+		}
 		w.WriteHeader(http.StatusOK)
 		return "ok"
 	}

@@ -148,3 +148,47 @@ func TestHTTPAcquire(t *testing.T) {
 		t.Fatalf("client metrics of the app missing:\n%s", body)
 	}
 }
+
+// A bucket in shadow mode answers every call 200; the ones it would have
+// denied say so: "would_deny": true in the POST form's body, the header
+// Sluice-Would-Deny on the GET form's answer. Other answers carry
+// "would_deny": false and no header.
+func TestHTTPAcquireWouldDeny(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, ServerConfig{}, []bucketDef{
+		{name: "trial", owner: "edge", rate: "1/day", capacity: 2, shadow: true},
+		{name: "plain", owner: "edge", rate: "1/day", capacity: 2},
+	}, nil)
+	addr, auth := st.srv.HTTPAddr(), "Bearer "+st.edge
+	for i, want := range []bool{false, false, true, true} {
+		code, h, body := httpAcquire(t, addr, http.MethodPost, auth, "trial", 1)
+		var res AcquireResponse
+		if err := json.Unmarshal([]byte(body), &res); err != nil || code != 200 {
+			t.Fatalf("call %d: %d %s (%v)", i, code, body, err)
+		}
+		if !res.Allowed || res.WouldDeny != want || !strings.Contains(body, fmt.Sprintf(`"would_deny":%v`, want)) {
+			t.Fatalf("call %d: %s, want would_deny %v", i, body, want)
+		}
+		if want && res.RetryAfter <= 0 {
+			t.Fatalf("call %d: a would-deny without the wait it would have had: %s", i, body)
+		}
+		if h.Get(WouldDenyHeader) != "" {
+			t.Fatalf("call %d: the POST form sets %s", i, WouldDenyHeader)
+		}
+	}
+	code, h, _ := httpAcquire(t, addr, http.MethodGet, auth, "trial", 1)
+	if code != 200 || h.Get(DecisionHeader) != "allow" || h.Get(WouldDenyHeader) != "true" {
+		t.Fatalf("GET of a bucket that would deny: %d %v", code, h)
+	}
+	// A bucket not in shadow mode: allowed without the field set, then
+	// denied.
+	for i, wantCode := range []int{200, 200, 429} {
+		code, _, body := httpAcquire(t, addr, http.MethodPost, auth, "plain", 1)
+		if code != wantCode || !strings.Contains(body, `"would_deny":false`) {
+			t.Fatalf("plain call %d: %d %s", i, code, body)
+		}
+	}
+	if code, h, _ := httpAcquire(t, addr, http.MethodGet, auth, "plain", 1); code != DeniedStatus || h.Get(WouldDenyHeader) != "" {
+		t.Fatalf("GET of a plain bucket's denial: %d %v", code, h)
+	}
+}

@@ -45,8 +45,9 @@ type BucketListQuery struct {
 	// Denied keeps the buckets that denied something in the last hour.
 	Denied bool
 	// NearLimit keeps the buckets that ran near their limit in the last
-	// hour: an acquire left them at least 80% used
-	// (redisscript.NearLimitUsed), or was denied or would have been.
+	// hour (usage.NearLimit): they refused an acquire or would have, or at
+	// least one in ten of their acquires left them at least 80% used
+	// (redisscript.NearLimitUsed).
 	NearLimit bool
 }
 

@@ -177,25 +177,33 @@ type AuditQuery = audit.Filter
 // them for an admin, otherwise those about the apps they are a member of
 // (and those apps' buckets).
 func (s *Service) ListAudit(ctx context.Context, c Caller, q AuditQuery) (audit.Page, error) {
+	q.Apps = s.Visible(c)
 	q, err := s.auditNames(ctx, q)
 	if err != nil {
 		return audit.Page{}, err
 	}
-	q.Apps = s.Visible(c)
 	return s.audit.List(ctx, q)
 }
 
 // auditNames turns a filter on part of a bucket name into the names of the
 // buckets that match, when they are few, so that the log is read one index
 // range per bucket rather than newest first filtered row by row. A deleted
-// bucket matches by its full name.
+// bucket matches by its full name. When many buckets match, a member's
+// filter takes the names among the buckets they see, if those are few:
+// the entries they may read are about those (an entry about a bucket
+// since moved to an app they do not see is then left out).
 func (s *Service) auditNames(ctx context.Context, q AuditQuery) (AuditQuery, error) {
 	if q.NameContains == "" || q.ObjectType != "bucket" || q.ObjectName != "" || !utf8.ValidString(q.NameContains) {
 		return q, nil
 	}
-	names, err := s.buckets.NamesContaining(ctx, q.NameContains, audit.MaxNames)
+	names, err := s.buckets.NamesContaining(ctx, q.NameContains, nil, audit.MaxNames)
 	if err != nil {
 		return q, err
+	}
+	if len(names) == audit.MaxNames && q.Apps != nil {
+		if names, err = s.buckets.NamesContaining(ctx, q.NameContains, q.Apps, audit.MaxNames); err != nil {
+			return q, err
+		}
 	}
 	if len(names) == audit.MaxNames {
 		return q, nil // many: matching rows are common, read newest first
@@ -210,11 +218,11 @@ func (s *Service) auditNames(ctx context.Context, q AuditQuery) (AuditQuery, err
 // CountAudit returns how many entries the caller may see q selects, up to
 // a cap (more tells there are more); q's cursor does not matter.
 func (s *Service) CountAudit(ctx context.Context, c Caller, q AuditQuery) (n int, more bool, err error) {
+	q.Apps = s.Visible(c)
 	q, err = s.auditNames(ctx, q)
 	if err != nil {
 		return 0, false, err
 	}
-	q.Apps = s.Visible(c)
 	return s.audit.Count(ctx, q)
 }
 

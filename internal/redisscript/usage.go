@@ -11,8 +11,11 @@ import (
 // the bucket itself (so it lives in the bucket's Cluster slot), with two
 // fields per app: UsageAllowedField and UsageDeniedField, and a third,
 // UsageWouldDenyField, for the allowed acquires that a bucket in shadow
-// mode would have denied. Clients add to them with HINCRBY and set
-// UsageTTLSeconds with EXPIRE.
+// mode would have denied. Two more count the calls a client's failure
+// policy answered instead of Redis (UsageFallbackAllowedField and
+// UsageFallbackRefusedField): no bucket decided them, so they are not in
+// the other two. Clients add to them with HINCRBY and set UsageTTLSeconds
+// with EXPIRE.
 
 // UsageTTLSeconds is how long a usage hash lives after its last write:
 // eight days, so that a week of minutes and hours is always complete.
@@ -48,6 +51,8 @@ const (
 	usageDenied    = ":d"
 	usageWouldDeny = ":w"
 	usageNearLimit = ":n"
+	usageFallbackA = ":f"
+	usageFallbackR = ":r"
 )
 
 // UsageAllowedField returns the usage hash field counting the allowed
@@ -70,6 +75,18 @@ func UsageWouldDenyField(app string) string { return app + usageWouldDeny }
 // of the other counts, not an outcome of its own.
 func UsageNearLimitField(app string) string { return app + usageNearLimit }
 
+// UsageFallbackAllowedField returns the usage hash field counting the
+// calls of app that the client's failure policy granted while Redis did
+// not answer (or had lost the bucket): "<app>:f". They are not in
+// UsageAllowedField, which counts what Redis decided.
+func UsageFallbackAllowedField(app string) string { return app + usageFallbackA }
+
+// UsageFallbackRefusedField returns the usage hash field counting the
+// calls of app that the client's failure policy refused: "<app>:r". They
+// are not in UsageDeniedField: a bucket in shadow mode, which never
+// denies, can still have them.
+func UsageFallbackRefusedField(app string) string { return app + usageFallbackR }
+
 // NearLimitUsed is the fraction of a bucket's capacity in use from which
 // an acquire counts as near the limit: in the usage counts
 // (UsageNearLimitField), the console's "near limit" badge and the default
@@ -85,6 +102,8 @@ const (
 	UsageDenied
 	UsageWouldDeny
 	UsageNearLimit
+	UsageFallbackAllowed
+	UsageFallbackRefused
 )
 
 // ParseUsageCount splits any usage hash field into its app and what it
@@ -103,6 +122,10 @@ func ParseUsageCount(field string) (app string, kind UsageKind, ok bool) {
 		kind = UsageWouldDeny
 	case usageNearLimit:
 		kind = UsageNearLimit
+	case usageFallbackA:
+		kind = UsageFallbackAllowed
+	case usageFallbackR:
+		kind = UsageFallbackRefused
 	default:
 		return "", 0, false
 	}

@@ -62,6 +62,8 @@ func TestUsageCounts(t *testing.T) {
 		{UsageDeniedField("a-b.c_d"), "a-b.c_d", UsageDenied, true},
 		{UsageWouldDenyField("shop"), "shop", UsageWouldDeny, true},
 		{UsageNearLimitField("shop"), "shop", UsageNearLimit, true},
+		{UsageFallbackAllowedField("shop"), "shop", UsageFallbackAllowed, true},
+		{UsageFallbackRefusedField("shop"), "shop", UsageFallbackRefused, true},
 		{"checkout:x", "", 0, false},
 		{":n", "", 0, false},
 		{"Bad:w", "", 0, false},

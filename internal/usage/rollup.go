@@ -62,12 +62,37 @@ type Recent struct {
 	TotalAllowed, TotalDenied, TotalWouldDeny, TotalNear int64
 }
 
-// NearLimit reports whether the bucket ran near its limit in the hour: an
-// acquire left it at least redisscript.NearLimitUsed used, or was denied
-// (or would have been, in shadow mode), as the clients that record usage
-// count them. It is what the stored near_total says, so that a list
-// filtered on it and its badge agree.
-func (r Recent) NearLimit() bool { return r.TotalNear > 0 }
+// NearLimit reports whether the bucket ran near its limit in the hour (see
+// NearLimit). The stored near_total says the same as of the last roll-up,
+// so that a list filtered on it and its badge agree.
+func (r Recent) NearLimit() bool {
+	return NearLimit(r.TotalAllowed, r.TotalDenied, r.TotalWouldDeny, r.TotalNear)
+}
+
+// NearLimitShare is the share of a bucket's calls in the hour that must
+// have left it near its limit for the hour to count as near the limit
+// when nothing was refused: one in ten.
+const NearLimitShare = 0.1
+
+// NearLimit is the rule of "ran near its limit in the last hour", for a
+// bucket's calls of an hour: allowed, denied, would-deny (shadow mode; a
+// part of allowed) and near (those after which the bucket had at least
+// redisscript.NearLimitUsed of its capacity in use, denials and
+// would-denies included, as the clients that record usage count them). It
+// did when it refused a call or would have, in shadow mode; or when at
+// least NearLimitShare of its calls left it that used. One burst in an
+// otherwise calm hour, a key of a keyed bucket taken to its limit among
+// many that were not, or a client's leased tokens (whose answers report
+// the lease's remainder, not the bucket's) do not make a bucket "near its
+// limit". This is the rule's one home: the roll-up stores near_total only
+// for the hours it holds for, and the ranked lists filter on that.
+func NearLimit(allowed, denied, would, near int64) bool {
+	if denied > 0 || would > 0 {
+		return true
+	}
+	calls := allowed + denied
+	return near > 0 && float64(near) >= NearLimitShare*float64(calls)
+}
 
 // DeniedShare is the share of the hour's acquires that were denied, from
 // 0 to 1; 0 without acquires.
@@ -576,7 +601,10 @@ func (r *Roller) rollMinute(ctx context.Context, m int64, st *RollStats) error {
 				if !ok || err != nil || n <= 0 {
 					continue
 				}
-				k := kindIndex[kind]
+				k, rolled := kindIndex[kind]
+				if !rolled {
+					continue // the failure policy's answers: read per bucket only
+				}
 				c[k] = addSat(c[k], n)
 			}
 			counts[chunk[i]] = c
@@ -660,9 +688,13 @@ func (r *Roller) merge(ctx context.Context, names []string, fn func(rg *ring, na
 			if len(vals) > 0 {
 				sb.WriteString(",")
 			}
+			w, near := sum(rg.c[kWould]), sum(rg.c[kNear])
+			if !NearLimit(a, d, w, near) {
+				near = 0 // the ranked lists' filter: see NearLimit
+			}
 			sb.WriteString("(?,?,?,?,?,?,?,?,?,?)")
 			vals = append(vals, n, rg.last, formatCounts(rg.c[kAllowed]), formatCounts(rg.c[kDenied]),
-				formatCounts(rg.c[kWould]), formatCounts(rg.c[kNear]), a, d, sum(rg.c[kWould]), sum(rg.c[kNear]))
+				formatCounts(rg.c[kWould]), formatCounts(rg.c[kNear]), a, d, w, near)
 		}
 		if len(vals) > 0 {
 			sb.WriteString(" ON DUPLICATE KEY UPDATE last_minute = VALUES(last_minute), allowed_counts = VALUES(allowed_counts)," +

@@ -359,7 +359,8 @@ func TestRing(t *testing.T) {
 }
 
 // The roll-up keeps the would-deny (shadow mode) and near-limit counts per
-// minute beside the others, and their sums in the row.
+// minute beside the others, and their sums in the row; the failure
+// policy's answers are not allowed or denied acquires.
 func TestRollUpWouldDenyAndNearLimit(t *testing.T) {
 	f := newRollFixture(t, 0)
 	ctx := context.Background()
@@ -370,6 +371,10 @@ func TestRollUpWouldDenyAndNearLimit(t *testing.T) {
 		rec.Add("tight", m.Add(-time.Minute), true, 5)
 		rec.AddNearLimit("tight", m.Add(-time.Minute), 2)
 		rec.Add("calm", m, true, 3)
+		// The failure policy's answers are not rolled up as allowed or
+		// denied acquires.
+		rec.AddFallback("calm", m, true, 7)
+		rec.AddFallback("calm", m, false, 8)
 	})
 	// A Recorder writes would-deny counts only from decisions: write them
 	// as it does, into the minute hash.
@@ -387,7 +392,7 @@ func TestRollUpWouldDenyAndNearLimit(t *testing.T) {
 	if s := got["tight"]; s.Near[58] != 2 || s.TotalNear != 2 || s.TotalWouldDeny != 0 || !s.NearLimit() {
 		t.Errorf("tight = %+v, want 2 near the limit a minute earlier", s)
 	}
-	if s := got["calm"]; s.TotalNear != 0 || s.NearLimit() || len(s.Near) != RecentMinutes {
+	if s := got["calm"]; s.TotalNear != 0 || s.NearLimit() || len(s.Near) != RecentMinutes || s.TotalAllowed != 3 || s.TotalDenied != 0 {
 		t.Errorf("calm = %+v, want never near the limit", s)
 	}
 	var totals []struct {
@@ -410,5 +415,63 @@ func TestRollUpWouldDenyAndNearLimit(t *testing.T) {
 	}
 	if got, err := f.recent.For(ctx, []string{"calm"}); err != nil || got["calm"].TotalAllowed != 3 || got["calm"].TotalNear != 0 {
 		t.Errorf("row with NULL counts: %+v %v", got["calm"], err)
+	}
+}
+
+// The rule of "near its limit in the last hour": a refusal (or a
+// would-deny) is enough; otherwise at least one call in ten must have
+// left the bucket near its limit.
+func TestNearLimitRule(t *testing.T) {
+	for _, tc := range []struct {
+		name                         string
+		allowed, denied, would, near int64
+		want                         bool
+	}{
+		{"no calls", 0, 0, 0, 0, false},
+		{"calm", 500, 0, 0, 0, false},
+		{"light traffic, one burst near the limit", 1200, 0, 0, 3, false},
+		{"just under one in ten", 1000, 0, 0, 99, false},
+		{"one in ten", 1000, 0, 0, 100, true},
+		{"busy", 40, 0, 0, 30, true},
+		{"one denial", 1000, 1, 0, 1, true},
+		{"shadow mode, one would-deny", 1000, 0, 1, 1, true},
+		{"denials counted without near (an older client)", 10, 5, 0, 0, true},
+	} {
+		if got := NearLimit(tc.allowed, tc.denied, tc.would, tc.near); got != tc.want {
+			t.Errorf("%s: NearLimit(%d, %d, %d, %d) = %v, want %v", tc.name, tc.allowed, tc.denied, tc.would, tc.near, got, tc.want)
+		}
+	}
+}
+
+// The roll-up stores near_total only for an hour the rule holds for, so
+// that the ranked lists' filter and the badge agree: a bucket with a few
+// near-limit calls among many is stored with 0.
+func TestRollUpStoresTheNearLimitRule(t *testing.T) {
+	f := newRollFixture(t, 0)
+	ctx := context.Background()
+	m := f.now.Add(-time.Minute)
+	f.record(t, func(rec *usage.Recorder) {
+		rec.Add("light", m, true, 1200)
+		rec.AddNearLimit("light", m, 3)
+		rec.Add("busy", m, true, 40)
+		rec.AddNearLimit("busy", m, 30)
+	})
+	f.rollUp(t)
+	var totals []struct {
+		Bucket string `db:"bucket_name"`
+		Near   int64  `db:"near_total"`
+	}
+	if err := f.roller.cfg.DB.SelectContext(ctx, &totals, "SELECT bucket_name, near_total FROM bucket_usage ORDER BY bucket_name"); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(totals) != "[{busy 30} {light 0}]" {
+		t.Errorf("stored near totals %v, want busy 30 and light 0", totals)
+	}
+	got, err := f.recent.For(ctx, []string{"light", "busy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["light"].NearLimit() || got["light"].TotalNear != 3 || !got["busy"].NearLimit() {
+		t.Errorf("light %+v, busy %+v: want only busy near its limit, light's 3 near calls kept per minute", got["light"], got["busy"])
 	}
 }

@@ -1,6 +1,7 @@
 // Package usage reads the usage counts that clients write to Redis (see
 // package client/usage): allowed and denied acquires per bucket, app and
-// minute, with hourly rollups. The console draws them (package chart) on a
+// minute, with hourly rollups, and the calls the clients' failure policy
+// answered instead of Redis. The console draws them (package chart) on a
 // bucket's page and lists the buckets that denied the most.
 package usage
 
@@ -103,6 +104,10 @@ type Series struct {
 	// WouldDeny is the part of Allowed that a bucket in shadow mode would
 	// have denied, over the window.
 	WouldDeny int64
+	// FallbackAllowed and FallbackRefused are the calls the clients'
+	// failure policy granted and refused while Redis did not answer:
+	// no bucket decided them, so they are in neither Allowed nor Denied.
+	FallbackAllowed, FallbackRefused int64
 	// Read is when the counts were read.
 	Read time.Time
 }
@@ -116,9 +121,20 @@ type AppSeries struct {
 	// WouldDeny holds, per point, the part of Allowed that a bucket in
 	// shadow mode would have denied (never more than Allowed).
 	WouldDeny []int64
-	// TotalAllowed, TotalDenied and TotalWouldDeny are their sums.
-	TotalAllowed, TotalDenied, TotalWouldDeny int64
+	// FallbackAllowed and FallbackRefused hold, per point, the calls the
+	// app's failure policy granted and refused (see Series).
+	FallbackAllowed, FallbackRefused []int64
+	// TotalAllowed, TotalDenied, TotalWouldDeny, TotalFallbackAllowed and
+	// TotalFallbackRefused are their sums.
+	TotalAllowed, TotalDenied, TotalWouldDeny  int64
+	TotalFallbackAllowed, TotalFallbackRefused int64
 }
+
+// Fallbacks is how many of the app's calls its failure policy answered.
+func (a AppSeries) Fallbacks() int64 { return a.TotalFallbackAllowed + a.TotalFallbackRefused }
+
+// Fallbacks is how many calls the clients' failure policy answered.
+func (s Series) Fallbacks() int64 { return s.FallbackAllowed + s.FallbackRefused }
 
 // Total is the usage of one bucket over a span, all apps together.
 type Total struct {
@@ -200,7 +216,8 @@ func (r *Reader) Series(ctx context.Context, bucket string, w Window) (Series, e
 			as := byApp[app]
 			if as == nil {
 				as = &AppSeries{App: app, Allowed: make([]int64, points), Denied: make([]int64, points),
-					WouldDeny: make([]int64, points)}
+					WouldDeny: make([]int64, points), FallbackAllowed: make([]int64, points),
+					FallbackRefused: make([]int64, points)}
 				byApp[app] = as
 			}
 			switch kind {
@@ -210,6 +227,10 @@ func (r *Reader) Series(ctx context.Context, bucket string, w Window) (Series, e
 				as.Denied[at[i]] += n
 			case redisscript.UsageWouldDeny:
 				as.WouldDeny[at[i]] += n
+			case redisscript.UsageFallbackAllowed:
+				as.FallbackAllowed[at[i]] += n
+			case redisscript.UsageFallbackRefused:
+				as.FallbackRefused[at[i]] += n
 			}
 		}
 	}
@@ -221,17 +242,21 @@ func (r *Reader) Series(ctx context.Context, bucket string, w Window) (Series, e
 			as.TotalAllowed += as.Allowed[j]
 			as.TotalDenied += as.Denied[j]
 			as.TotalWouldDeny += as.WouldDeny[j]
+			as.TotalFallbackAllowed += as.FallbackAllowed[j]
+			as.TotalFallbackRefused += as.FallbackRefused[j]
 		}
 		s.Allowed += as.TotalAllowed
 		s.Denied += as.TotalDenied
 		s.WouldDeny += as.TotalWouldDeny
-		if as.TotalAllowed == 0 && as.TotalDenied == 0 {
+		s.FallbackAllowed += as.TotalFallbackAllowed
+		s.FallbackRefused += as.TotalFallbackRefused
+		if as.TotalAllowed == 0 && as.TotalDenied == 0 && as.Fallbacks() == 0 {
 			continue // only near-limit or would-deny fields: nothing to draw
 		}
 		s.Apps = append(s.Apps, *as)
 	}
 	slices.SortFunc(s.Apps, func(a, b AppSeries) int {
-		if c := cmp.Compare(b.TotalAllowed+b.TotalDenied, a.TotalAllowed+a.TotalDenied); c != 0 {
+		if c := cmp.Compare(b.TotalAllowed+b.TotalDenied+b.Fallbacks(), a.TotalAllowed+a.TotalDenied+a.Fallbacks()); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.App, b.App)

@@ -285,3 +285,37 @@ func TestSeriesWouldDeny(t *testing.T) {
 		t.Errorf("totals %d allowed, %d denied, %d would deny; want 14, 0, 7", s.Allowed, s.Denied, s.WouldDeny)
 	}
 }
+
+// Calls the failure policy answered are read apart, per app and in total,
+// outside allowed and denied; an app with nothing else (its Redis calls all
+// failed) is still listed, busiest first.
+func TestSeriesFallback(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.add(t, "b", "web", f.now, 10, 2)
+	m := f.ks.UsageMinute("b", f.now.Unix()/60)
+	old := f.ks.UsageMinute("b", f.now.Unix()/60-2)
+	f.rdb.HSet(ctx, m, redisscript.UsageFallbackRefusedField("web"), 5)
+	f.rdb.HSet(ctx, old, redisscript.UsageFallbackAllowedField("web"), 1)
+	f.rdb.HSet(ctx, m, redisscript.UsageFallbackRefusedField("batch"), 30, redisscript.UsageFallbackAllowedField("batch"), 4)
+
+	s, err := f.r.Series(ctx, "b", Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Apps) != 2 || s.Apps[0].App != "batch" || s.Apps[1].App != "web" {
+		t.Fatalf("apps %+v, want batch then web", s.Apps)
+	}
+	batch, web := s.Apps[0], s.Apps[1]
+	if batch.FallbackRefused[59] != 30 || batch.FallbackAllowed[59] != 4 || batch.TotalAllowed != 0 || batch.Fallbacks() != 34 {
+		t.Errorf("batch: %+v", batch)
+	}
+	if web.FallbackRefused[59] != 5 || web.FallbackAllowed[57] != 1 || web.TotalFallbackRefused != 5 ||
+		web.TotalFallbackAllowed != 1 || web.TotalAllowed != 10 || web.TotalDenied != 2 {
+		t.Errorf("web: %+v", web)
+	}
+	if s.Allowed != 10 || s.Denied != 2 || s.FallbackAllowed != 5 || s.FallbackRefused != 35 || s.Fallbacks() != 40 {
+		t.Errorf("totals: %d allowed, %d denied, %d and %d by the failure policy; want 10, 2, 5, 35",
+			s.Allowed, s.Denied, s.FallbackAllowed, s.FallbackRefused)
+	}
+}

@@ -1,0 +1,1 @@
+DROP INDEX audit_log_app_object ON audit_log;
