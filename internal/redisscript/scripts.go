@@ -52,6 +52,7 @@ func (s Script) SHA() string { return s.Hash() }
 const (
 	coreBucket = "lua/bucket.lua"
 	coreKeyed  = "lua/keyed.lua"
+	coreSlots  = "lua/slots.lua"
 )
 
 // The scripts a client runs to take tokens.
@@ -74,6 +75,8 @@ var Published = map[string]Script{
 	"acquire_all.lua":   AcquireAllScript,
 	"adjust.lua":        AdjustScript,
 	"lease.lua":         LeaseScript,
+	"slot.lua":          SlotScript,
+	"keyed_slot.lua":    KeyedSlotScript,
 }
 
 // configGuards holds the argument checks and (id, version) guards of the
