@@ -165,7 +165,7 @@ func (l *Limiter) takeSlot(ctx context.Context, name, key string) (*Slot, error)
 
 func (r *slotRef) release(ctx context.Context) (SlotResult, error) {
 	if r.local {
-		return r.l.local.do(r, slots.Release), nil
+		return r.l.local.do(r, slots.Release, r.l.opt.instances, int64(r.l.now()/time.Microsecond)), nil
 	}
 	a, err := r.l.slotCall(ctx, r.name, r.key, redisscript.SlotRelease, r.id)
 	if err != nil {
@@ -176,7 +176,7 @@ func (r *slotRef) release(ctx context.Context) (SlotResult, error) {
 
 func (r *slotRef) renew(ctx context.Context) (SlotResult, error) {
 	if r.local {
-		return r.l.local.do(r, slots.Renew), nil
+		return r.l.local.do(r, slots.Renew, r.l.opt.instances, int64(r.l.now()/time.Microsecond)), nil
 	}
 	a, err := r.l.slotCall(ctx, r.name, r.key, redisscript.SlotRenew, r.id)
 	if err != nil {
@@ -360,16 +360,15 @@ func (ls *localSlots) take(ref *slotRef, instances int, now int64) (SlotResult, 
 	return localResult(a, share, e.leaseMicros), true
 }
 
-// do releases or renews a local slot.
-func (ls *localSlots) do(ref *slotRef, op slots.Op) SlotResult {
-	now := int64(ref.l.now() / time.Microsecond)
+// do releases or renews a local slot at now.
+func (ls *localSlots) do(ref *slotRef, op slots.Op, instances int, now int64) SlotResult {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	e := ls.m[localSlotKey{ref.name, ref.key}]
 	if e == nil {
 		return SlotResult{Fallback: true}
 	}
-	share := max(1, e.limit/int64(max(ref.l.opt.instances, 1)))
+	share := max(1, e.limit/int64(max(instances, 1)))
 	return localResult(e.set.Do(op, ref.id, now, share, e.leaseMicros, e.shadow), share, e.leaseMicros)
 }
 
