@@ -3,6 +3,8 @@ package redisscript
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -161,4 +163,61 @@ func SlotRaw(ctx context.Context, rdb redis.Scripter, keyed bool, keys []string,
 		return SlotAnswer{}, fmt.Errorf("slot: %w", err)
 	}
 	return SlotAnswerOf(v)
+}
+
+var readSlotsScript = script("read_slots.lua")
+
+// SlotState is what Redis holds of the slots of a concurrency limit (or
+// of one key of a keyed one), at one instant of Redis's clock.
+type SlotState struct {
+	// InUse is the slots held now: taken, neither released nor expired.
+	InUse int64
+	// Held is every slot the set keeps, the expired ones that no call has
+	// purged yet included.
+	Held int64
+	// NextExpiry is when the first slot in use expires, LastExpiry when
+	// the last one does; zero when none is in use.
+	NextExpiry, LastExpiry time.Time
+	// Now is Redis TIME when the set was read.
+	Now time.Time
+}
+
+// ReadSlots returns the slots of concurrency limit name (of key of a keyed
+// one when key is not empty) on Redis's clock. It writes nothing: reading
+// never purges.
+func ReadSlots(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, key string) (SlotState, error) {
+	if !ValidName(name) || (key != "" && !ValidKey(key)) {
+		return SlotState{}, nil // no such limit can exist
+	}
+	set := ks.Slots(name)
+	if key != "" {
+		set = ks.Keyed(name, key).Slots()
+	}
+	v, err := readSlotsScript.Run(ctx, rdb, []string{set}).Slice()
+	if err != nil {
+		return SlotState{}, fmt.Errorf("read slots of %q: %w", name, err)
+	}
+	if len(v) != 6 {
+		return SlotState{}, fmt.Errorf("read slots of %q: %w: %v", name, ErrBadAnswer, v)
+	}
+	var n [6]float64
+	for i, x := range v {
+		var s string
+		switch x := x.(type) {
+		case string:
+			s = x
+		case int64:
+			s = strconv.FormatInt(x, 10)
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return SlotState{}, fmt.Errorf("read slots of %q: %w: %v", name, ErrBadAnswer, v)
+		}
+		n[i] = f
+	}
+	st := SlotState{Now: time.UnixMicro(int64(n[0])*1_000_000 + int64(n[1])), InUse: int64(n[2]), Held: int64(n[3])}
+	if st.InUse > 0 {
+		st.NextExpiry, st.LastExpiry = time.UnixMicro(int64(n[4])), time.UnixMicro(int64(n[5]))
+	}
+	return st, nil
 }
