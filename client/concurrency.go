@@ -21,9 +21,14 @@ import (
 // the slot script (docs/protocol.md, "Concurrency limits"), through the
 // Limiter's breaker and failure policy.
 
-// ErrWrongKind: the limit exists and the app may use it, but it is not of
-// the kind the call needs (TakeSlot on a token bucket, say).
-var ErrWrongKind = errors.New("sluice: limit is of another kind")
+var (
+	// ErrWrongKind: the limit exists and the app may use it, but it is not
+	// of the kind the call needs (TakeSlot on a token bucket, say).
+	ErrWrongKind = errors.New("sluice: limit is of another kind")
+	// ErrInvalidSlotID: a slot id of ReleaseSlot or RenewSlot is not 1 to
+	// 64 ASCII letters, digits, '-', '_', '.' or ':'.
+	ErrInvalidSlotID = errors.New("sluice: slot id must be 1 to 64 letters, digits, '-', '_', '.' or ':'")
+)
 
 // SlotResult is the answer to TakeSlot, Slot.Release and Slot.Renew.
 type SlotResult struct {
@@ -136,6 +141,40 @@ func (l *Limiter) TakeSlotKey(ctx context.Context, limit, key string) (*Slot, er
 		return &Slot{}, ErrInvalidKey
 	}
 	return l.takeSlot(ctx, limit, key)
+}
+
+// ReleaseSlot releases slot id of concurrency limit limit (of key of a
+// keyed limit when key is not empty), as Slot.Release does: for a service
+// that handed the slot's id to another process and is asked to release it
+// (the decision service). A slot this Limiter took by its local failure
+// policy is released locally; any other id goes to Redis. Errors are
+// TakeSlot's and ErrInvalidSlotID.
+func (l *Limiter) ReleaseSlot(ctx context.Context, limit, key, id string) (SlotResult, error) {
+	return l.slotByID(ctx, limit, key, id, redisscript.SlotRelease)
+}
+
+// RenewSlot renews slot id of concurrency limit limit (of key of a keyed
+// limit when key is not empty), as Slot.Renew does, for a service that
+// handed the slot's id to another process (see ReleaseSlot).
+func (l *Limiter) RenewSlot(ctx context.Context, limit, key, id string) (SlotResult, error) {
+	return l.slotByID(ctx, limit, key, id, redisscript.SlotRenew)
+}
+
+func (l *Limiter) slotByID(ctx context.Context, name, key, id string, op redisscript.SlotOp) (SlotResult, error) {
+	switch {
+	case !redisscript.ValidSlotID(id):
+		return SlotResult{}, ErrInvalidSlotID
+	case key != "" && !redisscript.ValidKey(key):
+		return SlotResult{}, ErrInvalidKey
+	case !redisscript.ValidName(name):
+		return SlotResult{}, ErrUnknownBucket
+	}
+	ref := &slotRef{l: l, name: name, key: key, id: id}
+	ref.local = l.local.holds(ref, int64(l.now()/time.Microsecond))
+	if op == redisscript.SlotRelease {
+		return ref.release(ctx)
+	}
+	return ref.renew(ctx)
 }
 
 // slotRef is where a slot taken by a Limiter is held.
@@ -358,6 +397,14 @@ func (ls *localSlots) take(ref *slotRef, instances int, now int64) (SlotResult, 
 	share := max(1, e.limit/int64(max(instances, 1)))
 	a := e.set.Do(slots.Take, ref.id, now, share, e.leaseMicros, e.shadow)
 	return localResult(a, share, e.leaseMicros), true
+}
+
+// holds reports whether ref's slot is one of the local slots held at now.
+func (ls *localSlots) holds(ref *slotRef, now int64) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	e := ls.m[localSlotKey{ref.name, ref.key}]
+	return e != nil && e.set.Holds(ref.id, now)
 }
 
 // do releases or renews a local slot at now.

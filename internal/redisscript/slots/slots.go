@@ -96,6 +96,12 @@ func (s *Set) InUse(now int64) int64 {
 	return int64(len(s.held))
 }
 
+// Holds reports whether slot id is held at now.
+func (s *Set) Holds(id string, now int64) bool {
+	at, ok := s.held[id]
+	return ok && at > now
+}
+
 // Empty reports whether no slot is held at now (after purging): an empty
 // set may be dropped.
 func (s *Set) Empty(now int64) bool { return s.InUse(now) == 0 }
