@@ -11,7 +11,7 @@ if (op ~= 'take' and op ~= 'release' and op ~= 'renew') or not slot_id_ok(id) th
 end
 if KEYS[2] ~= KEYS[1] .. ':slots' then return {-5, 0, 0, 0, 0, 0, 0} end
 local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'shadow', 'kind', 'slot_ms')
-local limit = limit_of(f[1], f[2], f[3])
+local limit = kind_limit(f[6], f[1], f[2], f[3])
 if not limit then return {-1, 0, 0, 0, 0, 0, 0} end
 local ms = slot_ms_of(f[6], f[7])
 if not app_ok(app, f[4]) then return {-2, 0, limit, 0, ms or 0, 0, 0} end
