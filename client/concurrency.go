@@ -46,9 +46,9 @@ type SlotResult struct {
 	InUse int64
 	// Limit is the most slots held at once; 0 when unknown (fail open).
 	Limit int64
-	// RetryAfter is, when a take is denied, how long until the first held
-	// slot expires: when one is free at the latest (a release may free one
-	// sooner).
+	// RetryAfter is, when a take is denied (or would be: WouldDeny), how
+	// long until the first held slot expires: when one is free at the
+	// latest (a release may free one sooner).
 	RetryAfter time.Duration
 	// Lease is the limit's slot lease time: a slot taken or renewed
 	// expires that long after the call unless renewed again.
@@ -258,6 +258,7 @@ func slotResultOf(a redisscript.SlotAnswer) SlotResult {
 		r.Allowed = true
 	case redisscript.WouldDeny:
 		r.Allowed, r.WouldDeny = true, true
+		r.RetryAfter = time.Duration(a.RetryAfterMicros) * time.Microsecond
 	case redisscript.Denied:
 		r.RetryAfter = time.Duration(a.RetryAfterMicros) * time.Microsecond
 	}

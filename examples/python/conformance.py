@@ -163,7 +163,7 @@ class Run:
         b = a["bucket"]
         args = [str(a["id"]), str(a["version"]), str(a["capacity"]), a["permits"], str(a["period"]),
                 "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", str(a.get("lease_ms", 0)),
-                "1" if a.get("shadow") else "0", a.get("kind", "bucket"), str(a.get("slot_ms", 0))]
+                "1" if a.get("shadow") else "0", a.get("kind", "bucket"), "", str(a.get("slot_ms", 0))]
         want = step["want"]
         try:
             got = APPLY_OUTCOMES.get(self.apply.run(self.r, [sluice.bucket_key(b, prefix),
@@ -208,7 +208,7 @@ class Run:
         a = step["apply_keyed"]
         args = [str(a["id"]), str(a["version"]), str(a["capacity"]), a["permits"], str(a["period"]),
                 "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", "0", "1" if a.get("shadow") else "0",
-                a.get("kind", "bucket"), str(a.get("slot_ms", 0))]
+                a.get("kind", "bucket"), "", str(a.get("slot_ms", 0))]
         got = set()
         for g in range(KEY_GROUPS):
             k = group_key(a["bucket"], g, prefix)
