@@ -31,13 +31,15 @@ end
 
 -- slot_hold writes slot id expiring at exp, and keeps the set's own expiry
 -- at or after every slot's: it only grows, so a slot taken under a longer
--- lease time than today's keeps its set alive. An idle set (all its slots
--- expired, none released) is gone by then; a set emptied by releases is
--- gone at once.
+-- lease time than today's keeps its set alive. When the set would expire
+-- within a lease time, it is moved to two lease times from now, so that
+-- most calls read the expiry without writing it. An idle set (its slots
+-- expired, none released) is gone two lease times after its last take or
+-- renewal at the latest; a set emptied by releases is gone at once.
 local function slot_hold(set, id, exp, ms)
   local added = redis.call('ZADD', set, string.format('%d', exp), id)
-  if redis.call('PTTL', set) < ms + 1 then
-    redis.call('PEXPIRE', set, string.format('%d', ms + 1))
+  if redis.call('PTTL', set) < ms + 2 then
+    redis.call('PEXPIRE', set, string.format('%d', 2 * ms))
   end
   return added
 end
