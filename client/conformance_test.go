@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/slots"
 )
 
 // TestConformanceFallback runs the cases of docs/conformance.json that
@@ -49,9 +50,13 @@ func TestConformanceFallback(t *testing.T) {
 				now := int64(1_000_000)
 				buckets := map[string]*bucket{}
 				keyed := fallbackKeyed{buckets: map[string]*keyedBucket{}, fresh: map[recentKey]bool{}}
+				var local localSlots
 				for i, s := range c.Steps {
 					where := fmt.Sprintf("%s, step %d", c.Name, i+1)
 					switch {
+					case fallbackSlotApply(t, where, &local, s, now):
+					case s["slot"] != nil:
+						fallbackSlot(t, where, &local, s["slot"], s["want"], now)
 					case s["apply"] != nil:
 						fallbackApply(t, where, buckets, s["apply"], s["want"], now)
 					case s["apply_keyed"] != nil:
@@ -280,4 +285,107 @@ func (f *fallbackKeyed) acquire(t *testing.T, where string, step, want json.RawM
 		b.tokens, b.last = float64(b.cfg.Load().capacity), now
 	}
 	checkFallback(t, where, b, n, want, now)
+}
+
+// fallbackSlotApply learns an apply or keyed apply of a concurrency limit
+// as an answer of Redis teaches it (the limit's own limit, lease time and
+// shadow mode), and reports whether the step was one.
+func fallbackSlotApply(t *testing.T, where string, ls *localSlots, s map[string]json.RawMessage, now int64) bool {
+	t.Helper()
+	step := s["apply"]
+	if step == nil {
+		step = s["apply_keyed"]
+	}
+	if step == nil {
+		return false
+	}
+	var a struct {
+		Bucket   string `json:"bucket"`
+		Capacity int64  `json:"capacity"`
+		Shadow   bool   `json:"shadow"`
+		Kind     string `json:"kind"`
+		SlotMS   int64  `json:"slot_ms"`
+	}
+	if err := json.Unmarshal(step, &a); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	if a.Kind != "concurrency" {
+		return false
+	}
+	var w string
+	if json.Unmarshal(s["want"], &w) != nil || w != "created" {
+		t.Fatalf("%s: the fallback cannot express the apply outcome %s; list the case's implementations", where, s["want"])
+	}
+	ls.learn(a.Bucket, "", redisscript.SlotAnswer{Code: redisscript.Allowed, Limit: a.Capacity, SlotMillis: a.SlotMS,
+		Shadow: a.Shadow}, now)
+	return true
+}
+
+// fallbackSlot runs a slot step through FailLocal's local slots (one
+// instance), with the table's slot ids.
+func fallbackSlot(t *testing.T, where string, ls *localSlots, step, want json.RawMessage, now int64) {
+	t.Helper()
+	var q struct {
+		Bucket string  `json:"bucket"`
+		Key    *string `json:"key"`
+		App    string  `json:"app"`
+		Op     string  `json:"op"`
+		ID     string  `json:"id"`
+	}
+	if err := json.Unmarshal(step, &q); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	where = fmt.Sprintf("%s: slot %s %s %q", where, q.Bucket, q.Op, q.ID)
+	var w struct {
+		Code    string          `json:"code"`
+		InUse   json.RawMessage `json:"in_use"`
+		Limit   json.RawMessage `json:"limit"`
+		RetryUS json.RawMessage `json:"retry_us"`
+		SlotMS  json.RawMessage `json:"slot_ms"`
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	ref := &slotRef{name: q.Bucket, id: q.ID}
+	if q.Key != nil {
+		ref.key = *q.Key
+	}
+	var res SlotResult
+	switch q.Op {
+	case "take":
+		var ok bool
+		if res, ok = ls.take(ref, 1, now); !ok {
+			t.Fatalf("%s: the fallback refuses a limit it never learned; list the case's implementations", where)
+		}
+	case "release":
+		res = ls.do(ref, slots.Release, 1, now)
+	case "renew":
+		res = ls.do(ref, slots.Renew, 1, now)
+	default:
+		t.Fatalf("%s: the fallback cannot send the op %q; list the case's implementations", where, q.Op)
+	}
+	code := "denied"
+	switch {
+	case res.WouldDeny:
+		code = "would_deny"
+	case res.Allowed:
+		code = "allowed"
+	}
+	if code != w.Code {
+		t.Errorf("%s: %s (%+v), want %s", where, code, res, w.Code)
+		return
+	}
+	for _, f := range []struct {
+		name string
+		got  int64
+		want json.RawMessage
+	}{
+		{"in_use", res.InUse, w.InUse}, {"limit", res.Limit, w.Limit}, {"retry_us", res.RetryAfter.Microseconds(), w.RetryUS},
+		{"slot_ms", res.Lease.Milliseconds(), w.SlotMS},
+	} {
+		lo, hi := wantBounds(t, where, f.want)
+		if f.got < lo || f.got > hi {
+			t.Errorf("%s: %s = %d, want %s", where, f.name, f.got, f.want)
+		}
+	}
 }

@@ -244,6 +244,8 @@ type Limiter struct {
 
 	keyed keyedBuckets // state of keyed buckets (keyed.go)
 
+	local localSlots // FailLocal's concurrency limits (concurrency.go)
+
 	denied denials // denials answered in-process (denial.go)
 	// cachedDenials counts calls the denial cache answered.
 	cachedDenials atomic.Uint64

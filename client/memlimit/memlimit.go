@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/redisscript/slots"
 	"github.com/sluicehq/sluice/internal/redisscript/tokens"
 )
 
@@ -84,6 +85,13 @@ type Bucket struct {
 	// keyed bucket, or a keyed call on a plain one, answers
 	// client.ErrUnknownBucket.
 	Keyed bool
+	// SlotLease, when not 0, makes it a concurrency limit: Capacity is the
+	// most slots held at once (of each key, when Keyed), taken with
+	// TakeSlot or TakeSlotKey, and a slot neither released nor renewed
+	// expires SlotLease after it was taken or last renewed. Permits and
+	// Per are not used. As in Redis, an acquire of a concurrency limit, or
+	// a slot of a token bucket, answers client.ErrWrongKind.
+	SlotLease time.Duration
 }
 
 // Override is the limit of some keys of a keyed bucket: the key Key
@@ -131,10 +139,13 @@ type limit struct {
 }
 
 type bucket struct {
-	def    Bucket
-	lim    limit
-	tokens float64 // plain bucket: tokens (negative in debt) at ts
-	ts     int64   // µs
+	def Bucket
+	lim limit
+	// A concurrency limit: the slots of the limit, or of each key.
+	slots    slots.Set
+	keySlots map[string]*slots.Set
+	tokens   float64 // plain bucket: tokens (negative in debt) at ts
+	ts       int64   // µs
 	// A keyed bucket: each key's full_at (µs), and the overrides.
 	keys   map[string]float64
 	exact  map[string]limit
@@ -185,6 +196,14 @@ func (l *Limiter) now() int64 { return l.clock.Now().UnixMicro() }
 // worker does in Redis. A keyed bucket keeps its keys and overrides;
 // changing Keyed makes a new bucket.
 func (l *Limiter) Define(name string, def Bucket) error {
+	if def.SlotLease != 0 {
+		// A concurrency limit has no rate: any valid one stands in for it.
+		if def.SlotLease < time.Millisecond || def.SlotLease > maxSlotLease {
+			return fmt.Errorf("memlimit: bucket %s: slot lease time %v must be between 1ms and %v", name, def.SlotLease,
+				maxSlotLease)
+		}
+		def.Permits, def.Per = 1, time.Second
+	}
 	lim, err := limitOf("bucket "+name, def.Capacity, def.Permits, def.Per, def.Shadow)
 	if err != nil {
 		return err
@@ -194,10 +213,11 @@ func (l *Limiter) Define(name string, def Bucket) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buckets[name]
-	if b == nil || b.def.Keyed != def.Keyed {
+	if b == nil || b.def.Keyed != def.Keyed || (b.def.SlotLease == 0) != (def.SlotLease == 0) {
 		b = &bucket{tokens: float64(def.Capacity), ts: now}
 		if def.Keyed {
 			b.keys, b.exact, b.prefix = map[string]float64{}, map[string]limit{}, map[string]limit{}
+			b.keySlots = map[string]*slots.Set{}
 		}
 		l.buckets[name] = b
 	} else {
@@ -209,8 +229,12 @@ func (l *Limiter) Define(name string, def Bucket) error {
 }
 
 // Override sets an override of keyed bucket name (replacing one of the
-// same key and kind).
+// same key and kind). The override of a concurrency limit needs only
+// Capacity (the key's most slots at once).
 func (l *Limiter) Override(name string, o Override) error {
+	if o.Permits == 0 && o.Per == 0 {
+		o.Permits, o.Per = 1, time.Second // a concurrency limit's: no rate
+	}
 	lim, err := limitOf("override of "+name, o.Capacity, o.Permits, o.Per, o.Shadow)
 	if err != nil {
 		return err
@@ -421,6 +445,9 @@ func (l *Limiter) acquireAll(ctx context.Context, reqs []request) (client.Result
 			return res, i, client.ErrInvalidKey
 		}
 		b, capacity, err := l.lookup(r.Bucket, r.keyed, r.N)
+		if err == nil && b.def.SlotLease != 0 {
+			capacity, err = b.def.Capacity, client.ErrWrongKind
+		}
 		if err != nil {
 			res.Each[i].Limit = capacity
 			return res, i, err
@@ -505,6 +532,9 @@ func (l *Limiter) adjust(ctx context.Context, name string, n, delta int64) (clie
 	b, capacity, err := l.lookup(name, false, n)
 	if err != nil {
 		return client.Adjustment{Limit: capacity}, err
+	}
+	if b.def.SlotLease != 0 {
+		return client.Adjustment{Limit: capacity}, client.ErrWrongKind
 	}
 	b.tokens, b.ts = b.lim.Refill(b.tokens, b.ts, now)
 	var applied int64

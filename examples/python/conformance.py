@@ -38,15 +38,17 @@ CODES = {
     "allowed": sluice.ALLOWED, "denied": sluice.DENIED, "unknown_bucket": sluice.UNKNOWN_BUCKET,
     "app_not_allowed": sluice.APP_NOT_ALLOWED, "exceeds_capacity": sluice.EXCEEDS_CAPACITY,
     "invalid_n": sluice.INVALID_N, "would_deny": sluice.WOULD_DENY, "invalid_key": -5,
+    "wrong_kind": sluice.WRONG_KIND,
 }
 APPLY_OUTCOMES = {1: "created", 2: "updated", 3: "unchanged", 4: "stale", 5: "tombstoned"}
 FIELDS = ["remaining", "retry_us", "reset_us", "capacity", "permits_micro", "period"]
 ACTIONS = ["apply", "delete", "acquire", "wait_us", "foreign", "exists", "apply_keyed", "override", "acquire_key",
-           "adjust", "acquire_all", "lease"]
+           "adjust", "acquire_all", "lease", "slot"]
 # The implementations a case may list (docs/protocol.md, "Conformance
 # table"); this client is "script" (raw calls) and "limiter" (Limiter).
 MODES = ("script", "limiter")
 LEASE_FIELDS = ["granted", "remaining", "retry_us", "capacity", "permits_micro", "period", "lease_ms"]
+SLOT_FIELDS = ["in_use", "limit", "retry_us", "slot_ms"]
 OVERRIDE_OUTCOMES = {0: "absent", 1: "written", 2: "updated", 3: "unchanged", 4: "stale", 5: "tombstoned", 6: "no_bucket"}
 SOURCES = {"bucket": 0, "exact": 1, "prefix": 2}
 KEY_GROUPS = 64
@@ -130,6 +132,10 @@ class Run:
         self.adjust = sluice.Script.load(os.path.join(scripts_dir, "adjust.lua"))
         self.acquire_all = sluice.Script.load(os.path.join(scripts_dir, "acquire_all.lua"))
         self.lease = sluice.Script.load(os.path.join(scripts_dir, "lease.lua"))
+        # Concurrency limits: Limiter.take_slot takes slots of shared
+        # limits; keyed slots run as raw calls in both modes.
+        self.slot = sluice.Script.load(os.path.join(scripts_dir, "slot.lua"))
+        self.keyed_slot = sluice.Script.load(os.path.join(scripts_dir, "keyed_slot.lua"))
         self.failures = []
 
     def fail(self, where, msg):
@@ -137,6 +143,8 @@ class Run:
 
     def case(self, case, mode, prefix):
         limiters = {}
+        # The slots the limiter mode took, by the table's slot id.
+        self.held = {}
         for i, step in enumerate(case["steps"], 1):
             where = "%s [%s], step %d" % (case["name"], mode, i)
             actions = [a for a in ACTIONS if a in step]
@@ -155,7 +163,7 @@ class Run:
         b = a["bucket"]
         args = [str(a["id"]), str(a["version"]), str(a["capacity"]), a["permits"], str(a["period"]),
                 "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", str(a.get("lease_ms", 0)),
-                "1" if a.get("shadow") else "0"]
+                "1" if a.get("shadow") else "0", a.get("kind", "bucket"), "", str(a.get("slot_ms", 0))]
         want = step["want"]
         try:
             got = APPLY_OUTCOMES.get(self.apply.run(self.r, [sluice.bucket_key(b, prefix),
@@ -199,7 +207,8 @@ class Run:
     def step_apply_keyed(self, step, prefix, mode, limiters, where):
         a = step["apply_keyed"]
         args = [str(a["id"]), str(a["version"]), str(a["capacity"]), a["permits"], str(a["period"]),
-                "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", "0", "1" if a.get("shadow") else "0"]
+                "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", "0", "1" if a.get("shadow") else "0",
+                a.get("kind", "bucket"), "", str(a.get("slot_ms", 0))]
         got = set()
         for g in range(KEY_GROUPS):
             k = group_key(a["bucket"], g, prefix)
@@ -313,6 +322,69 @@ class Run:
             return
         self.check_answer(where, step["want"], reply, LEASE_FIELDS)
 
+    def step_slot(self, step, prefix, mode, limiters, where):
+        q = step["slot"]
+        want = step["want"]
+        where = "%s: slot %s[%r] %r %s %r" % (where, q["bucket"], q.get("key"), q["app"], q["op"], q["id"])
+        if "key" in q:
+            base, state = keyed_keys(q["bucket"], q["key"], prefix)
+            a = sluice.slot_answer(self.r, self.keyed_slot, [base, state + ":slots"], q["app"], q["op"], q["id"], q["key"])
+            self.check_slot(where, want, a, 7)
+            return
+        if mode == "script":
+            a = sluice.slot_answer(self.r, self.slot, [sluice.bucket_key(q["bucket"], prefix),
+                                                      sluice.slots_key(q["bucket"], prefix)], q["app"], q["op"], q["id"])
+            self.check_slot(where, want, a, 7)
+            return
+        # The limiter chooses its own slot ids: the table's name its slots.
+        held = self.held
+        app = q["app"]
+        if app not in limiters:
+            limiters[app] = sluice.Limiter(self.r, app, prefix=prefix, script=self.acquire, slot_script=self.slot)
+        code, res = None, None
+        try:
+            if q["op"] == "take":
+                if q["id"] in held and held[q["id"]].allowed:
+                    raise Failure("%s: a client cannot take a slot id it holds; list the case's implementations" % where)
+                s = limiters[app].take_slot(q["bucket"])
+                held[q["id"]] = s
+                res = s.result
+            elif q["id"] not in held:
+                raise Failure("%s: a client cannot %s a slot it never took" % (where, q["op"]))
+            elif not held[q["id"]].allowed:
+                code = "denied"  # never held: answered without a call
+            elif q["op"] == "release":
+                res = held[q["id"]].release()
+            else:
+                res = held[q["id"]].renew()
+        except sluice.UnknownBucket:
+            code = "unknown_bucket"
+        except sluice.AppNotAllowed:
+            code = "app_not_allowed"
+        except sluice.WrongKind:
+            code = "wrong_kind"
+        if res is not None:
+            code = "would_deny" if res.would_deny else "allowed" if res.allowed else "denied"
+        if code != want["code"]:
+            self.fail(where, "got %s (%r), want %s" % (code, res, want["code"]))
+            return
+        if res is None:
+            return
+        got = {"in_use": res.in_use, "limit": res.limit, "retry_us": res.retry_after_us, "slot_ms": res.lease_ms}
+        for f in SLOT_FIELDS:
+            if not holds(want[f], got[f]):
+                self.fail(where, "%s = %d, want %r" % (f, got[f], want[f]))
+
+    def check_slot(self, where, want, a, fields):
+        if a.code != CODES[want["code"]]:
+            self.fail(where, "got %r, want %s" % (a, want["code"]))
+            return
+        for f in SLOT_FIELDS:
+            if not holds(want[f], getattr(a, f)):
+                self.fail(where, "%s = %d, want %r" % (f, getattr(a, f), want[f]))
+        if a.source != SOURCES[want["source"]] or a.shadow != want["shadow"]:
+            self.fail(where, "source, shadow = %d, %d, want %s, %d" % (a.source, a.shadow, want["source"], want["shadow"]))
+
     def step_acquire(self, step, prefix, mode, limiters, where):
         q = step["acquire"]
         want = step["want"]
@@ -350,7 +422,7 @@ class Run:
         app = q["app"]
         if app not in limiters:
             try:
-                limiters[app] = sluice.Limiter(self.r, app, prefix=prefix, script=self.acquire)
+                limiters[app] = sluice.Limiter(self.r, app, prefix=prefix, script=self.acquire, slot_script=self.slot)
             except ValueError:
                 # An app name the client refuses can never take tokens.
                 if want.get("code") != "app_not_allowed":

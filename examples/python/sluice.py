@@ -17,6 +17,7 @@ or a local bucket).
         time.sleep(res.retry_after)
 """
 
+import base64
 import hashlib
 import os
 import re
@@ -29,6 +30,8 @@ DEFAULT_PREFIX = "sluice:"
 
 # The acquire script, at its path in the repository.
 ACQUIRE_LUA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "internal", "redisscript", "acquire.lua")
+# The slot script of concurrency limits, beside it.
+SLOT_LUA = os.path.join(os.path.dirname(ACQUIRE_LUA), "slot.lua")
 
 # Names of buckets and apps: ^[a-z0-9][a-z0-9._-]{0,62}$.
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
@@ -43,6 +46,8 @@ UNKNOWN_BUCKET = -1
 APP_NOT_ALLOWED = -2
 EXCEEDS_CAPACITY = -3
 INVALID_N = -4
+# Slot calls: the limit is not a concurrency limit.
+WRONG_KIND = -6
 
 
 class SluiceError(Exception):
@@ -73,6 +78,10 @@ class InvalidN(SluiceError, ValueError):
     """n is not a whole number from 1 to 1000000000."""
 
 
+class WrongKind(SluiceError):
+    """The limit is not of the kind the call needs (a slot of a token bucket)."""
+
+
 class WrongType(SluiceError):
     """The bucket's key holds another Redis type (a clash of key prefixes).
 
@@ -93,6 +102,11 @@ def valid_name(s):
 def bucket_key(bucket, prefix=DEFAULT_PREFIX):
     """The key of a bucket's hash: <prefix>{<bucket>}."""
     return prefix + "{" + bucket + "}"
+
+
+def slots_key(limit, prefix=DEFAULT_PREFIX):
+    """The key of a concurrency limit's slot set: <prefix>{<limit>}:slots."""
+    return bucket_key(limit, prefix) + ":slots"
 
 
 class Script:
@@ -194,6 +208,96 @@ class Result:
         return self.reset_after_us / 1e6
 
 
+@dataclass(frozen=True)
+class SlotAnswer:
+    """The seven integers of the slot script's answer."""
+
+    code: int
+    in_use: int
+    limit: int
+    retry_us: int
+    slot_ms: int
+    source: int
+    shadow: int
+
+    @classmethod
+    def from_reply(cls, reply):
+        if (not isinstance(reply, list) or len(reply) != 7 or not all(type(v) is int for v in reply)
+                or not WRONG_KIND <= reply[0] <= WOULD_DENY):
+            raise ProtocolError("malformed slot answer: %r" % (reply,))
+        return cls(*reply)
+
+
+def slot_answer(r, script, keys, app, op, slot_id, key=None):
+    """Runs a slot script once: op ("take", "release", "renew") of slot_id.
+
+    keys are the limit's hash and its slot set (slots_key), or, with the
+    keyed slot script and key, the key's group hash and its state key
+    followed by ":slots". Arguments are sent as given.
+    """
+    args = [app, op, slot_id] + ([key] if key is not None else [])
+    try:
+        reply = script.run(r, keys, args)
+    except redis.exceptions.ResponseError as e:
+        if "WRONGTYPE" in str(e):
+            raise WrongType("key %s holds another type: %s" % (keys[0], e)) from e
+        raise
+    return SlotAnswer.from_reply(reply)
+
+
+@dataclass(frozen=True)
+class SlotResult:
+    """The answer to a take, release or renew of a slot that Redis decided."""
+
+    # take: the slot was taken (in shadow mode also where the limit was
+    # full: would_deny); release: it was held and is free now; renew: it
+    # was held and expires lease_ms from now.
+    allowed: bool
+    # Slots held after the call.
+    in_use: int
+    # The most slots held at once.
+    limit: int
+    # When a take was denied: microseconds until the first slot expires.
+    retry_after_us: int
+    # The slot lease time: a slot expires this long after it was taken or
+    # renewed, unless renewed again.
+    lease_ms: int
+    would_deny: bool = False
+
+
+class Slot:
+    """A slot taken by Limiter.take_slot: release it when the work ends."""
+
+    def __init__(self, limiter, limit, slot_id, result):
+        self.limiter = limiter
+        self.limit = limit
+        self.id = slot_id
+        self.result = result
+
+    @property
+    def allowed(self):
+        return self.result.allowed
+
+    def release(self):
+        """Gives the slot back; a second release (or after expiry) frees nothing."""
+        if not self.result.allowed:
+            return SlotResult(False, 0, 0, 0, 0)
+        return self.limiter._slot(self.limit, "release", self.id)
+
+    def renew(self):
+        """Moves the slot's expiry to a whole lease time from now; not allowed once expired."""
+        if not self.result.allowed:
+            return SlotResult(False, 0, 0, 0, 0)
+        return self.limiter._slot(self.limit, "renew", self.id)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
+
+
 class Limiter:
     """Takes tokens from Sluice buckets for one app.
 
@@ -202,13 +306,14 @@ class Limiter:
     the repository unless its source is given.
     """
 
-    def __init__(self, r, app, prefix=DEFAULT_PREFIX, script=None):
+    def __init__(self, r, app, prefix=DEFAULT_PREFIX, script=None, slot_script=None):
         if not valid_name(app):
             raise ValueError("invalid app name %r" % (app,))
         self.r = r
         self.app = app
         self.prefix = prefix
         self.script = script if script is not None else Script.load(ACQUIRE_LUA)
+        self.slot_script = slot_script if slot_script is not None else Script.load(SLOT_LUA)
 
     def acquire(self, bucket, n=1):
         """Takes n tokens from bucket.
@@ -235,3 +340,31 @@ class Limiter:
     def allow(self, bucket):
         """Takes one token and reports whether it was granted (errors raise)."""
         return self.acquire(bucket, 1).allowed
+
+    def take_slot(self, limit):
+        """Takes a slot of concurrency limit limit; returns a Slot.
+
+        slot.allowed says whether it was taken (else
+        slot.result.retry_after_us says when the first slot expires). Use
+        it as a context manager, or call slot.release() when the work ends.
+        Raises UnknownBucket, AppNotAllowed, WrongKind or WrongType for the
+        other answers, and redis-py's errors when Redis fails (never resent:
+        the slot of a lost answer expires by itself).
+        """
+        if not valid_name(limit):
+            raise UnknownBucket("unknown limit %r" % (limit,))  # no such name can exist
+        slot_id = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        return Slot(self, limit, slot_id, self._slot(limit, "take", slot_id))
+
+    def _slot(self, limit, op, slot_id):
+        a = slot_answer(self.r, self.slot_script, [bucket_key(limit, self.prefix), slots_key(limit, self.prefix)],
+                        self.app, op, slot_id)
+        if a.code in (ALLOWED, DENIED, WOULD_DENY):
+            return SlotResult(a.code != DENIED, a.in_use, a.limit, a.retry_us, a.slot_ms, a.code == WOULD_DENY)
+        if a.code == UNKNOWN_BUCKET:
+            raise UnknownBucket("unknown limit %r" % (limit,))
+        if a.code == APP_NOT_ALLOWED:
+            raise AppNotAllowed("app %r not allowed on limit %r" % (self.app, limit), a.limit)
+        if a.code == WRONG_KIND:
+            raise WrongKind("limit %r is not a concurrency limit" % (limit,))
+        raise ProtocolError("slot call answered %r" % (a,))

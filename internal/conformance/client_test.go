@@ -60,6 +60,10 @@ type applyArgs struct {
 	Force    bool     `json:"force"`
 	Shadow   bool     `json:"shadow"`
 	LeaseMS  int64    `json:"lease_ms"`
+	// Kind is the limit's kind ("bucket" when empty); SlotMS the slot
+	// lease time of a concurrency limit.
+	Kind   string `json:"kind"`
+	SlotMS int64  `json:"slot_ms"`
 }
 
 // conformanceStep holds exactly one action and, for most, the wanted outcome.
@@ -103,13 +107,15 @@ type conformanceStep struct {
 	Adjust     *adjustStep     `json:"adjust"`
 	AcquireAll *acquireAllStep `json:"acquire_all"`
 	Lease      *leaseStep      `json:"lease"`
+	Slot       *slotStep       `json:"slot"`
 	Want       json.RawMessage `json:"want"`
 }
 
 func (s conformanceStep) actions() int {
 	n := 0
 	for _, set := range []bool{s.Apply != nil, s.Delete != nil, s.Acquire != nil, s.WaitUS > 0, s.Foreign != nil, s.Exists != nil,
-		s.ApplyKeyed != nil, s.Override != nil, s.AcquireKey != nil, s.Adjust != nil, s.AcquireAll != nil, s.Lease != nil} {
+		s.ApplyKeyed != nil, s.Override != nil, s.AcquireKey != nil, s.Adjust != nil, s.AcquireAll != nil, s.Lease != nil,
+		s.Slot != nil} {
 		if set {
 			n++
 		}
@@ -174,6 +180,7 @@ var codeNames = map[string]redisscript.Code{
 	"allowed": redisscript.Allowed, "denied": redisscript.Denied, "unknown_bucket": redisscript.UnknownBucket,
 	"app_not_allowed": redisscript.AppNotAllowed, "exceeds_capacity": redisscript.ExceedsCapacity,
 	"invalid_n": redisscript.InvalidN, "would_deny": redisscript.WouldDeny, "invalid_key": redisscript.InvalidKey,
+	"wrong_kind": redisscript.WrongKind,
 }
 
 var applyNames = map[string]redisscript.ApplyOutcome{
@@ -344,6 +351,7 @@ func answerOfResult(res client.Result, err error) (redisscript.Answer, int, bool
 func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acquirer, mode string) {
 	t.Helper()
 	ctx := context.Background()
+	handles := &slotHandles{takers: limiterTakers(t, srv)}
 	for i, s := range c.Steps {
 		where := fmt.Sprintf("%s, step %d", c.Name, i+1)
 		if s.actions() != 1 {
@@ -358,7 +366,7 @@ func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acq
 			}
 			out, err := redisscript.Apply(ctx, srv.rdb, srv.ks, redisscript.Config{Name: a.Bucket, ID: a.ID, Version: a.Version,
 				Capacity: a.Capacity, PermitsMicro: pm, PeriodSeconds: a.Period, Apps: a.Apps, Shadow: a.Shadow,
-				LeaseMillis: a.LeaseMS}, a.Force)
+				LeaseMillis: a.LeaseMS, Kind: a.Kind, SlotMillis: a.SlotMS}, a.Force)
 			var name string
 			if json.Unmarshal(s.Want, &name) == nil {
 				if want, ok := applyNames[name]; !ok || err != nil || out != want {
@@ -429,7 +437,8 @@ func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acq
 				t.Fatalf("%s: %v", where, err)
 			}
 			out, err := redisscript.ApplyKeyed(ctx, srv.rdb, srv.ks, redisscript.Config{Name: a.Bucket, ID: a.ID, Version: a.Version,
-				Capacity: a.Capacity, PermitsMicro: pm, PeriodSeconds: a.Period, Apps: a.Apps, Shadow: a.Shadow}, a.Force)
+				Capacity: a.Capacity, PermitsMicro: pm, PeriodSeconds: a.Period, Apps: a.Apps, Shadow: a.Shadow, Kind: a.Kind,
+				SlotMillis: a.SlotMS}, a.Force)
 			var name string
 			if json.Unmarshal(s.Want, &name) != nil {
 				t.Fatalf("%s: bad want %s", where, s.Want)
@@ -473,6 +482,13 @@ func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acq
 				t.Fatalf("%s: a lease step runs on the scripts only; the case must list its implementations", where)
 			}
 			checkLease(t, where, s.Lease, s.Want, func() (redisscript.LeaseAnswer, error) { return scriptLease(ctx, srv, s.Lease) })
+		case s.Slot != nil:
+			checkSlot(t, where, s.Slot, s.Want, func() (redisscript.SlotAnswer, int, error) {
+				if mode == "script" {
+					return scriptSlot(ctx, srv, s.Slot)
+				}
+				return handles.run(ctx, t, where, s.Slot)
+			})
 		}
 	}
 }

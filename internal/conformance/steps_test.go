@@ -319,6 +319,7 @@ func runMemCase(t *testing.T, c conformanceCase) {
 	clock := memlimit.NewManualClock(time.Unix(1_700_000_000, 0))
 	root := memlimit.New("svc", memlimit.WithClock(clock))
 	as := func(app string) *memlimit.Limiter { return root.As(app) }
+	handles := &slotHandles{takers: func(app string) client.SlotTaker { return as(app) }}
 	defined := map[string]bool{}
 	perOf := func(where string, permits string, period int64) (float64, time.Duration) {
 		pm, err := redisscript.ParsePermits(permits)
@@ -354,8 +355,15 @@ func runMemCase(t *testing.T, c conformanceCase) {
 			}
 			existing(where, a.Bucket, s.Want, defined[a.Bucket])
 			permits, per := perOf(where, a.Permits, a.Period)
-			if err := root.Define(a.Bucket, memlimit.Bucket{Capacity: a.Capacity, Permits: permits, Per: per, Apps: a.Apps,
-				Shadow: a.Shadow, Keyed: keyed}); err != nil {
+			def := memlimit.Bucket{Capacity: a.Capacity, Permits: permits, Per: per, Apps: a.Apps, Shadow: a.Shadow, Keyed: keyed}
+			switch a.Kind {
+			case "", "bucket":
+			case "concurrency":
+				def.SlotLease = time.Duration(a.SlotMS) * time.Millisecond
+			default:
+				t.Fatalf("%s: memlimit cannot define a limit of kind %q; list the case's implementations", where, a.Kind)
+			}
+			if err := root.Define(a.Bucket, def); err != nil {
 				t.Fatalf("%s: define: %v", where, err)
 			}
 			defined[a.Bucket] = true
@@ -401,6 +409,10 @@ func runMemCase(t *testing.T, c conformanceCase) {
 			checkAll(t, where, s.AcquireAll, s.Want, func() (redisscript.AllAnswer, int, bool, error) {
 				return clientAll(ctx, as(s.AcquireAll.App), s.AcquireAll)
 			})
+		case s.Slot != nil:
+			checkSlot(t, where, s.Slot, s.Want, func() (redisscript.SlotAnswer, int, error) {
+				return handles.run(ctx, t, where, s.Slot)
+			})
 		default:
 			t.Fatalf("%s: memlimit cannot run a %s step; list the case's implementations", where, s.kind())
 		}
@@ -412,7 +424,7 @@ func (s conformanceStep) kind() string {
 	for name, set := range map[string]bool{"apply": s.Apply != nil, "delete": s.Delete != nil, "acquire": s.Acquire != nil,
 		"wait_us": s.WaitUS > 0, "foreign": s.Foreign != nil, "exists": s.Exists != nil, "apply_keyed": s.ApplyKeyed != nil,
 		"override": s.Override != nil, "acquire_key": s.AcquireKey != nil, "adjust": s.Adjust != nil,
-		"acquire_all": s.AcquireAll != nil, "lease": s.Lease != nil} {
+		"acquire_all": s.AcquireAll != nil, "lease": s.Lease != nil, "slot": s.Slot != nil} {
 		if set {
 			return name
 		}

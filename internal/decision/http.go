@@ -70,7 +70,8 @@ type errorBody struct {
 	} `json:"error"`
 }
 
-// HTTPHandler serves POST and GET /v1/acquire.
+// HTTPHandler serves POST and GET /v1/acquire, and the slots of
+// concurrency limits (POST /v1/slots, /v1/slots/release, /v1/slots/renew).
 func HTTPHandler(s *Service) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/acquire", s.endpoint(s.post))
@@ -78,6 +79,7 @@ func HTTPHandler(s *Service) http.Handler {
 	// Retry-After to deny, 401 for a bad credential, and the usual error
 	// statuses otherwise (which nginx answers as 500).
 	mux.HandleFunc("GET /v1/acquire", s.endpoint(s.get))
+	s.slotRoutes(mux)
 	return mux
 }
 

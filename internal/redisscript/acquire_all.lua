@@ -29,6 +29,18 @@ local function limit_of(c, p, d)
   return capacity, math.floor(permits * 1000000 + 0.5), period
 end
 
+-- kind_limit checks a stored limit of kind k (absent: a token bucket) and
+-- returns capacity, permits in millionths and period, or nil: a token
+-- bucket's as limit_of reads it; a limit of a kind that counts rather
+-- than refills (a concurrency limit's slots) is its capacity, with
+-- permits and period 0.
+local function kind_limit(k, c, p, d)
+  if not k or k == 'bucket' then return limit_of(c, p, d) end
+  local q = tonumber(c)
+  if not q or q < 1 or q % 1 ~= 0 then return nil end
+  return q, 0, 0
+end
+
 -- app_ok is the exact match of app in ",a,b,"; an app containing a comma
 -- could straddle two entries, so it never matches.
 local function app_ok(app, apps)
@@ -136,34 +148,36 @@ end
 
 -- The fields of a group hash every keyed decision reads, in this order;
 -- the key's exact override 'e:<key>' follows them.
-local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow'}
+local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'kind'}
 
 -- override parses an override value "<id> <version> <capacity> <permits>
 -- <period>", followed by " s" in shadow mode, into its limit (capacity,
--- permits in millionths, period, shadow); a tombstone, or anything else,
--- is nil.
-local function override(v)
+-- permits in millionths, period, shadow) for a bucket of kind k (a
+-- concurrency limit's override has permits and period 0, see
+-- kind_limit); a tombstone, or anything else, is nil.
+local function override(v, k)
   if not v then return nil end
   local c, p, d, s = string.match(v, '^%d+ %d+ (%d+) ([%d.]+) (%d+)( ?s?)$')
   if not c or (s ~= '' and s ~= ' s') then return nil end
-  local capacity, pm, period = limit_of(c, p, d)
+  local capacity, pm, period = kind_limit(k, c, p, d)
   if not capacity then return nil end
   return capacity, pm, period, s == ' s'
 end
 
 -- key_limit decides the limit of key in the group hash base whose fields
--- f are GROUP_FIELDS and whose exact override is exact: it returns a
+-- f are GROUP_FIELDS (f[8] the kind, see kind_limit) and whose exact
+-- override is exact: it returns a
 -- refusal code (-1 unknown bucket, -2 app not allowed, with the bucket's
 -- limit) or 0, then capacity, permits in millionths, period, shadow and the
 -- source (0 the bucket's limit, 1 the exact override, 2 the longest
 -- matching prefix override; lens lists the prefix lengths, longest first).
 -- Shadow mode: the bucket's covers every key, an override's its keys.
 local function key_limit(base, key, app, f, exact)
-  local capacity, pm, period = limit_of(f[1], f[2], f[3])
+  local capacity, pm, period = kind_limit(f[8], f[1], f[2], f[3])
   if not capacity or not f[5] then return -1, 0, 0, 0 end
   if not app_ok(app, f[4]) then return -2, capacity, pm, period end
   local shadow = f[7] == '1'
-  local oc, opm, od, osh = override(exact)
+  local oc, opm, od, osh = override(exact, f[8])
   local src = 1
   if not oc and f[6] and f[6] ~= '' then
     local fields = {}
@@ -174,7 +188,7 @@ local function key_limit(base, key, app, f, exact)
     if #fields > 0 then
       local vals = redis.call('HMGET', base, unpack(fields))
       for j = 1, #fields do
-        oc, opm, od, osh = override(vals[j])
+        oc, opm, od, osh = override(vals[j], f[8])
         if oc then break end
       end
     end
@@ -367,6 +381,8 @@ local function keyed(base, skey, key, n)
     local f = redis.call('HMGET', base, unpack(fields))
     local code
     code, s.capacity, s.pm, s.period, s.shadow = key_limit(base, key, app, f, f[#fields])
+    -- A limit of another kind than a token bucket is not this script's.
+    if code == 0 and f[8] and f[8] ~= 'bucket' then code, s.capacity, s.pm, s.period = -1, 0, 0, 0 end
     if code ~= 0 then
       s.fail = {code, 0, 0, 0, s.capacity, s.pm, s.period}
     else

@@ -56,6 +56,11 @@ type Config struct {
 	// KindQuota. Only a bucket refills: the others have PermitsMicro and
 	// PeriodSeconds 0 and no lease.
 	Kind string
+	// SlotMillis is a concurrency limit's slot lease time, in milliseconds
+	// (MinSlotMillis..MaxSlotMillis): a slot neither released nor renewed
+	// expires that long after it was taken or renewed. 0 for the other
+	// kinds.
+	SlotMillis int64
 }
 
 // The kinds of a Config, as the kind field holds them.
@@ -92,6 +97,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: permits must be between 0.000001 and %d", ErrInvalidConfig, limits.MaxPermits)
 	case c.LimitKind() == KindBucket && (c.PeriodSeconds < 1 || c.PeriodSeconds > MaxPeriodSeconds):
 		return fmt.Errorf("%w: period %d s must be between 1 and %d", ErrInvalidConfig, c.PeriodSeconds, MaxPeriodSeconds)
+	case c.LimitKind() == KindConcurrency && (c.SlotMillis < MinSlotMillis || c.SlotMillis > MaxSlotMillis):
+		return fmt.Errorf("%w: slot lease time %d ms must be between %d and %d", ErrInvalidConfig, c.SlotMillis,
+			MinSlotMillis, MaxSlotMillis)
+	case c.LimitKind() != KindConcurrency && c.SlotMillis != 0:
+		return fmt.Errorf("%w: only a concurrency limit has a slot lease time", ErrInvalidConfig)
 	case c.LeaseMillis != 0 && (c.LeaseMillis < MinLeaseMillis || c.LeaseMillis > MaxLeaseMillis):
 		return fmt.Errorf("%w: lease %d ms must be 0 (off) or between %d and %d", ErrInvalidConfig, c.LeaseMillis,
 			MinLeaseMillis, MaxLeaseMillis)

@@ -41,6 +41,17 @@ local function kind_arg(s)
   return nil
 end
 
+-- slot_ms: a concurrency limit's slot lease time, 10..86400000 ms; "0"
+-- (or absent) for the other kinds. nil when neither.
+local function slot_ms_arg(s, kind)
+  if kind ~= 'concurrency' then
+    if s == nil or s == '0' then return '0' end
+    return nil
+  end
+  if int_arg(s, 10, 86400000) == nil then return nil end
+  return s
+end
+
 -- A limit: capacity, permits and period in their formats. Only a token
 -- bucket refills: the other kinds send permits and period "0" (kind
 -- "any": an override, whose bucket's kind the hash knows, may be either).

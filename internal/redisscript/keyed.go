@@ -341,7 +341,8 @@ func ApplyKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, cfg Config,
 		f = "1"
 	}
 	args := []any{strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
-		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f, "0", flag(cfg.Shadow), cfg.LimitKind()}
+		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f, "0", flag(cfg.Shadow), cfg.LimitKind(), "",
+		strconv.FormatInt(cfg.SlotMillis, 10)}
 	calls := make([]groupCall, KeyGroups)
 	for g := range calls {
 		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyTombstone(name, g)}, args: args}
@@ -663,7 +664,8 @@ type GroupState struct {
 // many).
 func ReadGroup(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string, g int) (GroupState, error) {
 	key := ks.KeyGroup(name, g)
-	fields := []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldLens, FieldShadow, FieldKind}
+	fields := []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldLens, FieldShadow, FieldKind,
+		FieldSlotMillis}
 	vals, err := rdb.HMGet(ctx, key, fields...).Result()
 	if err != nil {
 		return GroupState{}, fmt.Errorf("read keyed bucket %q group %d: %w", name, g, err)
@@ -844,7 +846,8 @@ func lensOf(counts map[int]int) string {
 }
 
 // groupConfigFields are the fields ReadGroupConfigs asks each group for.
-var groupConfigFields = []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldShadow, FieldKind}
+var groupConfigFields = []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldShadow, FieldKind,
+	FieldSlotMillis}
 
 // GroupConfigs is the config each key group of a keyed bucket holds, read
 // at Now (Redis TIME).

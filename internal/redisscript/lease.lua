@@ -29,6 +29,18 @@ local function limit_of(c, p, d)
   return capacity, math.floor(permits * 1000000 + 0.5), period
 end
 
+-- kind_limit checks a stored limit of kind k (absent: a token bucket) and
+-- returns capacity, permits in millionths and period, or nil: a token
+-- bucket's as limit_of reads it; a limit of a kind that counts rather
+-- than refills (a concurrency limit's slots) is its capacity, with
+-- permits and period 0.
+local function kind_limit(k, c, p, d)
+  if not k or k == 'bucket' then return limit_of(c, p, d) end
+  local q = tonumber(c)
+  if not q or q < 1 or q % 1 ~= 0 then return nil end
+  return q, 0, 0
+end
+
 -- app_ok is the exact match of app in ",a,b,"; an app containing a comma
 -- could straddle two entries, so it never matches.
 local function app_ok(app, apps)

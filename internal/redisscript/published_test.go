@@ -48,8 +48,11 @@ func TestLuaCoreOneHome(t *testing.T) {
 		"the count format":        "[1-9][0-9]*",
 		"the limit check":         "permits <= 0",
 		"the tokens and ts write": "'tokens', string.format",
+		"the slot purge":          "'ZREMRANGEBYSCORE'",
+		"the slot write":          "'ZADD'",
+		"the slot id format":      "^[%w_.:-]+$",
 	}
-	core := map[string]bool{"lua/bucket.lua": true, "lua/keyed.lua": true}
+	core := map[string]bool{"lua/bucket.lua": true, "lua/keyed.lua": true, "lua/slots.lua": true}
 	found := map[string]int{}
 	parts, err := lua.ReadDir("lua")
 	if err != nil {

@@ -52,6 +52,7 @@ func (s Script) SHA() string { return s.Hash() }
 const (
 	coreBucket = "lua/bucket.lua"
 	coreKeyed  = "lua/keyed.lua"
+	coreSlots  = "lua/slots.lua"
 )
 
 // The scripts a client runs to take tokens.
@@ -74,6 +75,8 @@ var Published = map[string]Script{
 	"acquire_all.lua":   AcquireAllScript,
 	"adjust.lua":        AdjustScript,
 	"lease.lua":         LeaseScript,
+	"slot.lua":          SlotScript,
+	"keyed_slot.lua":    KeyedSlotScript,
 }
 
 // configGuards holds the argument checks and (id, version) guards of the
@@ -148,7 +151,7 @@ func Apply(ctx context.Context, rdb redis.Scripter, ks Keyspace, cfg Config, for
 	n, err := ApplyRaw(ctx, rdb, ks, name,
 		strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
 		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f,
-		strconv.FormatInt(cfg.LeaseMillis, 10), shadow, cfg.LimitKind())
+		strconv.FormatInt(cfg.LeaseMillis, 10), shadow, cfg.LimitKind(), "", strconv.FormatInt(cfg.SlotMillis, 10))
 	if err != nil {
 		return 0, fmt.Errorf("apply bucket %q: %w", name, err)
 	}
@@ -284,6 +287,9 @@ func parseConfig(h map[string]string) (Config, bool) {
 		c.LeaseMillis, _ = strconv.ParseInt(v, 10, 64)
 	}
 	c.Shadow = h[FieldShadow] == "1"
+	if v, ok := h[FieldSlotMillis]; ok {
+		c.SlotMillis, _ = strconv.ParseInt(v, 10, 64)
+	}
 	if k := h[FieldKind]; k != KindBucket {
 		c.Kind = k
 	}
@@ -295,7 +301,7 @@ const MaxReadMany = 200
 
 // readManyFields are the fields ReadMany asks for, in order.
 var readManyFields = []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps,
-	FieldLeaseMillis, FieldTokens, FieldTS, FieldShadow, FieldKind}
+	FieldLeaseMillis, FieldTokens, FieldTS, FieldShadow, FieldKind, FieldSlotMillis}
 
 // ReadMany returns the state of each bucket of names (a page: at most
 // MaxReadMany), as Read does, in one pipeline of one HMGET per bucket and

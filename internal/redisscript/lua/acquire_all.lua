@@ -88,6 +88,8 @@ local function keyed(base, skey, key, n)
     local f = redis.call('HMGET', base, unpack(fields))
     local code
     code, s.capacity, s.pm, s.period, s.shadow = key_limit(base, key, app, f, f[#fields])
+    -- A limit of another kind than a token bucket is not this script's.
+    if code == 0 and f[8] and f[8] ~= 'bucket' then code, s.capacity, s.pm, s.period = -1, 0, 0, 0 end
     if code ~= 0 then
       s.fail = {code, 0, 0, 0, s.capacity, s.pm, s.period}
     else

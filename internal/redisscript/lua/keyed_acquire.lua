@@ -40,6 +40,9 @@ if #ARGV == 2 * count_ + 2 and ARGV[#ARGV] == '2' then width = 9 end
 -- (0 or 1), and the state written, if any: the answer is not grown by
 -- two fields, which would rehash it twice.
 local function decide(base, state, n, key, s, now, f, exact)
+  -- A limit of another kind than a token bucket is not this script's to
+  -- take from.
+  if f[8] and f[8] ~= 'bucket' then return {-1, 0, 0, 0, 0, 0, 0}, 0, 0 end
   local code, capacity, pm, period, shadow, src = key_limit(base, key, app, f, exact)
   if code ~= 0 then return {code, 0, 0, 0, capacity, pm, period}, 0, 0 end
   local sh = 0

@@ -1,0 +1,411 @@
+-- Sluice token core, shared by every script that takes or returns tokens
+-- (docs/protocol.md, "The Lua core"). Lua has no include: the scripts are
+-- this file followed by their own part. The only clock is Redis TIME, in
+-- microseconds. Numbers are written with string.format, never tostring,
+-- which loses precision.
+local MAX_N = 1000000000
+local MAX_US = 1000000000000000 -- durations are capped at 1e15 us (about 31 years)
+
+-- count parses a plain decimal integer 0..1e9: no sign, exponent,
+-- fraction, spaces or leading zero. Anything else is nil. Most calls take
+-- one token, and a pattern match costs more than the rest of the check.
+local function count(s)
+  if s == '1' then return 1 end
+  if type(s) ~= 'string' or #s > 10 then return nil end
+  if s == '0' then return 0 end
+  if not string.find(s, '^[1-9][0-9]*$') then return nil end
+  local v = tonumber(s)
+  if v > MAX_N then return nil end
+  return v
+end
+
+-- limit_of checks a stored limit: capacity, permits in millionths (permits
+-- has at most 6 decimals, so this is exact) and period, or nil.
+local function limit_of(c, p, d)
+  local capacity, permits, period = tonumber(c), tonumber(p), tonumber(d)
+  if not capacity or not permits or not period or capacity < 1 or permits <= 0 or period < 1 then
+    return nil
+  end
+  return capacity, math.floor(permits * 1000000 + 0.5), period
+end
+
+-- kind_limit checks a stored limit of kind k (absent: a token bucket) and
+-- returns capacity, permits in millionths and period, or nil: a token
+-- bucket's as limit_of reads it; a limit of a kind that counts rather
+-- than refills (a concurrency limit's slots) is its capacity, with
+-- permits and period 0.
+local function kind_limit(k, c, p, d)
+  if not k or k == 'bucket' then return limit_of(c, p, d) end
+  local q = tonumber(c)
+  if not q or q < 1 or q % 1 ~= 0 then return nil end
+  return q, 0, 0
+end
+
+-- app_ok is the exact match of app in ",a,b,"; an app containing a comma
+-- could straddle two entries, so it never matches.
+local function app_ok(app, apps)
+  return type(app) == 'string' and app ~= '' and apps ~= nil and apps ~= false
+    and not string.find(app, ',', 1, true) and string.find(apps, ',' .. app .. ',', 1, true) ~= nil
+end
+
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- refill returns the tokens and ts of a bucket that held tokens at ts, at
+-- now: no state is a full bucket; a clock that went backwards adds
+-- nothing and ts never moves back; never above capacity. A debt (negative
+-- tokens) is kept: it refills like any count.
+local function refill(tokens, ts, now, capacity, pm, period)
+  tokens, ts = tonumber(tokens), tonumber(ts)
+  if not tokens or not ts then return capacity, now end
+  if now > ts then
+    tokens = tokens + (now - ts) * pm / (period * 1000000000000)
+    ts = now
+  end
+  if tokens > capacity then tokens = capacity end
+  return tokens, ts
+end
+
+-- us rounds a duration up to whole microseconds, 0..MAX_US.
+local function us(x)
+  if x <= 0 then return 0 end
+  x = math.ceil(x)
+  if x > MAX_US then return MAX_US end
+  return x
+end
+
+-- per_token is the time in microseconds one token takes to refill.
+local function per_token(pm, period)
+  return period * 1000000000000 / pm
+end
+
+-- until_us is the time until the bucket gains want tokens at this rate.
+local function until_us(want, pm, period)
+  if want <= 0 then return 0 end
+  return us(want * period * 1000000000000 / pm)
+end
+
+-- take answers a request of n tokens from a bucket holding tokens: the
+-- tokens left (nil when nothing is taken) and the answer {code, remaining,
+-- retry_us, reset_us, capacity, permits_micro, period}, followed by x8 and
+-- x9 when given (a nil ends the answer). Granted when tokens >= n.
+-- Otherwise nothing is taken and the code is 0 denied, or 2 would deny for
+-- a bucket in shadow mode; retry_us is the wait until the bucket holds n,
+-- from its actual count: a bucket in debt waits for the debt and then n
+-- (docs/protocol.md, "Debt"). remaining is never below 0. The answer is
+-- built in one constructor: a table that grows after it is built is
+-- rehashed, which costs more than the arithmetic.
+local function take(tokens, n, capacity, pm, period, shadow, x8, x9)
+  if tokens >= n then
+    local left = tokens - n
+    return left, {1, math.floor(left), 0, until_us(capacity - left, pm, period), capacity, pm, period, x8, x9}
+  end
+  local code = 0
+  if shadow then code = 2 end
+  local rem = math.floor(tokens)
+  if rem < 0 then rem = 0 end
+  return nil, {code, rem, until_us(n - tokens, pm, period), until_us(capacity - tokens, pm, period), capacity, pm,
+    period, x8, x9}
+end
+
+-- put writes a bucket's tokens and ts: a whole count prints the same with
+-- '%d' as with '%.17g', and faster.
+local function put(key, tokens, ts)
+  local fmt = '%.17g'
+  if math.floor(tokens) == tokens then fmt = '%d' end
+  redis.call('HSET', key, 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
+end
+
+-- The keyed part of the core: the key and override rules (docs/protocol.md,
+-- "Keyed buckets"), shared by the keyed acquire and acquire-all scripts.
+local MAX_KEY = 256
+
+-- key_refusal answers a key and state pair that cannot be served: nil when
+-- they are fine, else the code invalid key (-5). The state must be one of
+-- this group's: the prefix of the group key (what comes before 'k{'), a
+-- 3-character hash tag in braces, the group as one base64url character
+-- and 11 base64url characters. Which tag and id a key has is the caller's
+-- computation: checking them here (CRC16, SHA-1) costs a quarter of the
+-- call; on Redis Cluster a wrong tag fails as a cross-slot call.
+local B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+local function key_refusal(base, state, key)
+  if type(key) ~= 'string' or #key < 1 or #key > MAX_KEY then return -5 end
+  if type(base) ~= 'string' or type(state) ~= 'string' then return -5 end
+  local p, g = string.match(base, '()k{[^{}]*:(%d+)}$')
+  if not p then return -5 end
+  g = tonumber(g)
+  if g >= 64 or #state ~= p + 16 or string.sub(state, 1, p - 1) ~= string.sub(base, 1, p - 1)
+      or string.byte(state, p) ~= 123 or string.byte(state, p + 4) ~= 125
+      or string.byte(state, p + 5) ~= string.byte(B64, g + 1)
+      or not string.find(string.sub(state, p + 1, p + 3), '^[%w_-]+$')
+      or not string.find(state, '^[%w_-]+$', p + 6) then
+    return -5
+  end
+  return nil
+end
+
+-- The fields of a group hash every keyed decision reads, in this order;
+-- the key's exact override 'e:<key>' follows them.
+local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'kind'}
+
+-- override parses an override value "<id> <version> <capacity> <permits>
+-- <period>", followed by " s" in shadow mode, into its limit (capacity,
+-- permits in millionths, period, shadow) for a bucket of kind k (a
+-- concurrency limit's override has permits and period 0, see
+-- kind_limit); a tombstone, or anything else, is nil.
+local function override(v, k)
+  if not v then return nil end
+  local c, p, d, s = string.match(v, '^%d+ %d+ (%d+) ([%d.]+) (%d+)( ?s?)$')
+  if not c or (s ~= '' and s ~= ' s') then return nil end
+  local capacity, pm, period = kind_limit(k, c, p, d)
+  if not capacity then return nil end
+  return capacity, pm, period, s == ' s'
+end
+
+-- key_limit decides the limit of key in the group hash base whose fields
+-- f are GROUP_FIELDS (f[8] the kind, see kind_limit) and whose exact
+-- override is exact: it returns a
+-- refusal code (-1 unknown bucket, -2 app not allowed, with the bucket's
+-- limit) or 0, then capacity, permits in millionths, period, shadow and the
+-- source (0 the bucket's limit, 1 the exact override, 2 the longest
+-- matching prefix override; lens lists the prefix lengths, longest first).
+-- Shadow mode: the bucket's covers every key, an override's its keys.
+local function key_limit(base, key, app, f, exact)
+  local capacity, pm, period = kind_limit(f[8], f[1], f[2], f[3])
+  if not capacity or not f[5] then return -1, 0, 0, 0 end
+  if not app_ok(app, f[4]) then return -2, capacity, pm, period end
+  local shadow = f[7] == '1'
+  local oc, opm, od, osh = override(exact, f[8])
+  local src = 1
+  if not oc and f[6] and f[6] ~= '' then
+    local fields = {}
+    for l in string.gmatch(f[6], '%d+') do
+      local len = tonumber(l)
+      if len <= #key then fields[#fields + 1] = 'p:' .. string.sub(key, 1, len) end
+    end
+    if #fields > 0 then
+      local vals = redis.call('HMGET', base, unpack(fields))
+      for j = 1, #fields do
+        oc, opm, od, osh = override(vals[j], f[8])
+        if oc then break end
+      end
+    end
+    src = 2
+  end
+  if not oc then return 0, capacity, pm, period, shadow, 0 end
+  return 0, oc, opm, od, shadow or osh, src
+end
+
+-- b64num writes a whole number x >= 0 in base 64 with the digits of B64,
+-- most significant first. Division by 64 is exact for a double, so any
+-- whole double is written exactly, at any size.
+local function b64num(x)
+  if x < 1 then return 'A' end
+  local t = {}
+  while x >= 1 do
+    local d = x % 64
+    t[#t + 1] = string.byte(B64, d + 1)
+    x = (x - d) / 64
+  end
+  return string.reverse(string.char(unpack(t)))
+end
+
+-- b64val reads what b64num wrote; nil for any other character.
+local function b64val(s)
+  local x = 0
+  for i = 1, #s do
+    local b, d = string.byte(s, i)
+    if b == 95 then d = 63
+    elseif b == 45 then d = 62
+    elseif b >= 97 and b <= 122 then d = b - 71
+    elseif b >= 65 and b <= 90 then d = b - 65
+    elseif b >= 48 and b <= 57 then d = b + 4
+    else return nil end
+    x = x * 64 + d
+  end
+  return x
+end
+
+-- key_full_at reads a key's state "<id> <full_at x 4>", both in b64num's
+-- base 64: the bucket id and the time in quarter microseconds at which the
+-- key's bucket is full again (a double of Redis's clock is a multiple of a
+-- quarter microsecond, so this is exact; 11 or 12 bytes for ids below
+-- 4,096, which Redis keeps in its smallest string object). A missing
+-- state, another incarnation's (id) or a full_at in the past is a full
+-- bucket (now); a key can owe no more than it holds (now + a full bucket).
+local function key_full_at(sv, id, now, capacity, pm, period)
+  local full_at = now
+  if sv then
+    local sid, sfa = string.match(sv, '^([%w_-]+) ([%w_-]+)$')
+    if sid and b64val(sid) == tonumber(id) then
+      local fa = b64val(sfa)
+      if fa then full_at = fa / 4 end
+    end
+  end
+  local full = capacity * per_token(pm, period)
+  if full_at > now + full then full_at = now + full end
+  if full_at < now then full_at = now end
+  return full_at
+end
+
+-- key_take answers a request of n tokens of a key whose bucket is full at
+-- full_at: the new full_at (nil when nothing is taken) and the seven
+-- integers of take. A billionth of a token is the tolerance for the
+-- rounding of full_at (a double).
+local function key_take(full_at, n, now, capacity, pm, period, shadow)
+  local per = per_token(pm, period)
+  local tokens = capacity - (full_at - now) / per
+  if tokens < 0 then tokens = 0 end
+  if tokens + 0.000000001 >= n then
+    full_at = full_at + n * per
+    tokens = tokens - n
+    if tokens < 0 then tokens = 0 end
+    return full_at, {1, math.floor(tokens), 0, us(full_at - now), capacity, pm, period}
+  end
+  local code = 0
+  if shadow then code = 2 end
+  return nil, {code, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period}
+end
+
+-- key_put writes a key's state; it expires when the key's bucket is full
+-- again (in milliseconds, at least 1, capped like every duration: '%d' of
+-- a larger double is undefined), plus a spread: keys written together
+-- with the same wait must not all expire in the same second, which stalls
+-- Redis. The spread is the last two characters of the state name (base64url
+-- of a hash: 10 bits, h = 0..1023) scaled to at most the wait itself and at most a minute;
+-- a state outliving its full bucket reads as full, so the spread changes
+-- no answer.
+local SPREAD_MS = 60000
+local function key_put(state, id, full_at, now)
+  local ttl = math.ceil((full_at - now) / 1000)
+  if ttl < 1 then ttl = 1 end
+  local h = 16 * (string.find(B64, string.sub(state, -2, -2), 1, true) - 1)
+    + (string.find(B64, string.sub(state, -1), 1, true) - 1) / 4
+  local w = ttl
+  if w > SPREAD_MS then w = SPREAD_MS end
+  ttl = ttl + math.floor(h * w / 1024)
+  if ttl > MAX_US / 1000 then ttl = MAX_US / 1000 end
+  local v = b64num(tonumber(id)) .. ' ' .. b64num(math.ceil(full_at * 4))
+  redis.call('SET', state, v, 'PX', string.format('%d', ttl))
+  return v
+end
+
+-- The slot part of the core: concurrency limits (docs/protocol.md,
+-- "Concurrency limits"). A limit's slots in use are a sorted set, one
+-- member per slot id scored by the time it expires (microseconds of Redis
+-- TIME); the expired ones are purged by every call before it counts.
+local MAX_SLOT_ID = 64
+local MAX_SLOT_MS = 86400000
+
+-- slot_id_ok: a slot id is 1 to 64 letters, digits, '-', '_', '.' or ':'.
+-- The caller chooses it (a random one), so a take that is sent again takes
+-- no second slot.
+local function slot_id_ok(s)
+  return type(s) == 'string' and #s >= 1 and #s <= MAX_SLOT_ID and string.find(s, '^[%w_.:-]+$') ~= nil
+end
+
+-- slot_ms_of is the slot lease time of a concurrency limit, 1..MAX_SLOT_MS
+-- milliseconds, or nil when the hash is not a concurrency limit.
+local function slot_ms_of(kind, ms)
+  if kind ~= 'concurrency' then return nil end
+  ms = tonumber(ms)
+  if not ms or ms < 1 or ms > MAX_SLOT_MS or ms ~= math.floor(ms) then return nil end
+  return ms
+end
+
+-- slots_in_use purges the slots of set that expired at now and counts the
+-- others.
+local function slots_in_use(set, now)
+  redis.call('ZREMRANGEBYSCORE', set, '-inf', string.format('%d', now))
+  return redis.call('ZCARD', set)
+end
+
+-- slot_hold writes slot id expiring at exp, and keeps the set's own expiry
+-- at or after every slot's: it only grows, so a slot taken under a longer
+-- lease time than today's keeps its set alive. When the set would expire
+-- within a lease time, it is moved to two lease times from now, so that
+-- most calls read the expiry without writing it. An idle set (its slots
+-- expired, none released) is gone two lease times after its last take or
+-- renewal at the latest; a set emptied by releases is gone at once.
+local function slot_hold(set, id, exp, ms)
+  local added = redis.call('ZADD', set, string.format('%d', exp), id)
+  if redis.call('PTTL', set) < ms + 2 then
+    redis.call('PEXPIRE', set, string.format('%d', 2 * ms))
+  end
+  return added
+end
+
+-- slot_retry is the time until the first slot of set expires: when a slot
+-- comes back at the latest, if no one releases one sooner.
+local function slot_retry(set, now)
+  local first = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')
+  if not first[2] then return 0 end
+  return us(tonumber(first[2]) - now)
+end
+
+-- slot_op runs op ('take', 'release' or 'renew') of slot id on set, a
+-- limit of limit slots with a lease time of ms milliseconds, at now; src
+-- is where the limit came from (0 the limit's own, 1 an exact override, 2
+-- a prefix override). The answer is {code, in_use, limit, retry_us,
+-- slot_ms, source, shadow}, built in one constructor (a table that grows
+-- is rehashed):
+--   take: a free slot is taken (1); a slot id already held is renewed and
+--     answered as taken (a take sent again takes one slot); at the limit,
+--     denied (0) with retry_us until the first slot expires, or, in shadow
+--     mode, taken anyway and answered would deny (2), so that in_use counts
+--     what runs.
+--   release: 1 when the slot was held and is now free, 0 when it was not
+--     (released before, expired, never taken): a release frees nothing twice.
+--   renew: 1 when the slot was held and now expires ms from now, 0 when it
+--     was not held (expired or released: take a new one).
+local function slot_op(op, set, id, now, limit, ms, shadow, src)
+  local sh = 0
+  if shadow then sh = 1 end
+  local n = slots_in_use(set, now)
+  local exp = now + ms * 1000
+  if op == 'release' then
+    local gone = redis.call('ZREM', set, id)
+    return {gone, n - gone, limit, 0, ms, src, sh}
+  end
+  if op == 'renew' or n >= limit then
+    if not redis.call('ZSCORE', set, id) then
+      if op == 'renew' then return {0, n, limit, 0, ms, src, sh} end
+      local retry = slot_retry(set, now)
+      if not shadow then return {0, n, limit, retry, ms, src, sh} end
+      return {2, n + slot_hold(set, id, exp, ms), limit, retry, ms, src, sh}
+    end
+    slot_hold(set, id, exp, ms)
+    return {1, n, limit, 0, ms, src, sh}
+  end
+  return {1, n + slot_hold(set, id, exp, ms), limit, 0, ms, src, sh}
+end
+
+-- Sluice keyed slot: take, release or renew a slot of one key of a keyed
+-- concurrency limit for app ARGV[1] (docs/protocol.md, "Concurrency
+-- limits"). ARGV[2] is the op ('take', 'release' or 'renew'), ARGV[3] the
+-- slot id, ARGV[4] the key. KEYS[1] is the key's group hash, KEYS[2] the
+-- key's slot set: its state key followed by ':slots'. The limit is the
+-- key's: its exact override, else its longest prefix override, else the
+-- limit's own. The answer is seven integers: {code, in_use, limit,
+-- retry_us, slot_ms, source, shadow}.
+local app, op, id, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+if (op ~= 'take' and op ~= 'release' and op ~= 'renew') or not slot_id_ok(id) then
+  return {-4, 0, 0, 0, 0, 0, 0}
+end
+local base, set = KEYS[1], KEYS[2]
+if type(set) ~= 'string' or string.sub(set, -6) ~= ':slots' or key_refusal(base, string.sub(set, 1, -7), key) then
+  return {-5, 0, 0, 0, 0, 0, 0}
+end
+local names = {unpack(GROUP_FIELDS)}
+local e = #names + 1
+names[e], names[e + 1] = 'e:' .. key, 'slot_ms'
+local f = redis.call('HMGET', base, unpack(names))
+local code, limit, _pm, _period, shadow, src = key_limit(base, key, app, f, f[e])
+if code == -1 then return {-1, 0, 0, 0, 0, 0, 0} end
+local ms = slot_ms_of(f[8], f[e + 1])
+if code ~= 0 then return {code, 0, limit, 0, ms or 0, 0, 0} end
+-- A limit of another kind (a token bucket, a quota) has no slots.
+if not ms then return {-6, 0, limit, 0, 0, 0, 0} end
+return slot_op(op, set, id, now_us(), limit, ms, shadow, src)

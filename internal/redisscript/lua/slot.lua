@@ -1,0 +1,20 @@
+
+-- Sluice slot: take, release or renew a slot of a shared concurrency limit
+-- for app ARGV[1] (docs/protocol.md, "Concurrency limits"). ARGV[2] is the
+-- op ('take', 'release' or 'renew'), ARGV[3] the slot id. KEYS[1] is the
+-- limit's hash, KEYS[2] its slot set: KEYS[1] followed by ':slots'. The
+-- answer is seven integers: {code, in_use, limit, retry_us, slot_ms,
+-- source, shadow} (source is always 0, the limit's own).
+local app, op, id = ARGV[1], ARGV[2], ARGV[3]
+if (op ~= 'take' and op ~= 'release' and op ~= 'renew') or not slot_id_ok(id) then
+  return {-4, 0, 0, 0, 0, 0, 0}
+end
+if KEYS[2] ~= KEYS[1] .. ':slots' then return {-5, 0, 0, 0, 0, 0, 0} end
+local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'shadow', 'kind', 'slot_ms')
+local limit = kind_limit(f[6], f[1], f[2], f[3])
+if not limit then return {-1, 0, 0, 0, 0, 0, 0} end
+local ms = slot_ms_of(f[6], f[7])
+if not app_ok(app, f[4]) then return {-2, 0, limit, 0, ms or 0, 0, 0} end
+-- A limit of another kind (a token bucket, a quota) has no slots.
+if not ms then return {-6, 0, limit, 0, 0, 0, 0} end
+return slot_op(op, KEYS[2], id, now_us(), limit, ms, f[5] == '1', 0)
