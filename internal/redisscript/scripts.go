@@ -47,18 +47,20 @@ func (s Script) SHA() string { return s.Hash() }
 
 // The Lua core (docs/protocol.md, "The Lua core"): the token arithmetic,
 // the app check and the answer format in lua/bucket.lua, the key and
-// override rules in lua/keyed.lua. Every script that takes or returns
+// override rules in lua/keyed.lua, the calendar quota in lua/quota.lua
+// (docs/protocol.md, "Quotas"). Every script that takes or returns
 // tokens is the core followed by its own part.
 const (
 	coreBucket = "lua/bucket.lua"
 	coreKeyed  = "lua/keyed.lua"
+	coreQuota  = "lua/quota.lua"
 )
 
 // The scripts a client runs to take tokens.
 var (
-	AcquireScript      = script(coreBucket, "lua/acquire.lua")
-	KeyedAcquireScript = script(coreBucket, coreKeyed, "lua/keyed_acquire.lua")
-	AcquireAllScript   = script(coreBucket, coreKeyed, "lua/acquire_all.lua")
+	AcquireScript      = script(coreBucket, coreQuota, "lua/acquire.lua")
+	KeyedAcquireScript = script(coreBucket, coreQuota, coreKeyed, "lua/keyed_acquire.lua")
+	AcquireAllScript   = script(coreBucket, coreQuota, coreKeyed, "lua/acquire_all.lua")
 	AdjustScript       = script(coreBucket, "lua/adjust.lua")
 	LeaseScript        = script(coreBucket, "lua/lease.lua")
 )
