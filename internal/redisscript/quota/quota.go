@@ -276,15 +276,15 @@ func Find(b []int64, now int64) (start, end int64, ok bool) {
 }
 
 // Take decides a request of n (1 <= n <= q) from a quota of q per period,
-// in the period [start, end) (Unix seconds) holding used at now (µs): the
+// in a period that ends at end (µs) and has counted used, at now (µs): the
 // new count and true when granted (used + n <= q). Otherwise nothing is
 // counted and the answer is Denied, or WouldDeny in shadow mode. A grant
-// or a denial answers the whole tokens left this period (never below 0)
+// or a denial answers the whole requests left this period (never below 0)
 // and, as reset, the time until the period ends; a denial waits for that
-// too (n <= q fits a fresh period). used is the count of the period
-// starting at start: a count of another period is 0.
-func Take(q, used, n, start, end, now int64, shadow bool) (int64, bool, tokens.Answer) {
-	reset := tokens.Micros(float64(end*1_000_000 - now))
+// too (n <= q fits a fresh period). used is the count of this period: a
+// count of another period is 0.
+func Take(q, used, n, end, now int64, shadow bool) (int64, bool, tokens.Answer) {
+	reset := tokens.Micros(float64(end - now))
 	if used+n <= q {
 		used += n
 		return used, true, tokens.Answer{Code: tokens.Allowed, Remaining: q - used, ResetMicros: reset}

@@ -203,16 +203,16 @@ func TestFindAndTake(t *testing.T) {
 		}
 	}
 	now := int64(1_800_000_000_000_000 + 600_000_000) // 10 minutes in
-	used, ok, a := Take(10, 7, 3, 1_800_000_000, 1_800_003_600, now, false)
+	used, ok, a := Take(10, 7, 3, 1_800_003_600_000_000, now, false)
 	if !ok || used != 10 || a != (tokens.Answer{Code: tokens.Allowed, Remaining: 0, ResetMicros: 3_000_000_000}) {
 		t.Errorf("7 + 3 of 10: %d %v %+v", used, ok, a)
 	}
-	used, ok, a = Take(10, 10, 1, 1_800_000_000, 1_800_003_600, now, false)
+	used, ok, a = Take(10, 10, 1, 1_800_003_600_000_000, now, false)
 	if ok || used != 10 || a != (tokens.Answer{Code: tokens.Denied, Remaining: 0, RetryMicros: 3_000_000_000,
 		ResetMicros: 3_000_000_000}) {
 		t.Errorf("10 + 1 of 10: %d %v %+v", used, ok, a)
 	}
-	if _, _, a := Take(5, 12, 1, 1_800_000_000, 1_800_003_600, now, true); a.Code != tokens.WouldDeny || a.Remaining != 0 {
+	if _, _, a := Take(5, 12, 1, 1_800_003_600_000_000, now, true); a.Code != tokens.WouldDeny || a.Remaining != 0 {
 		t.Errorf("shadow, over a lowered quota: %+v", a)
 	}
 }
