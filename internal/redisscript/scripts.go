@@ -150,7 +150,7 @@ func Apply(ctx context.Context, rdb redis.Scripter, ks Keyspace, cfg Config, for
 	n, err := ApplyRaw(ctx, rdb, ks, name,
 		strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
 		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f,
-		strconv.FormatInt(cfg.LeaseMillis, 10), shadow)
+		strconv.FormatInt(cfg.LeaseMillis, 10), shadow, cfg.LimitKind())
 	if err != nil {
 		return 0, fmt.Errorf("apply bucket %q: %w", name, err)
 	}
@@ -286,6 +286,9 @@ func parseConfig(h map[string]string) (Config, bool) {
 		c.LeaseMillis, _ = strconv.ParseInt(v, 10, 64)
 	}
 	c.Shadow = h[FieldShadow] == "1"
+	if k := h[FieldKind]; k != KindBucket {
+		c.Kind = k
+	}
 	return c, true
 }
 
@@ -294,7 +297,7 @@ const MaxReadMany = 200
 
 // readManyFields are the fields ReadMany asks for, in order.
 var readManyFields = []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps,
-	FieldLeaseMillis, FieldTokens, FieldTS}
+	FieldLeaseMillis, FieldTokens, FieldTS, FieldShadow, FieldKind}
 
 // ReadMany returns the state of each bucket of names (a page: at most
 // MaxReadMany), as Read does, in one pipeline of one HMGET per bucket and
