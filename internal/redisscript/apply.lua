@@ -3,7 +3,10 @@
 -- ARGV: id, version, capacity, permits, period, apps, force ("1" or "0"),
 -- lease_ms (optional, "0" when absent: lease mode off), shadow (optional,
 -- "1" or "0", "0" when absent: shadow mode off), kind (optional, "bucket"
--- when absent; the other kinds send permits and period "0").
+-- when absent; the other kinds send permits and period "0"), bounds (a
+-- quota's table of period starts, lua/quota.lua; "" or absent for the
+-- other kinds). A quota's count (used, pstart) is kept by an update and
+-- dropped with a new incarnation.
 -- Returns 1 created, 2 updated, 3 unchanged, 4 stale, 5 tombstoned.
 
 -- Arguments are checked by config_guards.lua, sent before this file: a bad
@@ -38,13 +41,16 @@ if not int_arg(lease, 0, 10000) then return invalid('lease_ms') end
 -- deny, instead of denying); "0" (or absent) is the normal mode.
 local shadow = flag_arg(ARGV[9], true)
 if not shadow then return invalid('shadow') end
+-- bounds: a quota's table of period starts; "" for the other kinds.
+local bounds = bounds_arg(ARGV[11], kind)
+if not bounds then return invalid('bounds') end
 
 if tombstoned(id) then
   return 5
 end
 
 local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts',
-  'lease_ms', 'shadow', 'kind')
+  'lease_ms', 'shadow', 'kind', 'bounds')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
@@ -52,6 +58,8 @@ local function write(tokens, ts)
   redis.call('HSET', KEYS[1], 'id', ARGV[1], 'version', ARGV[2], 'capacity', ARGV[3], 'permits', ARGV[4],
     'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'shadow', shadow, 'kind', kind, 'tokens', string.format('%.17g', tokens),
     'ts', string.format('%d', ts))
+  -- Only a quota has a table: a bucket's hash keeps its fields.
+  if kind == 'quota' then redis.call('HSET', KEYS[1], 'bounds', bounds) end
 end
 
 local cid = tonumber(cur[1])
@@ -65,7 +73,8 @@ end
 if stale(cid, tonumber(cur[2]) or -1, id, version, force) then
   return 4
 end
-if same_config(cur) and (cur[9] or '0') == lease and (cur[10] or '0') == shadow and (cur[11] or 'bucket') == kind then
+if same_config(cur) and (cur[9] or '0') == lease and (cur[10] or '0') == shadow and (cur[11] or 'bucket') == kind
+    and (cur[12] or '') == bounds then
   return 3
 end
 
