@@ -146,13 +146,13 @@ type limit struct {
 }
 
 type bucket struct {
-	def    Bucket
-	lim    limit
-	q      *periods // a calendar quota; nil for a token bucket
+	def Bucket
+	lim limit
+	q   *periods // a calendar quota; nil for a token bucket
 	// A plain quota: its count and the start of the period it counts (µs).
 	used, pstart int64
 	// A keyed quota: each key's count and period start.
-	qkeys map[string][2]int64
+	qkeys  map[string][2]int64
 	tokens float64 // plain bucket: tokens (negative in debt) at ts
 	ts     int64   // µs
 	// A keyed bucket: each key's full_at (µs), and the overrides.

@@ -182,8 +182,10 @@ local n = count(ARGV[2])
 if not n or n < 1 then
   return {-4, 0, 0, 0, 0, 0, 0}
 end
+-- A quota's fields (10..12) come in the same HMGET: a second call would
+-- cost a quota more than the three absent fields cost a bucket.
 local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms', 'shadow',
-  'kind')
+  'kind', 'bounds', 'used', 'pstart')
 -- A limit of another kind than a token bucket or a quota is not this
 -- script's to take from.
 local capacity, pm, period
@@ -207,14 +209,13 @@ if f[9] == 'quota' then
   -- A quota (capacity is the quota): the count of the period containing
   -- now, kept with the period's start; a table that does not cover now
   -- is no valid config. Quotas have no lease mode.
-  local q = redis.call('HMGET', KEYS[1], 'bounds', 'used', 'pstart')
   local now = now_us()
-  local s, e = period_of(q[1], now)
+  local s, e = period_of(f[10], now)
   if not s then
     return {-1, 0, 0, 0, 0, 0, 0}
   end
   local used = 0
-  if tonumber(q[3]) == s then used = tonumber(q[2]) or 0 end
+  if tonumber(f[12]) == s then used = tonumber(f[11]) or 0 end
   if lease then lease = 0 end
   local u, answer = quota_take(capacity, used, n, s, e, now, shadow, lease, sh)
   if u then redis.call('HSET', KEYS[1], 'used', string.format('%d', u), 'pstart', string.format('%d', s)) end
