@@ -247,8 +247,9 @@ func TestQuotaNeverAboveAcrossClientsAndRestarts(t *testing.T) {
 	}
 	// A call in flight when the server went down may have been counted
 	// without its answer arriving (it is never sent again): such a call is
-	// not admitted, so the callers may admit up to their number less.
-	if a := admitted.Load(); a > q || a < q-100 || st.Used != q {
+	// not admitted, so the callers may admit up to their number less at
+	// each of the two restarts.
+	if a := admitted.Load(); a > q || a < q-2*100 || st.Used != q {
 		t.Errorf("admitted %d, Redis counted %d: want the quota, %d, counted, and at most that admitted", a, st.Used, q)
 	}
 }

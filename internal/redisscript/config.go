@@ -58,8 +58,8 @@ type Config struct {
 	// PeriodSeconds 0 and no lease.
 	Kind string
 	// Bounds is a quota's table: the instants (Unix seconds, ascending) at
-	// which its periods start, from package quota's Table. Required for
-	// KindQuota, empty for the other kinds.
+	// which its periods start, from package quota's Table; empty for the
+	// other kinds. A quota without one answers as an unknown bucket.
 	Bounds []int64
 }
 
@@ -104,7 +104,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: at least one allowed app is needed", ErrInvalidConfig)
 	case c.LimitKind() != KindQuota && len(c.Bounds) > 0:
 		return fmt.Errorf("%w: only a quota has period boundaries", ErrInvalidConfig)
-	case c.LimitKind() == KindQuota:
+	case c.LimitKind() == KindQuota && len(c.Bounds) > 0:
+		// A quota without a table is written, and answers as an unknown
+		// bucket until a table covers Redis's clock.
 		if _, err := quota.Encode(c.Bounds); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
@@ -184,7 +186,7 @@ func splitApps(s string) []string {
 // boundsArg is the bounds argument of the apply scripts: a quota's table,
 // "" for the other kinds.
 func (c Config) boundsArg() string {
-	if c.LimitKind() != KindQuota {
+	if c.LimitKind() != KindQuota || len(c.Bounds) == 0 {
 		return ""
 	}
 	s, _ := quota.Encode(c.Bounds) // Validate checked it

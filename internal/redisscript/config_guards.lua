@@ -35,13 +35,12 @@ end
 
 -- A quota's table (docs/protocol.md, "Quotas"): 2 to 64 boundaries, Unix
 -- seconds of 10 digits each (the first not 0), nothing between them,
--- strictly increasing; "" or absent for every other kind. Returns the
+-- strictly increasing; "" or absent for every other kind (and for a quota
+-- not given one yet, which answers as an unknown bucket). Returns the
 -- table, or nil.
 local function bounds_arg(s, kind)
-  if kind ~= 'quota' then
-    if s == nil or s == '' then return '' end
-    return nil
-  end
+  if s == nil or s == '' then return '' end
+  if kind ~= 'quota' then return nil end
   if type(s) ~= 'string' or #s < 20 or #s > 640 or #s % 10 ~= 0 or not string.find(s, '^[0-9]+$') then
     return nil
   end
