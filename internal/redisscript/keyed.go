@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // Keyed buckets keep one config per key group and one small state string
@@ -651,7 +653,8 @@ type GroupState struct {
 // many).
 func ReadGroup(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string, g int) (GroupState, error) {
 	key := ks.KeyGroup(name, g)
-	fields := []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldLens, FieldShadow, FieldKind}
+	fields := []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldLens, FieldShadow, FieldKind,
+		FieldBounds}
 	vals, err := rdb.HMGet(ctx, key, fields...).Result()
 	if err != nil {
 		return GroupState{}, fmt.Errorf("read keyed bucket %q group %d: %w", name, g, err)
@@ -665,6 +668,10 @@ func ReadGroup(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string,
 	st := GroupState{Prefixes: map[string]string{}, Lens: h[FieldLens]}
 	if cfg, ok := parseConfig(h); ok {
 		cfg.Name = name
+		if cfg.LimitKind() == KindQuota {
+			// A table that does not decode is as good as none.
+			cfg.Bounds, _ = quota.Decode(h[FieldBounds])
+		}
 		st.Exists, st.Config = true, cfg
 	}
 	err = scanFields(ctx, rdb, key, prefixField, func(batch map[string]string) error {
