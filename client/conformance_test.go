@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 	"github.com/sluicehq/sluice/internal/redisscript/slots"
 )
 
@@ -48,6 +49,7 @@ func TestConformanceFallback(t *testing.T) {
 			ran++
 			t.Run(c.Name, func(t *testing.T) {
 				now := int64(1_000_000)
+				base := int64(-1) // the case's base of quota tables, in seconds
 				buckets := map[string]*bucket{}
 				keyed := fallbackKeyed{buckets: map[string]*keyedBucket{}, fresh: map[recentKey]bool{}}
 				var local localSlots
@@ -58,7 +60,7 @@ func TestConformanceFallback(t *testing.T) {
 					case s["slot"] != nil:
 						fallbackSlot(t, where, &local, s["slot"], s["want"], now)
 					case s["apply"] != nil:
-						fallbackApply(t, where, buckets, s["apply"], s["want"], now)
+						fallbackApply(t, where, buckets, s["apply"], s["want"], now, &base)
 					case s["apply_keyed"] != nil:
 						keyed.apply(t, where, s["apply_keyed"], s["want"], now)
 					case s["acquire_key"] != nil:
@@ -94,18 +96,57 @@ func keys(m map[string]json.RawMessage) []string {
 
 // fallbackApply is what the fallback learns of an apply: the limit and
 // shadow mode; a changed bucket keeps its tokens, refilled at the old
-// limit up to now and clamped to the new one.
-func fallbackApply(t *testing.T, where string, buckets map[string]*bucket, step, want json.RawMessage, now int64) {
+// limit up to now and clamped to the new one. Of a quota it learns what
+// an answer at now would teach: the quota, the length and end of the
+// period containing now (its table's offsets count from *base, the
+// case's first table's now, in seconds); a changed quota keeps its
+// count when its period starts where it did.
+func fallbackApply(t *testing.T, where string, buckets map[string]*bucket, step, want json.RawMessage, now int64, base *int64) {
 	t.Helper()
 	var a struct {
-		Bucket   string `json:"bucket"`
-		Capacity int64  `json:"capacity"`
-		Permits  string `json:"permits"`
-		Period   int64  `json:"period"`
-		Shadow   bool   `json:"shadow"`
+		Bucket   string  `json:"bucket"`
+		Capacity int64   `json:"capacity"`
+		Permits  string  `json:"permits"`
+		Period   int64   `json:"period"`
+		Shadow   bool    `json:"shadow"`
+		Kind     string  `json:"kind"`
+		BoundsS  []int64 `json:"bounds_s"`
 	}
 	if err := json.Unmarshal(step, &a); err != nil {
 		t.Fatalf("%s: %v", where, err)
+	}
+	if a.Kind == redisscript.KindQuota {
+		if *base < 0 {
+			*base = now / 1_000_000
+		}
+		table := make([]int64, len(a.BoundsS))
+		for i, o := range a.BoundsS {
+			table[i] = *base + o
+		}
+		start, end, ok := quota.Find(table, now)
+		if !ok {
+			t.Fatalf("%s: the fallback learns a quota from an answer within its table; list the case's implementations", where)
+		}
+		var w string
+		_ = json.Unmarshal(want, &w)
+		b := buckets[a.Bucket]
+		switch {
+		case w == "created" && b == nil:
+			b = &bucket{}
+			buckets[a.Bucket] = b
+		case (w == "updated" || w == "unchanged") && b != nil:
+			if b.last != end*1_000_000 && b.qend.Load() != end*1_000_000 && b.last-b.cfg.Load().period*1_000_000 != start*1_000_000 {
+				b.tokens, b.last = 0, 0 // another period: the count starts again
+			}
+		default:
+			t.Fatalf("%s: the fallback cannot express the apply outcome %s; list the case's implementations", where, want)
+		}
+		if b.last != 0 {
+			b.last = end * 1_000_000 // the period is the same; its end may have moved
+		}
+		b.qend.Store(end * 1_000_000)
+		b.cfg.Store(&learned{capacity: a.Capacity, period: end - start, shadow: a.Shadow})
+		return
 	}
 	pm, err := redisscript.ParsePermits(a.Permits)
 	if err != nil {

@@ -48,6 +48,9 @@ type keyedBucket struct {
 	// gone is set while Redis says the bucket does not exist or does not
 	// serve this app: FailLocal must then refuse every key of it.
 	gone atomic.Bool
+	// qend is, for a keyed quota, the end of the period Redis last
+	// reported for any key (noteEnd).
+	qend atomic.Int64
 }
 
 // keyedArgs holds a keyed call's state key and key. The command takes
@@ -184,6 +187,9 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 		if kb.gone.Load() {
 			kb.gone.Store(false)
 		}
+		if a.PermitsMicro == 0 && a.ResetAfterMicros > 0 && l.opt.policy == FailLocal {
+			noteEnd(&kb.qend, int64(l.now()/time.Microsecond)+a.ResetAfterMicros)
+		}
 		if a.Source == redisscript.FromBucket {
 			kb.learn(a.Answer)
 		}
@@ -225,6 +231,10 @@ func (l *Limiter) keyFallback(kb *keyedBucket, name, key, state string, n int64)
 	b := l.keyed.shard(state).get(l, name, key, def)
 	if b == nil {
 		return Result{RetryAfter: l.opt.probe, Fallback: true}, ErrUnavailable
+	}
+	if end := kb.qend.Load(); end != 0 {
+		// Every key of a quota has the same periods.
+		noteEnd(&b.qend, end)
 	}
 	return l.fallback(b, n)
 }

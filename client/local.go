@@ -8,16 +8,21 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 	"github.com/sluicehq/sluice/internal/redisscript/tokens"
 )
 
 // learned is a bucket config as the acquire script reported it, with its
 // shadow mode: a bucket in shadow mode is never refused by FailLocal
-// either.
+// either. A quota reports no rate (permitsMicro 0), its quota as the
+// capacity and the length of its current period as the period.
 type learned struct {
 	capacity, permitsMicro, period int64
 	shadow                         bool
 }
+
+// quota reports whether c is a calendar quota's.
+func (c *learned) quota() bool { return c.permitsMicro == 0 }
 
 // learnedOf is the config of answer a. Shadow mode is in a protocol 2
 // answer of the acquire script; other answers tell it only by their code
@@ -56,9 +61,13 @@ type bucket struct {
 	lostTotal atomic.Int64 // ns of losses that ended
 	logged    atomic.Int64 // when a misconfiguration was last logged, 1 + ns since start
 
+	// qend is, for a quota, the end of the period Redis last reported, in
+	// µs since the Limiter started; 0 when unknown (see noteEnd).
+	qend atomic.Int64
+
 	mu     sync.Mutex
-	tokens float64 // local tokens
-	last   int64   // µs since the Limiter started up to which tokens are filled
+	tokens float64 // local tokens; for a quota, the local count of the local period
+	last   int64   // µs since the Limiter started up to which tokens are filled; for a quota, the local period's end
 
 	waiters waitQueue
 }
@@ -74,7 +83,27 @@ func (b *bucket) learn(l *Limiter, name string, a redisscript.Answer) {
 	if now-b.seen.Load() > int64(time.Millisecond) {
 		b.seen.Store(now)
 	}
+	if a.PermitsMicro == 0 && a.ResetAfterMicros > 0 {
+		noteEnd(&b.qend, now/int64(time.Microsecond)+a.ResetAfterMicros)
+	}
 	b.restored(l, name)
+}
+
+// noteEnd records end, the end of a quota's period as an answer received
+// at some instant tells it (that instant plus the answer's reset), in p.
+// The script ran before the answer came, so such an end is never before
+// the true one: the smallest of one period is the closest, and an end
+// more than a second later is the next period's.
+func noteEnd(p *atomic.Int64, end int64) {
+	for {
+		cur := p.Load()
+		if cur != 0 && end >= cur && end <= cur+1_000_000 {
+			return
+		}
+		if p.CompareAndSwap(cur, end) {
+			return
+		}
+	}
 }
 
 // restored ends a loss of the bucket's state: Redis knows it again.
@@ -235,6 +264,9 @@ func (b *bucket) localAt(cfg *learned, instances int, n, now, from int64, probe 
 	if n > cfg.capacity {
 		return Result{Limit: cfg.capacity, Fallback: true}, ErrExceedsCapacity
 	}
+	if cfg.quota() {
+		return b.quotaAt(cfg, instances, n, now, b.qend.Load(), probe)
+	}
 	share := localShare(cfg, instances)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -265,4 +297,46 @@ func localShare(cfg *learned, instances int) tokens.Limit {
 	inst := int64(max(instances, 1))
 	return tokens.Limit{Capacity: max(1, cfg.capacity/inst), PermitsMicro: cfg.permitsMicro,
 		Period: float64(cfg.period) * float64(inst)}
+}
+
+// quotaAt is the local decision of a calendar quota at now (µs since the
+// Limiter started), whose period Redis last reported to end at end (0:
+// never reported). The process counts its own grants per period against
+// its share, quota/instances (at least 1), from 0 in each period: so it
+// admits at most one share per period, however many outages the period
+// has. The first local period ends where Redis said; the ones after it
+// are taken to be as long as the period Redis last reported (a month or
+// a day of a change of offset may be longer or shorter, so a period of
+// Redis's may meet two local ones). The arithmetic is the Go core's
+// (package quota), the script's own. A quota whose period this process
+// never learned is refused.
+func (b *bucket) quotaAt(cfg *learned, instances int, n, now, end int64, probe time.Duration) (Result, error) {
+	share := max(1, cfg.capacity/int64(max(instances, 1)))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now >= b.last {
+		switch {
+		case end > now:
+			b.last = end
+		case end > 0 && cfg.period > 0:
+			per := cfg.period * 1_000_000
+			b.last = end + ((now-end)/per+1)*per
+		default:
+			return Result{RetryAfter: probe, Fallback: true}, ErrUnavailable
+		}
+		b.tokens = 0
+	}
+	if n > share {
+		res := Result{Limit: share, Fallback: true, RetryAfter: probe, Remaining: max(0, share-int64(b.tokens)),
+			ResetAfter: time.Duration(b.last-now) * time.Microsecond}
+		if cfg.shadow {
+			res.Allowed, res.WouldDeny = true, true
+		}
+		return res, nil
+	}
+	used, _, a := quota.Take(share, int64(b.tokens), n, b.last, now, cfg.shadow)
+	b.tokens = float64(used)
+	return Result{Allowed: a.Code != tokens.Denied, WouldDeny: a.Code == tokens.WouldDeny, Remaining: a.Remaining,
+		RetryAfter: time.Duration(a.RetryMicros) * time.Microsecond, Limit: share,
+		ResetAfter: time.Duration(a.ResetMicros) * time.Microsecond, Fallback: true}, nil
 }

@@ -18,6 +18,7 @@ package memlimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 	"github.com/sluicehq/sluice/internal/redisscript/slots"
 	"github.com/sluicehq/sluice/internal/redisscript/tokens"
 )
@@ -92,6 +94,19 @@ type Bucket struct {
 	// Per are not used. As in Redis, an acquire of a concurrency limit, or
 	// a slot of a token bucket, answers client.ErrWrongKind.
 	SlotLease time.Duration
+	// Period makes the bucket a calendar quota: at most Capacity requests
+	// per period, "hour", "day", "week" (from Monday) or "month", in the
+	// IANA time zone Zone ("UTC" when empty), counted from 0 at each
+	// period's start; Permits and Per are not used. Results report the
+	// requests left this period as Remaining and the time until the period
+	// ends as ResetAfter (and, when denied, RetryAfter), as Redis does.
+	Period string
+	Zone   string
+	// Boundaries, instead of Period and Zone, are the instants at which
+	// the quota's periods start, ascending: a test can place a reset where
+	// it needs one. Outside them the quota answers client.ErrUnknownBucket,
+	// as a quota whose table ran out does in Redis.
+	Boundaries []time.Time
 }
 
 // Override is the limit of some keys of a keyed bucket: the key Key
@@ -144,8 +159,13 @@ type bucket struct {
 	// A concurrency limit: the slots of the limit, or of each key.
 	slots    slots.Set
 	keySlots map[string]*slots.Set
-	tokens   float64 // plain bucket: tokens (negative in debt) at ts
-	ts       int64   // µs
+	q        *periods // a calendar quota; nil for the other kinds
+	// A plain quota: its count and the start of the period it counts (µs).
+	used, pstart int64
+	// A keyed quota: each key's count and period start.
+	qkeys  map[string][2]int64
+	tokens float64 // plain bucket: tokens (negative in debt) at ts
+	ts     int64   // µs
 	// A keyed bucket: each key's full_at (µs), and the overrides.
 	keys   map[string]float64
 	exact  map[string]limit
@@ -194,9 +214,14 @@ func (l *Limiter) now() int64 { return l.clock.Now().UnixMicro() }
 // Define creates bucket name, full, or replaces its definition keeping its
 // tokens (clamped to the new capacity; a debt is forgiven), as the sync
 // worker does in Redis. A keyed bucket keeps its keys and overrides;
-// changing Keyed makes a new bucket.
+// changing Keyed, or between a token bucket and a quota, makes a new
+// bucket. A quota keeps its counts.
 func (l *Limiter) Define(name string, def Bucket) error {
+	quotaDef := def.Period != "" || def.Boundaries != nil
 	if def.SlotLease != 0 {
+		if quotaDef {
+			return fmt.Errorf("memlimit: bucket %s: a concurrency limit (SlotLease) has no Period, Zone or Boundaries", name)
+		}
 		// A concurrency limit has no rate: any valid one stands in for it.
 		if def.SlotLease < time.Millisecond || def.SlotLease > maxSlotLease {
 			return fmt.Errorf("memlimit: bucket %s: slot lease time %v must be between 1ms and %v", name, def.SlotLease,
@@ -204,40 +229,109 @@ func (l *Limiter) Define(name string, def Bucket) error {
 		}
 		def.Permits, def.Per = 1, time.Second
 	}
-	lim, err := limitOf("bucket "+name, def.Capacity, def.Permits, def.Per, def.Shadow)
+	var lim limit
+	var q *periods
+	var err error
+	if quotaDef {
+		q, err = periodsOf(def)
+		if err == nil {
+			lim, err = quotaLimitOf("quota "+name, def.Capacity, def.Shadow)
+		}
+	} else {
+		lim, err = limitOf("bucket "+name, def.Capacity, def.Permits, def.Per, def.Shadow)
+	}
 	if err != nil {
 		return err
 	}
 	def.Apps = slices.Clone(def.Apps)
+	def.Boundaries = slices.Clone(def.Boundaries)
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buckets[name]
-	if b == nil || b.def.Keyed != def.Keyed || (b.def.SlotLease == 0) != (def.SlotLease == 0) {
+	if b == nil || b.def.Keyed != def.Keyed || (b.def.SlotLease == 0) != (def.SlotLease == 0) || (b.q == nil) != (q == nil) {
 		b = &bucket{tokens: float64(def.Capacity), ts: now}
 		if def.Keyed {
 			b.keys, b.exact, b.prefix = map[string]float64{}, map[string]limit{}, map[string]limit{}
 			b.keySlots = map[string]*slots.Set{}
+			b.qkeys = map[string][2]int64{}
 		}
 		l.buckets[name] = b
-	} else {
+	} else if q == nil {
 		b.tokens, b.ts = b.lim.Refill(b.tokens, b.ts, now)
 	}
-	b.def, b.lim = def, lim
+	b.def, b.lim, b.q = def, lim, q
 	b.tokens = math.Max(0, math.Min(b.tokens, float64(def.Capacity)))
 	return nil
+}
+
+// quotaLimitOf is the limit of a quota: its capacity, no rate.
+func quotaLimitOf(what string, capacity int64, shadow bool) (limit, error) {
+	if capacity < 1 || capacity > maxN {
+		return limit{}, fmt.Errorf("memlimit: %s: quota %d must be between 1 and 1000000000", what, capacity)
+	}
+	return limit{tokens.Limit{Capacity: capacity}, shadow}, nil
+}
+
+// periods are a quota's periods: a period of a time zone, or a table.
+type periods struct {
+	period quota.Period
+	loc    *time.Location
+	table  []int64 // Unix seconds; when not nil, instead of period and loc
+}
+
+func periodsOf(def Bucket) (*periods, error) {
+	if def.Boundaries != nil {
+		if def.Period != "" || def.Zone != "" {
+			return nil, errors.New("memlimit: a quota has Period and Zone, or Boundaries, not both")
+		}
+		t := make([]int64, len(def.Boundaries))
+		for i, b := range def.Boundaries {
+			if b.Nanosecond() != 0 || (i > 0 && !b.After(def.Boundaries[i-1])) {
+				return nil, errors.New("memlimit: quota boundaries must be whole seconds, ascending")
+			}
+			t[i] = b.Unix()
+		}
+		if len(t) < 2 {
+			return nil, errors.New("memlimit: a quota needs at least two boundaries")
+		}
+		return &periods{table: t}, nil
+	}
+	p, err := quota.ParsePeriod(def.Period)
+	if err != nil {
+		return nil, fmt.Errorf("memlimit: %w", err)
+	}
+	zone := def.Zone
+	if zone == "" {
+		zone = "UTC"
+	}
+	loc, err := quota.LoadZone(zone)
+	if err != nil {
+		return nil, fmt.Errorf("memlimit: %w", err)
+	}
+	return &periods{period: p, loc: loc}, nil
+}
+
+// at returns the period containing now (µs): its start and end in µs, or
+// false outside a table.
+func (p *periods) at(now int64) (int64, int64, bool) {
+	if p.table != nil {
+		s, e, ok := quota.Find(p.table, now)
+		return s * 1_000_000, e * 1_000_000, ok
+	}
+	s := p.period.Start(time.UnixMicro(now), p.loc)
+	return s.UnixMicro(), p.period.Next(s, p.loc).UnixMicro(), true
 }
 
 // Override sets an override of keyed bucket name (replacing one of the
 // same key and kind). The override of a concurrency limit needs only
 // Capacity (the key's most slots at once).
+//
+// The override of a quota is another quota for its keys (Capacity); its
+// Permits and Per are not used.
 func (l *Limiter) Override(name string, o Override) error {
 	if o.Permits == 0 && o.Per == 0 {
 		o.Permits, o.Per = 1, time.Second // a concurrency limit's: no rate
-	}
-	lim, err := limitOf("override of "+name, o.Capacity, o.Permits, o.Per, o.Shadow)
-	if err != nil {
-		return err
 	}
 	if len(o.Key) < 1 || len(o.Key) > maxKey {
 		return fmt.Errorf("memlimit: override of %s: %w", name, client.ErrInvalidKey)
@@ -247,6 +341,16 @@ func (l *Limiter) Override(name string, o Override) error {
 	b := l.buckets[name]
 	if b == nil || !b.def.Keyed {
 		return fmt.Errorf("memlimit: override of %s: not a keyed bucket: %w", name, client.ErrUnknownBucket)
+	}
+	var lim limit
+	var err error
+	if b.q != nil {
+		lim, err = quotaLimitOf("override of "+name, o.Capacity, o.Shadow)
+	} else {
+		lim, err = limitOf("override of "+name, o.Capacity, o.Permits, o.Per, o.Shadow)
+	}
+	if err != nil {
+		return err
 	}
 	if o.Prefix {
 		b.prefix[o.Key] = lim
@@ -284,11 +388,32 @@ func (l *Limiter) Tokens(name string) (float64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buckets[name]
-	if b == nil || b.def.Keyed {
+	if b == nil || b.def.Keyed || b.q != nil {
 		return 0, false
 	}
 	b.tokens, b.ts = b.lim.Refill(b.tokens, b.ts, now)
 	return b.tokens, true
+}
+
+// Used returns what plain quota name counted in the period containing
+// now, and false for an unknown or keyed bucket, a token bucket, or a
+// time its boundaries do not cover.
+func (l *Limiter) Used(name string) (int64, bool) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[name]
+	if b == nil || b.def.Keyed || b.q == nil {
+		return 0, false
+	}
+	s, _, ok := b.q.at(now)
+	if !ok {
+		return 0, false
+	}
+	if b.pstart != s {
+		return 0, true
+	}
+	return b.used, true
 }
 
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
@@ -415,6 +540,9 @@ type state struct {
 	fullAt float64 // keyed
 	want   int64   // what the set asks of it so far
 	took   bool
+	// A quota: the period containing now (µs) and its count.
+	quota          bool
+	ps, pe, qcount int64
 }
 
 // acquireAll answers a set as the acquire-all script does: every request
@@ -456,10 +584,28 @@ func (l *Limiter) acquireAll(ctx context.Context, reqs []request) (client.Result
 		s := states[at]
 		if s == nil {
 			s = &state{}
-			if plain {
+			switch {
+			case b.q != nil:
+				var c [2]int64
+				if plain {
+					s.lim, c = b.lim, [2]int64{b.used, b.pstart}
+				} else {
+					s.lim, c = b.keyLimit(key), b.qkeys[key]
+				}
+				// As the script: a request above the quota first, then the
+				// table.
+				ps, pe, ok := b.q.at(now)
+				if !ok && r.N <= s.lim.Capacity {
+					return res, i, client.ErrUnknownBucket
+				}
+				s.quota, s.ps, s.pe = true, ps, pe
+				if c[1] == ps {
+					s.qcount = c[0]
+				}
+			case plain:
 				s.lim = b.lim
 				s.tokens, s.ts = b.lim.Refill(b.tokens, b.ts, now)
-			} else {
+			default:
 				s.lim = b.keyLimit(key)
 				fa, ok := b.keys[key]
 				s.fullAt = s.lim.KeyFullAt(fa, ok, now)
@@ -476,9 +622,12 @@ func (l *Limiter) acquireAll(ctx context.Context, reqs []request) (client.Result
 		s.want += r.N
 		var a tokens.Answer
 		var ok bool
-		if plain {
+		switch {
+		case s.quota:
+			s.qcount, ok, a = quota.Take(s.lim.Capacity, s.qcount, r.N, s.pe, now, s.lim.shadow)
+		case plain:
 			s.tokens, ok, a = s.lim.Take(s.tokens, r.N, s.lim.shadow)
-		} else {
+		default:
 			s.fullAt, ok, a = s.lim.KeyTake(s.fullAt, r.N, now, s.lim.shadow)
 		}
 		s.took = s.took || ok
@@ -502,9 +651,14 @@ func (l *Limiter) acquireAll(ctx context.Context, reqs []request) (client.Result
 	}
 	for _, at := range order {
 		s, b := states[at], l.buckets[at.name]
-		if !at.keyed {
+		switch {
+		case s.quota && !at.keyed:
+			b.used, b.pstart = s.qcount, s.ps
+		case s.quota && s.took:
+			b.qkeys[at.key] = [2]int64{s.qcount, s.ps}
+		case !at.keyed:
 			b.tokens, b.ts = s.tokens, s.ts
-		} else if s.took {
+		case s.took:
 			b.keys[at.key] = s.fullAt
 		}
 	}
@@ -535,6 +689,10 @@ func (l *Limiter) adjust(ctx context.Context, name string, n, delta int64) (clie
 	}
 	if b.def.SlotLease != 0 {
 		return client.Adjustment{Limit: capacity}, client.ErrWrongKind
+	}
+	if b.q != nil {
+		// As in Redis: refunds and charges are a token bucket's.
+		return client.Adjustment{}, client.ErrUnknownBucket
 	}
 	b.tokens, b.ts = b.lim.Refill(b.tokens, b.ts, now)
 	var applied int64

@@ -365,3 +365,58 @@ func TestDeleteOverride(t *testing.T) {
 		t.Fatalf("after deleting both: %v, want the bucket's capacity", err)
 	}
 }
+
+// TestQuotaBerlinMonth: a monthly quota in Europe/Berlin resets at
+// 1 November 00:00 CET (23:00 UTC), the October change of offset inside
+// the month, and not a second earlier; keys count apart, and an override
+// is another quota for its key.
+func TestQuotaBerlinMonth(t *testing.T) {
+	ctx := context.Background()
+	clock := memlimit.NewManualClock(time.Date(2025, 10, 31, 22, 59, 58, 0, time.UTC))
+	l := memlimit.New("svc", memlimit.WithClock(clock))
+	if err := l.Define("monthly", memlimit.Bucket{Capacity: 2, Period: "month", Zone: "Europe/Berlin"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Define("per-key", memlimit.Bucket{Capacity: 1, Period: "month", Zone: "Europe/Berlin", Keyed: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Override("per-key", memlimit.Override{Key: "vip", Capacity: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, true, false} {
+		res, err := l.Acquire(ctx, "monthly", 1)
+		if err != nil || res.Allowed != want || res.ResetAfter != 2*time.Second || res.Limit != 2 {
+			t.Fatalf("call %d in October: %+v %v", i, res, err)
+		}
+	}
+	if res, _ := l.AcquireKey(ctx, "per-key", "a", 1); !res.Allowed {
+		t.Fatalf("key a: %+v", res)
+	}
+	if res, _ := l.AcquireKey(ctx, "per-key", "a", 1); res.Allowed {
+		t.Fatalf("key a twice: %+v", res)
+	}
+	if res, _ := l.AcquireKey(ctx, "per-key", "vip", 3); !res.Allowed || res.Limit != 3 {
+		t.Fatalf("key vip: %+v", res)
+	}
+	clock.Advance(time.Second + 999*time.Millisecond)
+	if res, _ := l.Acquire(ctx, "monthly", 1); res.Allowed || res.RetryAfter != time.Millisecond {
+		t.Fatalf("a millisecond before November: %+v", res)
+	}
+	clock.Advance(time.Millisecond)
+	res, err := l.Acquire(ctx, "monthly", 2)
+	if err != nil || !res.Allowed || res.ResetAfter != 30*24*time.Hour {
+		t.Fatalf("1 November 00:00 CET: %+v %v, want granted, reset in 30 days", res, err)
+	}
+	if used, ok := l.Used("monthly"); !ok || used != 2 {
+		t.Errorf("used %d %v", used, ok)
+	}
+	if res, _ := l.AcquireKey(ctx, "per-key", "a", 1); !res.Allowed {
+		t.Fatalf("key a in November: %+v", res)
+	}
+	if err := l.Define("bad", memlimit.Bucket{Capacity: 1, Period: "month", Zone: "Mars/Olympus"}); err == nil {
+		t.Error("an unknown time zone was accepted")
+	}
+	if err := l.Define("bad", memlimit.Bucket{Capacity: 1, Period: "year"}); err == nil {
+		t.Error("an unknown period was accepted")
+	}
+}

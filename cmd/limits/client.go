@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/descriptors"
 	"github.com/sluicehq/sluice/internal/limitsfile"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // apiClient calls the JSON API of a console with a personal API token.
@@ -158,6 +159,8 @@ type bucketView struct {
 	Keyed       bool     `json:"keyed"`
 	Shadow      bool     `json:"shadow"`
 	LeaseMillis int64    `json:"lease_ms"`
+	QuotaPeriod string   `json:"quota_period"`
+	TimeZone    string   `json:"time_zone"`
 	Version     int64    `json:"version"`
 }
 
@@ -197,7 +200,8 @@ func (c *apiClient) live(ctx context.Context, only map[string]bool) (*limitsfile
 			return nil, fmt.Errorf("bucket %q: rate %q: %w", bv.Name, bv.Rate, err)
 		}
 		b := &buckets.Bucket{Name: bv.Name, OwnerApp: bv.OwnerApp, Kind: buckets.Kind(bv.Kind).Or(), Description: bv.Description, MaxPermits: bv.MaxPermits,
-			Rate: rate, AllowedApps: bv.AllowedApps, Keyed: bv.Keyed, Shadow: bv.Shadow, LeaseMillis: bv.LeaseMillis}
+			Rate: rate, AllowedApps: bv.AllowedApps, Keyed: bv.Keyed, Shadow: bv.Shadow, LeaseMillis: bv.LeaseMillis,
+			QuotaPeriod: quota.Period(bv.QuotaPeriod), TimeZone: bv.TimeZone}
 		b.Version = bv.Version
 		d.Buckets = append(d.Buckets, b)
 		if !b.Keyed || !want(b.OwnerApp) {
@@ -281,6 +285,10 @@ func bucketBody(b *buckets.Bucket, create bool) map[string]any {
 	body := map[string]any{"name": b.Name, "owner_app": b.OwnerApp, "description": b.Description,
 		"max_permits": b.MaxPermits, "rate": b.Rate.String(), "allowed_apps": b.AllowedApps,
 		"shadow": b.Shadow, "lease_ms": b.LeaseMillis}
+	if b.Kind.Or() == buckets.KindQuota {
+		// Only a quota has them: the API refuses them on the other kinds.
+		body["quota_period"], body["time_zone"] = string(b.QuotaPeriod), b.TimeZone
+	}
 	if create {
 		body["keyed"] = b.Keyed
 		body["kind"] = string(b.Kind.Or())

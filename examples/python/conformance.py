@@ -26,6 +26,8 @@ import os
 import secrets
 import sys
 import time
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import redis
 
@@ -43,7 +45,7 @@ CODES = {
 APPLY_OUTCOMES = {1: "created", 2: "updated", 3: "unchanged", 4: "stale", 5: "tombstoned"}
 FIELDS = ["remaining", "retry_us", "reset_us", "capacity", "permits_micro", "period"]
 ACTIONS = ["apply", "delete", "acquire", "wait_us", "foreign", "exists", "apply_keyed", "override", "acquire_key",
-           "adjust", "acquire_all", "lease", "slot"]
+           "adjust", "acquire_all", "lease", "slot", "periods"]
 # The implementations a case may list (docs/protocol.md, "Conformance
 # table"); this client is "script" (raw calls) and "limiter" (Limiter).
 MODES = ("script", "limiter")
@@ -106,6 +108,41 @@ class Failure(Exception):
     pass
 
 
+def day_start(d, zone):
+    """The first instant of local date d in zone, in UTC: midnight, or the
+    instant of a change of offset that skips it (fold 0 takes the offset
+    before the change), the first of two midnights."""
+    return datetime(d.year, d.month, d.day, tzinfo=zone).astimezone(timezone.utc)
+
+
+def period_start(period, zone, t):
+    """The start of the quota period containing t (UTC) in zone."""
+    local = t.astimezone(zone)
+    if period == "hour":
+        # Minute 0 of the local hour, as an instant (UTC arithmetic).
+        return t - timedelta(minutes=local.minute, seconds=local.second, microseconds=local.microsecond)
+    d = local.date()
+    if period == "week":
+        d -= timedelta(days=d.weekday())
+    elif period == "month":
+        d = d.replace(day=1)
+    return day_start(d, zone)
+
+
+def period_next(period, zone, start):
+    """The start of the period after the one starting at start."""
+    if period == "hour":
+        return period_start(period, zone, start + timedelta(hours=1))
+    d = start.astimezone(zone).date()
+    if period == "day":
+        d += timedelta(days=1)
+    elif period == "week":
+        d += timedelta(days=7)
+    else:
+        d = (d.replace(day=28) + timedelta(days=4)).replace(day=1)
+    return day_start(d, zone)
+
+
 def holds(want, got):
     """want is an integer, or {"min": a, "max": b} for time-dependent values."""
     if isinstance(want, dict):
@@ -145,6 +182,10 @@ class Run:
         limiters = {}
         # The slots the limiter mode took, by the table's slot id.
         self.held = {}
+        # A quota's table (bounds_s) is offsets in seconds from the
+        # case's base: Redis's clock, in whole seconds, when the first step
+        # with a table ran.
+        self.base = None
         for i, step in enumerate(case["steps"], 1):
             where = "%s [%s], step %d" % (case["name"], mode, i)
             actions = [a for a in ACTIONS if a in step]
@@ -158,12 +199,22 @@ class Run:
             except redis.exceptions.RedisError as e:
                 self.fail(where, "unexpected Redis error: %s" % e)
 
+    def kind_args(self, a):
+        """The kind, the quota's table (the eleventh argument) and the slot
+        lease time (the twelfth) of an apply."""
+        table = ""
+        if "bounds_s" in a:
+            if self.base is None:
+                self.base = int(self.r.time()[0])
+            table = "".join("%010d" % (self.base + o) for o in a["bounds_s"])
+        return [a.get("kind", "bucket"), table, str(a.get("slot_ms", 0))]
+
     def step_apply(self, step, prefix, mode, limiters, where):
         a = step["apply"]
         b = a["bucket"]
         args = [str(a["id"]), str(a["version"]), str(a["capacity"]), a["permits"], str(a["period"]),
                 "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", str(a.get("lease_ms", 0)),
-                "1" if a.get("shadow") else "0", a.get("kind", "bucket"), "", str(a.get("slot_ms", 0))]
+                "1" if a.get("shadow") else "0"] + self.kind_args(a)
         want = step["want"]
         try:
             got = APPLY_OUTCOMES.get(self.apply.run(self.r, [sluice.bucket_key(b, prefix),
@@ -207,8 +258,8 @@ class Run:
     def step_apply_keyed(self, step, prefix, mode, limiters, where):
         a = step["apply_keyed"]
         args = [str(a["id"]), str(a["version"]), str(a["capacity"]), a["permits"], str(a["period"]),
-                "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", "0", "1" if a.get("shadow") else "0",
-                a.get("kind", "bucket"), "", str(a.get("slot_ms", 0))]
+                "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", "0",
+                "1" if a.get("shadow") else "0"] + self.kind_args(a)
         got = set()
         for g in range(KEY_GROUPS):
             k = group_key(a["bucket"], g, prefix)
@@ -384,6 +435,18 @@ class Run:
                 self.fail(where, "%s = %d, want %r" % (f, getattr(a, f), want[f]))
         if a.source != SOURCES[want["source"]] or a.shadow != want["shadow"]:
             self.fail(where, "source, shadow = %d, %d, want %s, %d" % (a.source, a.shadow, want["source"], want["shadow"]))
+    def step_periods(self, step, prefix, mode, limiters, where):
+        # The calendar arithmetic of quotas, here with Python's own time
+        # zones: an implementation independent of the Go one.
+        q = step["periods"]
+        at = datetime.strptime(q["at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        s = period_start(q["period"], ZoneInfo(q["zone"]), at)
+        got = []
+        for _ in range(q["count"]):
+            got.append(s.strftime("%Y-%m-%dT%H:%M:%SZ"))
+            s = period_next(q["period"], ZoneInfo(q["zone"]), s)
+        if got != step["want"]:
+            self.fail(where, "periods %r: %r, want %r" % (q, got, step["want"]))
 
     def step_acquire(self, step, prefix, mode, limiters, where):
         q = step["acquire"]

@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/apps"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/redisscript/limits"
 	"github.com/sluicehq/sluice/internal/redisscript/names"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // Limits of a Bucket.
@@ -60,18 +62,30 @@ type Bucket struct {
 	// batches and hand them out in-process for at most this many
 	// milliseconds (docs/protocol.md). 0, the default, is off.
 	LeaseMillis int64 `json:"lease_ms"`
+	// QuotaPeriod is a quota's calendar period (hour, day, week from
+	// Monday, month); empty for the other kinds.
+	QuotaPeriod quota.Period `json:"quota_period"`
+	// TimeZone is the IANA time zone a quota's periods start in
+	// ("Europe/Berlin"); Validate makes an empty one "UTC" for a quota.
+	// Empty for the other kinds. Period and zone may change: the count
+	// starts again from 0 when the running period's start moves.
+	TimeZone string `json:"time_zone"`
 	database.Stamp
 }
 
 // Validate checks every field a user sets and returns a *errs.Validation
 // naming each invalid one (name, owner_app, kind, description, max_permits,
-// rate, lease_ms, allowed_apps), or nil. It first puts Kind and AllowedApps
+// rate, lease_ms, quota_period, time_zone, allowed_apps), or nil. It first puts Kind and AllowedApps
 // in canonical form: an empty Kind is KindBucket; AllowedApps sorted,
-// without duplicates, and [OwnerApp] when empty. Whether the apps exist is
-// checked by the Store.
+// without duplicates, and [OwnerApp] when empty; a quota's empty TimeZone
+// "UTC". Whether the apps exist is checked by the Store.
 func (b *Bucket) Validate() error {
 	b.Kind = b.Kind.Or()
 	b.AllowedApps = normalizeApps(b.AllowedApps, b.OwnerApp)
+	b.TimeZone = strings.TrimSpace(b.TimeZone)
+	if b.Kind == KindQuota && b.TimeZone == "" {
+		b.TimeZone = "UTC"
+	}
 	var v errs.Validation
 	if !b.Kind.Valid() {
 		v.Add("kind", KindRule)
@@ -89,10 +103,57 @@ func (b *Bucket) Validate() error {
 	case b.LeaseMillis != 0 && (b.LeaseMillis < MinLeaseMillis || b.LeaseMillis > MaxLeaseMillis):
 		v.Add("lease_ms", LeaseRule)
 	}
+	checkCalendar(&v, b.Kind, b.QuotaPeriod, b.TimeZone)
 	if r := allowedAppsProblem(b.AllowedApps); r != "" {
 		v.Add("allowed_apps", r)
 	}
 	return v.Err()
+}
+
+// PeriodRule and TimeZoneRule are what a quota's period and time zone must
+// be, in words.
+const (
+	PeriodRule   = `must be "hour", "day", "week" or "month"`
+	TimeZoneRule = `must be an IANA time zone name such as "UTC" or "Europe/Berlin"`
+)
+
+// checkCalendar adds to v what is wrong with the period and time zone of
+// a limit of kind k: a quota needs both, the other kinds have neither.
+func checkCalendar(v *errs.Validation, k Kind, p quota.Period, zone string) {
+	if k != KindQuota {
+		if p != "" {
+			v.Add("quota_period", "must be empty: only a quota has a calendar period")
+		}
+		if zone != "" {
+			v.Add("time_zone", "must be empty: only a quota has a time zone")
+		}
+		return
+	}
+	if !p.Valid() {
+		v.Add("quota_period", PeriodRule)
+	}
+	if len(zone) > MaxTimeZoneLen {
+		v.Add("time_zone", TimeZoneRule)
+	} else if _, err := quota.LoadZone(zone); err != nil {
+		v.Add("time_zone", fmt.Sprintf("unknown time zone %q: %s", errs.Clip(zone), TimeZoneRule))
+	}
+}
+
+// MaxTimeZoneLen is the longest time zone name a quota may have (the
+// column's size; the longest IANA name has 32 characters).
+const MaxTimeZoneLen = 64
+
+// Location is a quota's time zone, or nil when b is not a quota or its
+// zone is unknown (Validate refuses that).
+func (b *Bucket) Location() *time.Location {
+	if b.Kind != KindQuota {
+		return nil
+	}
+	loc, err := quota.LoadZone(b.TimeZone)
+	if err != nil {
+		return nil
+	}
+	return loc
 }
 
 // checkLimit adds to v what is wrong with the fields a bucket and an
@@ -141,7 +202,8 @@ func ParseMaxPermits(s string) (int64, error) {
 func (b *Bucket) SameSettings(o *Bucket) bool {
 	return b.Name == o.Name && b.OwnerApp == o.OwnerApp && b.Description == o.Description &&
 		b.MaxPermits == o.MaxPermits && b.Rate == o.Rate && slices.Equal(b.AllowedApps, o.AllowedApps) &&
-		b.Kind == o.Kind && b.Keyed == o.Keyed && b.Shadow == o.Shadow && b.LeaseMillis == o.LeaseMillis
+		b.Kind == o.Kind && b.Keyed == o.Keyed && b.Shadow == o.Shadow && b.LeaseMillis == o.LeaseMillis &&
+		b.QuotaPeriod == o.QuotaPeriod && b.TimeZone == o.TimeZone
 }
 
 // normalizeApps trims, sorts and dedupes names, defaulting to owner.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 func TestKindValidate(t *testing.T) {
@@ -20,9 +21,9 @@ func TestKindValidate(t *testing.T) {
 		{"unknown", func(b *Bucket) { b.Kind = "window" }, []string{"kind"}},
 		{"bucket without rate", func(b *Bucket) { b.Rate = Rate{} }, []string{"rate"}},
 		{"concurrency", func(b *Bucket) { b.Kind, b.Rate = KindConcurrency, Rate{} }, nil},
-		{"quota", func(b *Bucket) { b.Kind, b.Rate = KindQuota, Rate{} }, nil},
+		{"quota", func(b *Bucket) { b.Kind, b.Rate, b.QuotaPeriod = KindQuota, Rate{}, quota.Month }, nil},
 		{"concurrency with rate", func(b *Bucket) { b.Kind = KindConcurrency }, []string{"rate"}},
-		{"quota with lease", func(b *Bucket) { b.Kind, b.Rate, b.LeaseMillis = KindQuota, Rate{}, 100 }, []string{"lease_ms"}},
+		{"quota with lease", func(b *Bucket) { b.Kind, b.Rate, b.LeaseMillis, b.QuotaPeriod = KindQuota, Rate{}, 100, quota.Day }, []string{"lease_ms"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := validBucket()

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/redisscript/names"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // Store keeps bucket definitions in MySQL. It is safe for concurrent use.
@@ -74,6 +75,8 @@ type row struct {
 	Keyed       bool   `db:"keyed"`
 	Shadow      bool   `db:"shadow"`
 	LeaseMillis int64  `db:"lease_ms"`
+	QuotaPeriod string `db:"quota_period"`
+	TimeZone    string `db:"time_zone"`
 	database.Stamp
 }
 
@@ -90,7 +93,7 @@ const countBuckets = `SELECT COUNT(*) FROM buckets b JOIN apps o ON o.id = b.own
 
 // bucketColumns selects a row of buckets b with its owner app o.
 const bucketColumns = `SELECT b.id, b.name, o.name AS owner_app, b.kind, b.description, b.max_permits,
-	b.rate_permits, b.rate_period_seconds, b.keyed, b.shadow, b.lease_ms, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at`
+	b.rate_permits, b.rate_period_seconds, b.keyed, b.shadow, b.lease_ms, b.quota_period, b.time_zone, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at`
 
 func (r *row) bucket() (*Bucket, error) {
 	rate, err := storedRate(r.RatePermits, r.RatePeriod)
@@ -100,7 +103,7 @@ func (r *row) bucket() (*Bucket, error) {
 	return &Bucket{
 		ID: r.ID, Name: r.Name, OwnerApp: r.OwnerApp, Kind: Kind(r.Kind), Description: r.Description,
 		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, Keyed: r.Keyed, Shadow: r.Shadow, LeaseMillis: r.LeaseMillis,
-		Stamp: r.Stamp,
+		QuotaPeriod: quota.Period(r.QuotaPeriod), TimeZone: r.TimeZone, Stamp: r.Stamp,
 	}, nil
 }
 
@@ -467,9 +470,10 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return err
 		}
 		id, err := database.Insert(ctx, tx, `INSERT INTO buckets (name, owner_app_id, kind, description, max_permits,
-			rate_permits, rate_period_seconds, keyed, shadow, lease_ms, version, created_by, created_at, updated_by, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			rate_permits, rate_period_seconds, keyed, shadow, lease_ms, quota_period, time_zone, version, created_by, created_at, updated_by, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			n.Name, owner, string(n.Kind), n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(), n.Keyed, n.Shadow, n.LeaseMillis,
+			string(n.QuotaPeriod), n.TimeZone,
 			n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
 			// Bucket names are one namespace across Sluice, so a taken name
@@ -519,7 +523,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 		}
 		saved = *old
 		saved.Description, saved.MaxPermits, saved.Rate, saved.Shadow = b.Description, b.MaxPermits, b.Rate, b.Shadow
-		saved.LeaseMillis = b.LeaseMillis
+		saved.LeaseMillis, saved.QuotaPeriod, saved.TimeZone = b.LeaseMillis, b.QuotaPeriod, b.TimeZone
 		saved.AllowedApps = slices.Clone(b.AllowedApps)
 		saved.Stamp = old.Stamp.Next(actor.User)
 		_, allowed, err := appIDs(ctx, tx, &saved)
@@ -527,8 +531,10 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE buckets SET description = ?, max_permits = ?, rate_permits = ?,
-			rate_period_seconds = ?, shadow = ?, lease_ms = ?, version = ?, updated_by = ?, updated_at = ? WHERE id = ? AND version = ?`,
+			rate_period_seconds = ?, shadow = ?, lease_ms = ?, quota_period = ?, time_zone = ?, version = ?, updated_by = ?,
+			updated_at = ? WHERE id = ? AND version = ?`,
 			saved.Description, saved.MaxPermits, saved.Rate.Permits(), saved.Rate.PeriodSeconds(), saved.Shadow, saved.LeaseMillis,
+			string(saved.QuotaPeriod), saved.TimeZone,
 			saved.Version, saved.UpdatedBy, saved.UpdatedAt, old.ID, old.Version); err != nil {
 			return fmt.Errorf("update bucket %q: %w", b.Name, database.Translate(err))
 		}

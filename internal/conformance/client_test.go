@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // conformancePath is the table every client of the protocol must pass
@@ -64,6 +65,70 @@ type applyArgs struct {
 	// lease time of a concurrency limit.
 	Kind   string `json:"kind"`
 	SlotMS int64  `json:"slot_ms"`
+	// BoundsS is a quota's table: offsets in seconds from the case's base
+	// (Redis's clock, in whole seconds, when the case's first step with a
+	// table ran: see caseBase).
+	BoundsS []int64 `json:"bounds_s"`
+}
+
+// periodsStep asks for count period starts of a quota, from the one
+// containing At (RFC 3339) on.
+type periodsStep struct {
+	Period string `json:"period"`
+	Zone   string `json:"zone"`
+	At     string `json:"at"`
+	Count  int    `json:"count"`
+}
+
+// checkPeriods runs a periods step with the Go core (package quota), the
+// arithmetic the sync worker writes quota tables with.
+func checkPeriods(t *testing.T, where string, q *periodsStep, want json.RawMessage) {
+	t.Helper()
+	var w []string
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatalf("%s: bad want %s", where, want)
+	}
+	p, err := quota.ParsePeriod(q.Period)
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	loc, err := quota.LoadZone(q.Zone)
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	at, err := time.Parse(time.RFC3339, q.At)
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	var got []string
+	for s := p.Start(at, loc); len(got) < q.Count; s = p.Next(s, loc) {
+		got = append(got, s.UTC().Format(time.RFC3339))
+	}
+	if !slices.Equal(got, w) {
+		t.Errorf("%s: periods %+v: %v, want %v", where, *q, got, w)
+	}
+}
+
+// caseBase is the base of a case's quota tables: the clock's whole
+// seconds when first asked for (now reads it), then the same.
+type caseBase struct {
+	set  bool
+	base int64
+}
+
+// bounds is the table of a, offsets from the base; nil without one.
+func (b *caseBase) bounds(a *applyArgs, now func() int64) []int64 {
+	if a.BoundsS == nil {
+		return nil
+	}
+	if !b.set {
+		b.base, b.set = now(), true
+	}
+	out := make([]int64, len(a.BoundsS))
+	for i, o := range a.BoundsS {
+		out[i] = b.base + o
+	}
+	return out
 }
 
 // conformanceStep holds exactly one action and, for most, the wanted outcome.
@@ -108,6 +173,7 @@ type conformanceStep struct {
 	AcquireAll *acquireAllStep `json:"acquire_all"`
 	Lease      *leaseStep      `json:"lease"`
 	Slot       *slotStep       `json:"slot"`
+	Periods    *periodsStep    `json:"periods"`
 	Want       json.RawMessage `json:"want"`
 }
 
@@ -115,7 +181,7 @@ func (s conformanceStep) actions() int {
 	n := 0
 	for _, set := range []bool{s.Apply != nil, s.Delete != nil, s.Acquire != nil, s.WaitUS > 0, s.Foreign != nil, s.Exists != nil,
 		s.ApplyKeyed != nil, s.Override != nil, s.AcquireKey != nil, s.Adjust != nil, s.AcquireAll != nil, s.Lease != nil,
-		s.Slot != nil} {
+		s.Slot != nil, s.Periods != nil} {
 		if set {
 			n++
 		}
@@ -352,12 +418,25 @@ func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acq
 	t.Helper()
 	ctx := context.Background()
 	handles := &slotHandles{takers: limiterTakers(t, srv)}
+	var base caseBase
+	redisNow := func() int64 {
+		tm, err := srv.rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm.Unix()
+	}
 	for i, s := range c.Steps {
 		where := fmt.Sprintf("%s, step %d", c.Name, i+1)
 		if s.actions() != 1 {
 			t.Fatalf("%s: a step has exactly one action", where)
 		}
 		switch {
+		case s.Periods != nil:
+			if mode != "script" {
+				t.Fatalf("%s: a periods step runs in the script mode only; the case must list its implementations", where)
+			}
+			checkPeriods(t, where, s.Periods, s.Want)
 		case s.Apply != nil:
 			a := s.Apply
 			pm, err := redisscript.ParsePermits(a.Permits)
@@ -366,7 +445,7 @@ func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acq
 			}
 			out, err := redisscript.Apply(ctx, srv.rdb, srv.ks, redisscript.Config{Name: a.Bucket, ID: a.ID, Version: a.Version,
 				Capacity: a.Capacity, PermitsMicro: pm, PeriodSeconds: a.Period, Apps: a.Apps, Shadow: a.Shadow,
-				LeaseMillis: a.LeaseMS, Kind: a.Kind, SlotMillis: a.SlotMS}, a.Force)
+				LeaseMillis: a.LeaseMS, Kind: a.Kind, SlotMillis: a.SlotMS, Bounds: base.bounds(a, redisNow)}, a.Force)
 			var name string
 			if json.Unmarshal(s.Want, &name) == nil {
 				if want, ok := applyNames[name]; !ok || err != nil || out != want {
@@ -438,7 +517,7 @@ func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acq
 			}
 			out, err := redisscript.ApplyKeyed(ctx, srv.rdb, srv.ks, redisscript.Config{Name: a.Bucket, ID: a.ID, Version: a.Version,
 				Capacity: a.Capacity, PermitsMicro: pm, PeriodSeconds: a.Period, Apps: a.Apps, Shadow: a.Shadow, Kind: a.Kind,
-				SlotMillis: a.SlotMS}, a.Force)
+				SlotMillis: a.SlotMS, Bounds: base.bounds(a, redisNow)}, a.Force)
 			var name string
 			if json.Unmarshal(s.Want, &name) != nil {
 				t.Fatalf("%s: bad want %s", where, s.Want)

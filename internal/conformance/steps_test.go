@@ -321,6 +321,8 @@ func runMemCase(t *testing.T, c conformanceCase) {
 	as := func(app string) *memlimit.Limiter { return root.As(app) }
 	handles := &slotHandles{takers: func(app string) client.SlotTaker { return as(app) }}
 	defined := map[string]bool{}
+	var base caseBase
+	clockNow := func() int64 { return clock.Now().Unix() }
 	perOf := func(where string, permits string, period int64) (float64, time.Duration) {
 		pm, err := redisscript.ParsePermits(permits)
 		if err != nil {
@@ -354,12 +356,17 @@ func runMemCase(t *testing.T, c conformanceCase) {
 				a, keyed = s.ApplyKeyed, true
 			}
 			existing(where, a.Bucket, s.Want, defined[a.Bucket])
-			permits, per := perOf(where, a.Permits, a.Period)
-			def := memlimit.Bucket{Capacity: a.Capacity, Permits: permits, Per: per, Apps: a.Apps, Shadow: a.Shadow, Keyed: keyed}
+			def := memlimit.Bucket{Capacity: a.Capacity, Apps: a.Apps, Shadow: a.Shadow, Keyed: keyed}
 			switch a.Kind {
 			case "", "bucket":
+				def.Permits, def.Per = perOf(where, a.Permits, a.Period)
 			case "concurrency":
+				def.Permits, def.Per = perOf(where, a.Permits, a.Period)
 				def.SlotLease = time.Duration(a.SlotMS) * time.Millisecond
+			case redisscript.KindQuota:
+				for _, b := range base.bounds(a, clockNow) {
+					def.Boundaries = append(def.Boundaries, time.Unix(b, 0))
+				}
 			default:
 				t.Fatalf("%s: memlimit cannot define a limit of kind %q; list the case's implementations", where, a.Kind)
 			}
@@ -370,13 +377,19 @@ func runMemCase(t *testing.T, c conformanceCase) {
 		case s.Override != nil:
 			o := s.Override
 			existing(where, o.Bucket, s.Want, true)
-			permits, per := perOf(where, o.Permits, o.Period)
+			var permits float64
+			var per time.Duration
+			if o.Permits != "0" || o.Period != 0 {
+				permits, per = perOf(where, o.Permits, o.Period)
+			}
 			if err := root.Override(o.Bucket, memlimit.Override{Key: o.Key, Prefix: o.Match == "prefix", Capacity: o.Capacity,
 				Permits: permits, Per: per, Shadow: o.Shadow}); err != nil {
 				t.Fatalf("%s: override: %v", where, err)
 			}
 		case s.WaitUS > 0:
 			clock.Advance(time.Duration(s.WaitUS) * time.Microsecond)
+		case s.Periods != nil:
+			checkPeriods(t, where, s.Periods, s.Want)
 		case s.Acquire != nil, s.AcquireKey != nil:
 			bucket, key, app, n := "", "", "", ""
 			if q := s.Acquire; q != nil {
@@ -424,7 +437,7 @@ func (s conformanceStep) kind() string {
 	for name, set := range map[string]bool{"apply": s.Apply != nil, "delete": s.Delete != nil, "acquire": s.Acquire != nil,
 		"wait_us": s.WaitUS > 0, "foreign": s.Foreign != nil, "exists": s.Exists != nil, "apply_keyed": s.ApplyKeyed != nil,
 		"override": s.Override != nil, "acquire_key": s.AcquireKey != nil, "adjust": s.Adjust != nil,
-		"acquire_all": s.AcquireAll != nil, "lease": s.Lease != nil, "slot": s.Slot != nil} {
+		"acquire_all": s.AcquireAll != nil, "lease": s.Lease != nil, "slot": s.Slot != nil, "periods": s.Periods != nil} {
 		if set {
 			return name
 		}

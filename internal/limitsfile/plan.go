@@ -256,6 +256,8 @@ func bucketFields(live, want *buckets.Bucket) []string {
 	f = field(f, "allowed_apps", strings.Join(live.AllowedApps, ","), strings.Join(want.AllowedApps, ","))
 	f = field(f, "shadow", live.Shadow, want.Shadow)
 	f = field(f, "lease_ms", live.LeaseMillis, want.LeaseMillis)
+	f = field(f, "quota_period", string(live.QuotaPeriod), string(want.QuotaPeriod))
+	f = field(f, "time_zone", live.TimeZone, want.TimeZone)
 	return f
 }
 
@@ -295,6 +297,9 @@ func (p *Plan) Write(w *strings.Builder) {
 			}
 			if b.LeaseMillis != 0 {
 				fmt.Fprintf(w, ", lease_ms %d", b.LeaseMillis)
+			}
+			if b.QuotaPeriod != "" {
+				fmt.Fprintf(w, ", quota_period %s, time_zone %s", b.QuotaPeriod, b.TimeZone)
 			}
 		case c.Op == Delete && c.Bucket != nil && c.Bucket.Keyed:
 			w.WriteString(" (with its overrides)")

@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/rbac"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // BucketQuery selects buckets for ListBuckets.
@@ -88,6 +89,11 @@ type BucketPatch struct {
 	Keyed       *bool
 	Shadow      *bool
 	LeaseMillis *int64
+	// QuotaPeriod and TimeZone are a quota's calendar period and time
+	// zone; they may change (the running period's count starts again
+	// from 0 when its start moves).
+	QuotaPeriod *string
+	TimeZone    *string
 	// Problems are fields the transport could not even parse (a capacity
 	// that is not a number). They are reported together with what
 	// validation finds, and nothing is saved.
@@ -108,6 +114,10 @@ func (p *BucketPatch) Apply(b *buckets.Bucket) error {
 	set(&b.Keyed, p.Keyed)
 	set(&b.Shadow, p.Shadow)
 	set(&b.LeaseMillis, p.LeaseMillis)
+	if p.QuotaPeriod != nil {
+		b.QuotaPeriod = quota.Period(*p.QuotaPeriod)
+	}
+	set(&b.TimeZone, p.TimeZone)
 	return checkPatch(p.Problems, &b.Rate, p.Rate, b.Validate)
 }
 
@@ -224,7 +234,8 @@ type UpdateBucket struct {
 	Version int64
 	// Replace resets the fields not given to their defaults (empty
 	// description, allowed apps = the owner app, shadow and lease off;
-	// capacity and, for a token bucket, rate are then required; kind and
+	// capacity and, for a token bucket, rate, for a quota, its period, are
+	// then required; a quota's time zone is UTC; kind and
 	// keyed are kept). Otherwise they
 	// keep their values.
 	Replace bool

@@ -118,6 +118,69 @@ local function put(key, tokens, ts)
   redis.call('HSET', key, 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
 end
 
+-- The quota part of the core (docs/protocol.md, "Quotas"): a quota counts
+-- what it granted in each calendar period and grants at most its quota per
+-- period. Lua has no time zones: the periods are the instants of the
+-- table `bounds` (Unix seconds, 10 digits each, ascending) that the sync
+-- worker computes and writes, and the script only finds Redis's TIME in
+-- it. A count is kept with the start of its period, so that a count of
+-- another period reads as 0: the reset is exact.
+
+-- kind_limit checks a stored limit of kind k (absent: a token bucket) and
+-- returns capacity, permits in millionths and period, or nil: a token
+-- bucket's as limit_of reads it; a quota's (or another kind's that counts
+-- rather than refills) is its capacity, the quota, with permits and
+-- period 0.
+local function kind_limit(k, c, p, d)
+  if not k or k == 'bucket' then return limit_of(c, p, d) end
+  local q = tonumber(c)
+  if not q or q < 1 or q % 1 ~= 0 then return nil end
+  return q, 0, 0
+end
+
+-- period_of finds the period of the table b containing now (µs): its
+-- start and end in Unix seconds, or nil when b is no table or does not
+-- cover now. Entries are 10 characters each, so any one is read without
+-- splitting the table, and a bisection reads a handful.
+local function period_of(b, now)
+  if type(b) ~= 'string' or #b < 20 or #b % 10 ~= 0 then return nil end
+  local lo, hi = tonumber(string.sub(b, 1, 10)), tonumber(string.sub(b, -10))
+  if not lo or not hi or now < lo * 1000000 or now >= hi * 1000000 then return nil end
+  local i, j = 1, #b / 10
+  while j - i > 1 do
+    local m = math.floor((i + j) / 2)
+    local v = tonumber(string.sub(b, m * 10 - 9, m * 10))
+    if not v then return nil end
+    if v * 1000000 <= now then
+      i, lo = m, v
+    else
+      j, hi = m, v
+    end
+  end
+  return lo, hi
+end
+
+-- quota_take answers a request of n (1 <= n <= q) from a quota of q that
+-- counted used in the period [s, e) at now: the new count (nil when
+-- nothing is counted) and the answer of seven integers (then x8, x9):
+-- code, the whole requests left this period, the wait (a denial: until
+-- the period ends, when n fits again), the time until the count resets,
+-- q, 0 (a quota has no rate) and the period's length in seconds. The
+-- code is 1 allowed when used + n <= q, else 0 denied, or 2 would deny in
+-- shadow mode.
+local function quota_take(q, used, n, s, e, now, shadow, x8, x9)
+  local reset = us(e * 1000000 - now)
+  if used + n <= q then
+    used = used + n
+    return used, {1, q - used, 0, reset, q, 0, e - s, x8, x9}
+  end
+  local code = 0
+  if shadow then code = 2 end
+  local rem = q - used
+  if rem < 0 then rem = 0 end
+  return nil, {code, rem, reset, reset, q, 0, e - s, x8, x9}
+end
+
 -- Sluice acquire: take ARGV[2] tokens for app ARGV[1] from the bucket hash
 -- KEYS[1]. The answer is seven integers: {code, remaining, retry_us,
 -- reset_us, capacity, permits_micro, period} (docs/protocol.md). A client
@@ -125,13 +188,20 @@ end
 -- and would-deny answers: lease_ms (0 when not in lease mode) and shadow
 -- (1 in shadow mode, else 0). A bucket whose shadow field is '1' never
 -- denies: where it would, it answers code 2 (would deny) and takes
--- nothing.
+-- nothing. A hash of kind 'quota' is a calendar quota (lua/quota.lua):
+-- the same answer, counted per period.
 local n = count(ARGV[2])
 if not n or n < 1 then
   return {-4, 0, 0, 0, 0, 0, 0}
 end
-local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms', 'shadow')
-local capacity, pm, period = limit_of(f[1], f[2], f[3])
+-- A quota's fields (10..12) come in the same HMGET: a second call would
+-- cost a quota more than the three absent fields cost a bucket.
+local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms', 'shadow',
+  'kind', 'bounds', 'used', 'pstart')
+-- A limit of another kind than a token bucket or a quota is not this
+-- script's to take from.
+local capacity, pm, period
+if not f[9] or f[9] == 'bucket' or f[9] == 'quota' then capacity, pm, period = kind_limit(f[9], f[1], f[2], f[3]) end
 if not capacity then
   return {-1, 0, 0, 0, 0, 0, 0}
 end
@@ -141,13 +211,29 @@ end
 if n > capacity then
   return {-3, 0, 0, 0, capacity, pm, period}
 end
-local tokens, ts = refill(f[5], f[6], now_us(), capacity, pm, period)
 local shadow = f[8] == '1'
 local lease, sh
 if ARGV[3] == '2' then
   lease, sh = tonumber(f[7]) or 0, 0
   if shadow then sh = 1 end
 end
+if f[9] == 'quota' then
+  -- A quota (capacity is the quota): the count of the period containing
+  -- now, kept with the period's start; a table that does not cover now
+  -- is no valid config. Quotas have no lease mode.
+  local now = now_us()
+  local s, e = period_of(f[10], now)
+  if not s then
+    return {-1, 0, 0, 0, 0, 0, 0}
+  end
+  local used = 0
+  if tonumber(f[12]) == s then used = tonumber(f[11]) or 0 end
+  if lease then lease = 0 end
+  local u, answer = quota_take(capacity, used, n, s, e, now, shadow, lease, sh)
+  if u then redis.call('HSET', KEYS[1], 'used', string.format('%d', u), 'pstart', string.format('%d', s)) end
+  return answer
+end
+local tokens, ts = refill(f[5], f[6], now_us(), capacity, pm, period)
 local left, answer = take(tokens, n, capacity, pm, period, shadow, lease, sh)
 -- A denial writes nothing: refill is a pure function of time, so the
 -- stored (tokens, ts) pair still yields the same count later.

@@ -3,9 +3,11 @@
 -- ARGV: id, version, capacity, permits, period, apps, force ("1" or "0"),
 -- lease_ms (optional, "0" when absent: lease mode off), shadow (optional,
 -- "1" or "0", "0" when absent: shadow mode off), kind (optional, "bucket"
--- when absent; the other kinds send permits and period "0"), a quota's
--- table (the eleventh, unused here), slot_ms (the twelfth: a concurrency
--- limit's slot lease time; "0" or absent for the other kinds).
+-- when absent; the other kinds send permits and period "0"), bounds (the
+-- eleventh: a quota's table of period starts, lua/quota.lua; "" or absent
+-- for the other kinds), slot_ms (the twelfth: a concurrency limit's slot
+-- lease time; "0" or absent for the other kinds). A quota's count (used,
+-- pstart) is kept by an update and dropped with a new incarnation.
 -- Returns 1 created, 2 updated, 3 unchanged, 4 stale, 5 tombstoned.
 
 -- Arguments are checked by config_guards.lua, sent before this file: a bad
@@ -40,6 +42,9 @@ if not int_arg(lease, 0, 10000) then return invalid('lease_ms') end
 -- deny, instead of denying); "0" (or absent) is the normal mode.
 local shadow = flag_arg(ARGV[9], true)
 if not shadow then return invalid('shadow') end
+-- bounds: a quota's table of period starts; "" for the other kinds.
+local bounds = bounds_arg(ARGV[11], kind)
+if not bounds then return invalid('bounds') end
 local slot_ms = slot_ms_arg(ARGV[12], kind)
 if not slot_ms then return invalid('slot_ms') end
 
@@ -48,7 +53,7 @@ if tombstoned(id) then
 end
 
 local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts',
-  'lease_ms', 'shadow', 'kind', 'slot_ms')
+  'lease_ms', 'shadow', 'kind', 'slot_ms', 'bounds')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
@@ -56,8 +61,10 @@ local function write(tokens, ts)
   redis.call('HSET', KEYS[1], 'id', ARGV[1], 'version', ARGV[2], 'capacity', ARGV[3], 'permits', ARGV[4],
     'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'shadow', shadow, 'kind', kind, 'tokens', string.format('%.17g', tokens),
     'ts', string.format('%d', ts))
-  -- Only a concurrency limit has a slot lease time.
+  -- Only a concurrency limit has a slot lease time, only a quota a table:
+  -- a bucket's hash keeps its fields.
   if kind == 'concurrency' then redis.call('HSET', KEYS[1], 'slot_ms', slot_ms) end
+  if kind == 'quota' then redis.call('HSET', KEYS[1], 'bounds', bounds) end
 end
 
 local cid = tonumber(cur[1])
@@ -72,7 +79,7 @@ if stale(cid, tonumber(cur[2]) or -1, id, version, force) then
   return 4
 end
 if same_config(cur) and (cur[9] or '0') == lease and (cur[10] or '0') == shadow and (cur[11] or 'bucket') == kind
-    and (cur[12] or '0') == slot_ms then
+    and (cur[12] or '0') == slot_ms and (cur[13] or '') == bounds then
   return 3
 end
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/redisscript/limits"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // Limits of a Config, checked by Validate and so by Apply.
@@ -56,6 +57,10 @@ type Config struct {
 	// KindQuota. Only a bucket refills: the others have PermitsMicro and
 	// PeriodSeconds 0 and no lease.
 	Kind string
+	// Bounds is a quota's table: the instants (Unix seconds, ascending) at
+	// which its periods start, from package quota's Table; empty for the
+	// other kinds. A quota without one answers as an unknown bucket.
+	Bounds []int64
 	// SlotMillis is a concurrency limit's slot lease time, in milliseconds
 	// (MinSlotMillis..MaxSlotMillis): a slot neither released nor renewed
 	// expires that long after it was taken or renewed. 0 for the other
@@ -107,6 +112,14 @@ func (c Config) Validate() error {
 			MinLeaseMillis, MaxLeaseMillis)
 	case len(c.Apps) == 0:
 		return fmt.Errorf("%w: at least one allowed app is needed", ErrInvalidConfig)
+	case c.LimitKind() != KindQuota && len(c.Bounds) > 0:
+		return fmt.Errorf("%w: only a quota has period boundaries", ErrInvalidConfig)
+	case c.LimitKind() == KindQuota && len(c.Bounds) > 0:
+		// A quota without a table is written, and answers as an unknown
+		// bucket until a table covers Redis's clock.
+		if _, err := quota.Encode(c.Bounds); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
 	}
 	for _, a := range c.Apps {
 		if !ValidName(a) {
@@ -178,4 +191,14 @@ func splitApps(s string) []string {
 		return nil
 	}
 	return strings.Split(s, ",")
+}
+
+// boundsArg is the bounds argument of the apply scripts: a quota's table,
+// "" for the other kinds.
+func (c Config) boundsArg() string {
+	if c.LimitKind() != KindQuota || len(c.Bounds) == 0 {
+		return ""
+	}
+	s, _ := quota.Encode(c.Bounds) // Validate checked it
+	return s
 }

@@ -33,6 +33,27 @@ local function permits_arg(s)
   return micro >= 1 and micro <= 1000000000000000
 end
 
+-- A quota's table (docs/protocol.md, "Quotas"): 2 to 64 boundaries, Unix
+-- seconds of 10 digits each (the first not 0), nothing between them,
+-- strictly increasing; "" or absent for every other kind (and for a quota
+-- not given one yet, which answers as an unknown bucket). Returns the
+-- table, or nil.
+local function bounds_arg(s, kind)
+  if s == nil or s == '' then return '' end
+  if kind ~= 'quota' then return nil end
+  if type(s) ~= 'string' or #s < 20 or #s > 640 or #s % 10 ~= 0 or not string.find(s, '^[0-9]+$') then
+    return nil
+  end
+  local prev = 0
+  for i = 1, #s, 10 do
+    if string.sub(s, i, i) == '0' then return nil end
+    local v = tonumber(string.sub(s, i, i + 9))
+    if v <= prev then return nil end
+    prev = v
+  end
+  return s
+end
+
 -- A kind: "bucket", "concurrency" or "quota"; absent is "bucket" (every
 -- caller written before kinds existed). nil when none of them.
 local function kind_arg(s)

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 	"github.com/sluicehq/sluice/internal/redisscript/testenv"
 )
 
@@ -364,4 +365,96 @@ func BenchmarkSlotCommandTime(b *testing.B) {
 	b.ReportMetric(best["take"], "take-µs/call")
 	b.ReportMetric(best["release"], "release-µs/call")
 	b.ReportMetric(best["pair"]/best["acquire"], "ratio")
+}
+
+// BenchmarkQuotaCommandTime measures Redis's time per call (usec_per_call
+// of INFO commandstats) of the acquire script on a calendar quota against
+// the same script on a token bucket, and of the keyed acquire script on a
+// keyed quota against a keyed bucket, with the harness of
+// BenchmarkAcquireCommandTime (calls sent 100 to a pipeline, the scripts
+// taking turns, the best of the rounds). The quota's table is an hourly
+// one, the longest a table gets (51 boundaries), so the bisection is at
+// its deepest. Run it alone:
+//
+//	go test -run '^$' -bench QuotaCommandTime -benchtime 1x ./internal/redisscript/
+func BenchmarkQuotaCommandTime(b *testing.B) {
+	srv := testenv.StartRedis(b)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	ks := redisscript.Keyspace{Prefix: "cost:"}
+	tm, err := rdb.Time(ctx).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	table := quota.Table(quota.Hour, time.UTC, tm)
+	bucket := redisscript.Config{Name: "bucket", ID: 1, Version: 1, Capacity: 1_000_000_000,
+		PermitsMicro: 1_000_000_000_000, PeriodSeconds: 1, Apps: []string{"app"}}
+	quotaCfg := redisscript.Config{Name: "quota", ID: 1, Version: 1, Capacity: 1_000_000_000, Apps: []string{"app"},
+		Kind: redisscript.KindQuota, Bounds: table}
+	for _, c := range []redisscript.Config{bucket, quotaCfg} {
+		if _, err := redisscript.Apply(ctx, rdb, ks, c, false); err != nil {
+			b.Fatal(err)
+		}
+		c.Name = "k" + c.Name
+		if _, err := redisscript.ApplyKeyed(ctx, rdb, ks, c, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	acq, err := rdb.ScriptLoad(ctx, redisscript.AcquireScript.Source()).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	keyed, err := rdb.ScriptLoad(ctx, redisscript.KeyedAcquireScript.Source()).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	kb, kq := ks.Keyed("kbucket", "user-1"), ks.Keyed("kquota", "user-1")
+	type script struct {
+		name, sha string
+		keys      []string
+		args      []any
+	}
+	scripts := []script{
+		{"bucket", acq, []string{ks.Bucket("bucket")}, []any{"app", "1", "2"}},
+		{"quota", acq, []string{ks.Bucket("quota")}, []any{"app", "1", "2"}},
+		{"keyed-bucket", keyed, []string{kb.Config, kb.State}, []any{"app", "1", "user-1", "2"}},
+		{"keyed-quota", keyed, []string{kq.Config, kq.State}, []any{"app", "1", "user-1", "2"}},
+	}
+	const calls, batch, rounds = 4_000, 100, 30
+	best := map[string]float64{}
+	for range b.N {
+		for range rounds {
+			for _, s := range scripts {
+				if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				pipe := rdb.Pipeline()
+				for sent := 0; sent < calls; sent += batch {
+					for range batch {
+						pipe.EvalSha(ctx, s.sha, s.keys, s.args...)
+					}
+					if _, err := pipe.Exec(ctx); err != nil {
+						b.Fatalf("%s: %v", s.name, err)
+					}
+				}
+				us, err := testenv.EvalshaMicrosPerCall(ctx, rdb)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if v, ok := best[s.name]; !ok || us < v {
+					best[s.name] = us
+				}
+			}
+		}
+	}
+	// Every call was granted: the quota counted them all.
+	if st, err := redisscript.Read(ctx, rdb, ks, "quota"); err != nil || st.Used < calls {
+		b.Fatalf("the quota counted %d: %v", st.Used, err)
+	}
+	for _, n := range []string{"bucket", "quota", "keyed-bucket", "keyed-quota"} {
+		b.ReportMetric(best[n], n+"-µs/call")
+	}
+	b.ReportMetric(best["quota"]/best["bucket"], "ratio")
+	b.ReportMetric(best["keyed-quota"]/best["keyed-bucket"], "keyed-ratio")
 }

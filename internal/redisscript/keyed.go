@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // Keyed buckets keep one config per key group and one small state string
@@ -341,8 +343,8 @@ func ApplyKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, cfg Config,
 		f = "1"
 	}
 	args := []any{strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
-		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f, "0", flag(cfg.Shadow), cfg.LimitKind(), "",
-		strconv.FormatInt(cfg.SlotMillis, 10)}
+		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f, "0", flag(cfg.Shadow), cfg.LimitKind(),
+		cfg.boundsArg(), strconv.FormatInt(cfg.SlotMillis, 10)}
 	calls := make([]groupCall, KeyGroups)
 	for g := range calls {
 		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyTombstone(name, g)}, args: args}
@@ -665,7 +667,7 @@ type GroupState struct {
 func ReadGroup(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string, g int) (GroupState, error) {
 	key := ks.KeyGroup(name, g)
 	fields := []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldLens, FieldShadow, FieldKind,
-		FieldSlotMillis}
+		FieldSlotMillis, FieldBounds}
 	vals, err := rdb.HMGet(ctx, key, fields...).Result()
 	if err != nil {
 		return GroupState{}, fmt.Errorf("read keyed bucket %q group %d: %w", name, g, err)
@@ -679,6 +681,10 @@ func ReadGroup(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string,
 	st := GroupState{Prefixes: map[string]string{}, Lens: h[FieldLens]}
 	if cfg, ok := parseConfig(h); ok {
 		cfg.Name = name
+		if cfg.LimitKind() == KindQuota {
+			// A table that does not decode is as good as none.
+			cfg.Bounds, _ = quota.Decode(h[FieldBounds])
+		}
 		st.Exists, st.Config = true, cfg
 	}
 	err = scanFields(ctx, rdb, key, prefixField, func(batch map[string]string) error {

@@ -118,6 +118,69 @@ local function put(key, tokens, ts)
   redis.call('HSET', key, 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
 end
 
+-- The quota part of the core (docs/protocol.md, "Quotas"): a quota counts
+-- what it granted in each calendar period and grants at most its quota per
+-- period. Lua has no time zones: the periods are the instants of the
+-- table `bounds` (Unix seconds, 10 digits each, ascending) that the sync
+-- worker computes and writes, and the script only finds Redis's TIME in
+-- it. A count is kept with the start of its period, so that a count of
+-- another period reads as 0: the reset is exact.
+
+-- kind_limit checks a stored limit of kind k (absent: a token bucket) and
+-- returns capacity, permits in millionths and period, or nil: a token
+-- bucket's as limit_of reads it; a quota's (or another kind's that counts
+-- rather than refills) is its capacity, the quota, with permits and
+-- period 0.
+local function kind_limit(k, c, p, d)
+  if not k or k == 'bucket' then return limit_of(c, p, d) end
+  local q = tonumber(c)
+  if not q or q < 1 or q % 1 ~= 0 then return nil end
+  return q, 0, 0
+end
+
+-- period_of finds the period of the table b containing now (µs): its
+-- start and end in Unix seconds, or nil when b is no table or does not
+-- cover now. Entries are 10 characters each, so any one is read without
+-- splitting the table, and a bisection reads a handful.
+local function period_of(b, now)
+  if type(b) ~= 'string' or #b < 20 or #b % 10 ~= 0 then return nil end
+  local lo, hi = tonumber(string.sub(b, 1, 10)), tonumber(string.sub(b, -10))
+  if not lo or not hi or now < lo * 1000000 or now >= hi * 1000000 then return nil end
+  local i, j = 1, #b / 10
+  while j - i > 1 do
+    local m = math.floor((i + j) / 2)
+    local v = tonumber(string.sub(b, m * 10 - 9, m * 10))
+    if not v then return nil end
+    if v * 1000000 <= now then
+      i, lo = m, v
+    else
+      j, hi = m, v
+    end
+  end
+  return lo, hi
+end
+
+-- quota_take answers a request of n (1 <= n <= q) from a quota of q that
+-- counted used in the period [s, e) at now: the new count (nil when
+-- nothing is counted) and the answer of seven integers (then x8, x9):
+-- code, the whole requests left this period, the wait (a denial: until
+-- the period ends, when n fits again), the time until the count resets,
+-- q, 0 (a quota has no rate) and the period's length in seconds. The
+-- code is 1 allowed when used + n <= q, else 0 denied, or 2 would deny in
+-- shadow mode.
+local function quota_take(q, used, n, s, e, now, shadow, x8, x9)
+  local reset = us(e * 1000000 - now)
+  if used + n <= q then
+    used = used + n
+    return used, {1, q - used, 0, reset, q, 0, e - s, x8, x9}
+  end
+  local code = 0
+  if shadow then code = 2 end
+  local rem = q - used
+  if rem < 0 then rem = 0 end
+  return nil, {code, rem, reset, reset, q, 0, e - s, x8, x9}
+end
+
 -- The keyed part of the core: the key and override rules (docs/protocol.md,
 -- "Keyed buckets"), shared by the keyed acquire and acquire-all scripts.
 local MAX_KEY = 256
@@ -148,13 +211,14 @@ end
 
 -- The fields of a group hash every keyed decision reads, in this order;
 -- the key's exact override 'e:<key>' follows them.
-local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'kind'}
+-- kind and bounds are a quota's (lua/quota.lua).
+local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'kind', 'bounds'}
 
 -- override parses an override value "<id> <version> <capacity> <permits>
 -- <period>", followed by " s" in shadow mode, into its limit (capacity,
 -- permits in millionths, period, shadow) for a bucket of kind k (a
--- concurrency limit's override has permits and period 0, see
--- kind_limit); a tombstone, or anything else, is nil.
+-- concurrency limit's or a quota's override has permits and period 0,
+-- see kind_limit); a tombstone, or anything else, is nil.
 local function override(v, k)
   if not v then return nil end
   local c, p, d, s = string.match(v, '^%d+ %d+ (%d+) ([%d.]+) (%d+)( ?s?)$')
@@ -269,17 +333,18 @@ local function key_take(full_at, n, now, capacity, pm, period, shadow)
   return nil, {code, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period}
 end
 
--- key_put writes a key's state; it expires when the key's bucket is full
--- again (in milliseconds, at least 1, capped like every duration: '%d' of
--- a larger double is undefined), plus a spread: keys written together
+-- state_ttl is the expiry in milliseconds of a state written now that is
+-- of use up to upto (µs): at least 1 ms, plus a spread, capped like every
+-- duration ('%d' of a larger double is undefined). Keys written together
 -- with the same wait must not all expire in the same second, which stalls
--- Redis. The spread is the last two characters of the state name (base64url
--- of a hash: 10 bits, h = 0..1023) scaled to at most the wait itself and at most a minute;
--- a state outliving its full bucket reads as full, so the spread changes
--- no answer.
+-- Redis. The spread is the last two characters of the state name
+-- (base64url of a hash: 10 bits, h = 0..1023) scaled to at most the wait
+-- itself and at most a minute; a state outliving its use reads as unused
+-- (a full bucket, a count of a period gone), so the spread changes no
+-- answer.
 local SPREAD_MS = 60000
-local function key_put(state, id, full_at, now)
-  local ttl = math.ceil((full_at - now) / 1000)
+local function state_ttl(state, upto, now)
+  local ttl = math.ceil((upto - now) / 1000)
   if ttl < 1 then ttl = 1 end
   local h = 16 * (string.find(B64, string.sub(state, -2, -2), 1, true) - 1)
     + (string.find(B64, string.sub(state, -1), 1, true) - 1) / 4
@@ -287,8 +352,32 @@ local function key_put(state, id, full_at, now)
   if w > SPREAD_MS then w = SPREAD_MS end
   ttl = ttl + math.floor(h * w / 1024)
   if ttl > MAX_US / 1000 then ttl = MAX_US / 1000 end
+  return string.format('%d', ttl)
+end
+
+-- key_put writes a key's state; it expires when the key's bucket is full
+-- again, plus a spread (state_ttl).
+local function key_put(state, id, full_at, now)
   local v = b64num(tonumber(id)) .. ' ' .. b64num(math.ceil(full_at * 4))
-  redis.call('SET', state, v, 'PX', string.format('%d', ttl))
+  redis.call('SET', state, v, 'PX', state_ttl(state, full_at, now))
+  return v
+end
+
+-- quota_used reads a key's count in the period starting at s (Unix
+-- seconds) from its state "<id> <s> <used>" (b64num): a missing state,
+-- another incarnation's (id) or another period's is 0.
+local function quota_used(sv, id, s)
+  if not sv then return 0 end
+  local sid, ss, su = string.match(sv, '^([%w_-]+) ([%w_-]+) ([%w_-]+)$')
+  if sid and b64val(sid) == tonumber(id) and b64val(ss) == s then return b64val(su) or 0 end
+  return 0
+end
+
+-- quota_put writes a key's count used in the period [s, e); the state
+-- expires when the period ends, plus a spread (state_ttl).
+local function quota_put(state, id, s, e, used, now)
+  local v = b64num(tonumber(id)) .. ' ' .. b64num(s) .. ' ' .. b64num(used)
+  redis.call('SET', state, v, 'PX', state_ttl(state, e * 1000000, now))
   return v
 end
 
@@ -333,14 +422,22 @@ if #ARGV == 2 * count_ + 2 and ARGV[#ARGV] == '2' then width = 9 end
 -- (0 or 1), and the state written, if any: the answer is not grown by
 -- two fields, which would rehash it twice.
 local function decide(base, state, n, key, s, now, f, exact)
-  -- A limit of another kind than a token bucket is not this script's to
-  -- take from.
-  if f[8] and f[8] ~= 'bucket' then return {-1, 0, 0, 0, 0, 0, 0}, 0, 0 end
+  -- A limit of another kind than a token bucket or a quota is not this
+  -- script's to take from.
+  if f[8] and f[8] ~= 'bucket' and f[8] ~= 'quota' then return {-1, 0, 0, 0, 0, 0, 0}, 0, 0 end
   local code, capacity, pm, period, shadow, src = key_limit(base, key, app, f, exact)
   if code ~= 0 then return {code, 0, 0, 0, capacity, pm, period}, 0, 0 end
   local sh = 0
   if shadow then sh = 1 end
   if n > capacity then return {-3, 0, 0, 0, capacity, pm, period}, src, sh end
+  if f[8] == 'quota' then
+    -- A keyed quota: the key's count of the period containing now.
+    local ps, pe = period_of(f[9], now)
+    if not ps then return {-1, 0, 0, 0, 0, 0, 0}, 0, 0 end
+    local used, a = quota_take(capacity, quota_used(s, f[5], ps), n, ps, pe, now, shadow)
+    if used then return a, src, sh, quota_put(state, f[5], ps, pe, used, now) end
+    return a, src, sh
+  end
   local full_at, a = key_take(key_full_at(s, f[5], now, capacity, pm, period), n, now, capacity, pm, period, shadow)
   if full_at then return a, src, sh, key_put(state, f[5], full_at, now) end
   return a, src, sh

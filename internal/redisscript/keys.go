@@ -44,6 +44,15 @@ const (
 	// FieldKind is the kind of the limit: "bucket", "concurrency" or
 	// "quota". Absent means "bucket". Written by Apply.
 	FieldKind = "kind"
+	// FieldBounds is a quota's table: the Unix seconds at which its
+	// periods start, 10 digits each, ascending (package quota). Written by
+	// Apply and refreshed by the sync worker.
+	FieldBounds = "bounds"
+	// FieldUsed and FieldPeriodStart are a plain quota's count and the
+	// start (Unix seconds) of the period it counts; a count of another
+	// period is 0. Written by the acquire scripts.
+	FieldUsed        = "used"
+	FieldPeriodStart = "pstart"
 )
 
 // TombstoneTTLSeconds is how long a tombstone outlives its bucket: long

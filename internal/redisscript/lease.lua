@@ -128,9 +128,11 @@ local want, back = count(ARGV[2]), count(ARGV[3])
 if not want or not back then
   return {-4, 0, 0, 0, 0, 0, 0, 0}
 end
-local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms')
+local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms', 'kind')
 local capacity, pm, period = limit_of(f[1], f[2], f[3])
-if not capacity then
+-- Only a token bucket has tokens to lease: a quota or another kind is not
+-- this script's.
+if not capacity or (f[8] and f[8] ~= 'bucket') then
   return {-1, 0, 0, 0, 0, 0, 0, 0}
 end
 local lease = tonumber(f[7]) or 0

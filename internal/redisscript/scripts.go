@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 	"github.com/sluicehq/sluice/internal/redisscript/tokens"
 )
 
@@ -47,19 +48,21 @@ func (s Script) SHA() string { return s.Hash() }
 
 // The Lua core (docs/protocol.md, "The Lua core"): the token arithmetic,
 // the app check and the answer format in lua/bucket.lua, the key and
-// override rules in lua/keyed.lua. Every script that takes or returns
+// override rules in lua/keyed.lua, the calendar quota in lua/quota.lua
+// (docs/protocol.md, "Quotas"). Every script that takes or returns
 // tokens is the core followed by its own part.
 const (
 	coreBucket = "lua/bucket.lua"
 	coreKeyed  = "lua/keyed.lua"
 	coreSlots  = "lua/slots.lua"
+	coreQuota  = "lua/quota.lua"
 )
 
 // The scripts a client runs to take tokens.
 var (
-	AcquireScript      = script(coreBucket, "lua/acquire.lua")
-	KeyedAcquireScript = script(coreBucket, coreKeyed, "lua/keyed_acquire.lua")
-	AcquireAllScript   = script(coreBucket, coreKeyed, "lua/acquire_all.lua")
+	AcquireScript      = script(coreBucket, coreQuota, "lua/acquire.lua")
+	KeyedAcquireScript = script(coreBucket, coreQuota, coreKeyed, "lua/keyed_acquire.lua")
+	AcquireAllScript   = script(coreBucket, coreQuota, coreKeyed, "lua/acquire_all.lua")
 	AdjustScript       = script(coreBucket, "lua/adjust.lua")
 	LeaseScript        = script(coreBucket, "lua/lease.lua")
 )
@@ -151,7 +154,7 @@ func Apply(ctx context.Context, rdb redis.Scripter, ks Keyspace, cfg Config, for
 	n, err := ApplyRaw(ctx, rdb, ks, name,
 		strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
 		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f,
-		strconv.FormatInt(cfg.LeaseMillis, 10), shadow, cfg.LimitKind(), "", strconv.FormatInt(cfg.SlotMillis, 10))
+		strconv.FormatInt(cfg.LeaseMillis, 10), shadow, cfg.LimitKind(), cfg.boundsArg(), strconv.FormatInt(cfg.SlotMillis, 10))
 	if err != nil {
 		return 0, fmt.Errorf("apply bucket %q: %w", name, err)
 	}
@@ -211,6 +214,28 @@ type State struct {
 	Refilled time.Time
 	// Now is Redis TIME when the hash was read.
 	Now time.Time
+	// Used is, for a quota, its count in the period containing Now, and
+	// PeriodStart and PeriodEnd that period: zero when its table does
+	// not cover Now (the acquire script then answers unknown bucket).
+	Used                   int64
+	PeriodStart, PeriodEnd time.Time
+}
+
+// quotaState fills st's quota fields from the hash fields h at now (µs).
+func (st *State) quotaState(h map[string]string, now int64) {
+	b, err := quota.Decode(h[FieldBounds])
+	if err != nil {
+		return
+	}
+	s, e, ok := quota.Find(b, now)
+	if !ok {
+		return
+	}
+	st.Config.Bounds = b
+	st.PeriodStart, st.PeriodEnd = time.Unix(s, 0), time.Unix(e, 0)
+	if ps, err := strconv.ParseInt(h[FieldPeriodStart], 10, 64); err == nil && ps == s {
+		st.Used, _ = strconv.ParseInt(h[FieldUsed], 10, 64)
+	}
 }
 
 // Read returns the config and live state of bucket name, for the console
@@ -244,6 +269,10 @@ func Read(ctx context.Context, rdb redis.Scripter, ks Keyspace, name string) (St
 	cfg.Name = name
 	st.Exists, st.Config = true, cfg
 	now := sec*1_000_000 + usec
+	if cfg.Kind == KindQuota {
+		st.quotaState(h, now)
+		return st, nil
+	}
 	tokens, err1 := strconv.ParseFloat(h[FieldTokens], 64)
 	ts, err2 := strconv.ParseInt(h[FieldTS], 10, 64)
 	if err1 != nil || err2 != nil {
@@ -301,7 +330,7 @@ const MaxReadMany = 200
 
 // readManyFields are the fields ReadMany asks for, in order.
 var readManyFields = []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps,
-	FieldLeaseMillis, FieldTokens, FieldTS, FieldShadow, FieldKind, FieldSlotMillis}
+	FieldLeaseMillis, FieldTokens, FieldTS, FieldShadow, FieldKind, FieldSlotMillis, FieldBounds, FieldUsed, FieldPeriodStart}
 
 // ReadMany returns the state of each bucket of names (a page: at most
 // MaxReadMany), as Read does, in one pipeline of one HMGET per bucket and
@@ -348,6 +377,11 @@ func ReadMany(ctx context.Context, rdb redis.Cmdable, ks Keyspace, names []strin
 		}
 		cfg.Name = n
 		st.Exists, st.Config = true, cfg
+		if cfg.Kind == KindQuota {
+			st.quotaState(h, nowMicro)
+			out[n] = st
+			continue
+		}
 		tokens, err1 := strconv.ParseFloat(h[FieldTokens], 64)
 		ts, err2 := strconv.ParseInt(h[FieldTS], 10, 64)
 		if err1 != nil || err2 != nil {

@@ -108,7 +108,7 @@ func matchOf(m buckets.Match) string {
 func (w *Worker) reconcileKeyed(ctx context.Context, t *tally, d *buckets.Bucket) error {
 	want := bucketConfig(d)
 	groups := make([]redisscript.GroupState, redisscript.KeyGroups)
-	missing, differing := false, false
+	missing, differing, table := false, false, false
 	for g := range groups {
 		st, err := redisscript.ReadGroup(ctx, w.rdb, w.ks, d.Name, g)
 		if err != nil {
@@ -120,12 +120,17 @@ func (w *Worker) reconcileKeyed(ctx context.Context, t *tally, d *buckets.Bucket
 			missing = true
 		case !sameConfig(st.Config, want):
 			differing = true
+		case !tableCurrent(st.Config.Bounds, want.Bounds):
+			table = true
 		}
 	}
-	if missing || differing {
-		kind := repairDiffering
-		if missing {
+	if missing || differing || table {
+		kind := renewTable
+		switch {
+		case missing:
 			kind = repairMissing
+		case differing:
+			kind = repairDiffering
 		}
 		if err := w.repair(ctx, t, d.Name, kind, true); err != nil {
 			return err

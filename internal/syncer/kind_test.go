@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // A limit's kind reaches its hash (plain and keyed), without a rate, a
@@ -18,7 +19,8 @@ func TestKindSynced(t *testing.T) {
 	w := e.worker(Config{})
 
 	c := &buckets.Bucket{Name: "inflight", OwnerApp: ownerApp, Kind: buckets.KindConcurrency, MaxPermits: 20}
-	q := &buckets.Bucket{Name: "monthly", OwnerApp: ownerApp, Kind: buckets.KindQuota, MaxPermits: 10000, Keyed: true}
+	q := &buckets.Bucket{Name: "monthly", OwnerApp: ownerApp, Kind: buckets.KindQuota, MaxPermits: 10000, Keyed: true,
+		QuotaPeriod: quota.Month}
 	for _, b := range []*buckets.Bucket{c, q} {
 		if err := e.store.Create(ctx, actor, b); err != nil {
 			t.Fatal(err)

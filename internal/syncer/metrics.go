@@ -28,6 +28,8 @@ const (
 	repairOverrideMissing   = "override_missing"
 	repairOverrideDiffering = "override_differing"
 	repairOverrideExtra     = "override_extra"
+	// A quota's table of periods renewed (routine, once per period).
+	renewTable = "quota_table"
 )
 
 // Error stages counted by sluice_sync_errors_total.
@@ -52,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"op", "outcome"}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "sync", Name: "reconcile_repairs_total",
-			Help: "Bucket hashes the full reconcile repaired, by kind (missing, differing, extra, forced).",
+			Help: "Bucket hashes the full reconcile repaired, by kind (missing, differing, extra, forced, quota_table: a quota's table of periods renewed).",
 		}, []string{"kind"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "sync", Name: "errors_total",

@@ -39,7 +39,10 @@ type Report struct {
 	OverrideMissing   int
 	OverrideDiffering int
 	OverrideExtra     int
-	Duration          time.Duration
+	// Tables are quotas whose table of periods was renewed: a period has
+	// begun since it was written. Routine, so not counted in Repaired.
+	Tables   int
+	Duration time.Duration
 }
 
 // Repaired is the number of hashes the reconcile changed.
@@ -50,7 +53,7 @@ func (r Report) Repaired() int {
 func (r Report) attrs() []any {
 	return []any{"definitions", r.Definitions, "hashes", r.Hashes, "missing", r.Missing,
 		"differing", r.Differing, "extra", r.Extra, "forced", r.Forced, "override_missing", r.OverrideMissing,
-		"override_differing", r.OverrideDiffering, "override_extra", r.OverrideExtra, "duration", r.Duration.String()}
+		"override_differing", r.OverrideDiffering, "override_extra", r.OverrideExtra, "tables", r.Tables, "duration", r.Duration.String()}
 }
 
 // tally collects a Report from concurrent checks.
@@ -78,6 +81,8 @@ func (t *tally) add(kind string) {
 		t.rep.OverrideDiffering++
 	case repairOverrideExtra:
 		t.rep.OverrideExtra++
+	case renewTable:
+		t.rep.Tables++
 	default:
 		return
 	}
@@ -291,12 +296,15 @@ func (w *Worker) reconcileBucket(ctx context.Context, t *tally, d *buckets.Bucke
 	if err != nil {
 		return fmt.Errorf("read redis hash of %q: %w", d.Name, err)
 	}
-	if st.Exists && sameConfig(st.Config, bucketConfig(d)) {
-		return nil
-	}
+	want := bucketConfig(d)
 	kind := repairDiffering
-	if !st.Exists {
+	switch {
+	case !st.Exists:
 		kind = repairMissing
+	case sameConfig(st.Config, want) && tableCurrent(st.Config.Bounds, want.Bounds):
+		return nil
+	case sameConfig(st.Config, want):
+		kind = renewTable
 	}
 	return w.repair(ctx, t, d.Name, kind, false)
 }

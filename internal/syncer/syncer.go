@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // Defaults of Config.
@@ -360,13 +362,59 @@ func (w *Worker) hookWrite(bucket string) {
 	}
 }
 
-// bucketConfig is the Redis config of a stored definition.
+// bucketConfig is the Redis config of a stored definition; a quota's
+// carries the table of its periods around the worker's clock.
 func bucketConfig(b *buckets.Bucket) redisscript.Config {
-	return redisscript.Config{
+	c := redisscript.Config{
 		Name: b.Name, ID: b.ID, Version: b.Version, Capacity: b.MaxPermits,
 		PermitsMicro: b.Rate.PermitsMicro, PeriodSeconds: int64(b.Rate.Period / time.Second),
 		Apps: b.AllowedApps, LeaseMillis: b.LeaseMillis, Shadow: b.Shadow, Kind: string(b.Kind.Or()),
 	}
+	if b.Kind == buckets.KindQuota {
+		c.Bounds = quotaTable(b, time.Now())
+	}
+	return c
+}
+
+// quotaTable is the table of quota b's periods around now, or nil when
+// its period or zone is unknown (stored by a newer Sluice, or a zone this
+// machine's time-zone database lacks): the quota then answers as an
+// unknown bucket rather than by a guessed calendar.
+func quotaTable(b *buckets.Bucket, now time.Time) []int64 {
+	loc := b.Location()
+	if loc == nil || !b.QuotaPeriod.Valid() {
+		return nil
+	}
+	return quota.Table(b.QuotaPeriod, loc, now)
+}
+
+// tableCurrent reports whether a quota's stored table need not be
+// rewritten for want, the table of the worker's clock: it follows the
+// same calendar where the two overlap and no period has begun on the
+// worker's clock since it was written. So a table is renewed once per
+// period (every hour for an hourly quota) and always reaches Ahead and
+// MinAhead periods past the last period start the worker saw; a worker
+// whose clock is behind another's does not write an older table back.
+func tableCurrent(stored, want []int64) bool {
+	if len(want) < 2 {
+		return len(stored) == 0
+	}
+	if len(stored) < 2 || stored[1] < want[1] {
+		return false
+	}
+	lo, hi := max(stored[0], want[0]), min(stored[len(stored)-1], want[len(want)-1])
+	in := func(b []int64, x int64) bool { _, ok := slices.BinarySearch(b, x); return ok }
+	for _, x := range stored {
+		if x >= lo && x <= hi && !in(want, x) {
+			return false
+		}
+	}
+	for _, x := range want {
+		if x >= lo && x <= hi && !in(stored, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkMarker notices that Redis lost its data (FLUSHALL, a restart

@@ -6,13 +6,20 @@
 -- and would-deny answers: lease_ms (0 when not in lease mode) and shadow
 -- (1 in shadow mode, else 0). A bucket whose shadow field is '1' never
 -- denies: where it would, it answers code 2 (would deny) and takes
--- nothing.
+-- nothing. A hash of kind 'quota' is a calendar quota (lua/quota.lua):
+-- the same answer, counted per period.
 local n = count(ARGV[2])
 if not n or n < 1 then
   return {-4, 0, 0, 0, 0, 0, 0}
 end
-local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms', 'shadow')
-local capacity, pm, period = limit_of(f[1], f[2], f[3])
+-- A quota's fields (10..12) come in the same HMGET: a second call would
+-- cost a quota more than the three absent fields cost a bucket.
+local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms', 'shadow',
+  'kind', 'bounds', 'used', 'pstart')
+-- A limit of another kind than a token bucket or a quota is not this
+-- script's to take from.
+local capacity, pm, period
+if not f[9] or f[9] == 'bucket' or f[9] == 'quota' then capacity, pm, period = kind_limit(f[9], f[1], f[2], f[3]) end
 if not capacity then
   return {-1, 0, 0, 0, 0, 0, 0}
 end
@@ -22,13 +29,29 @@ end
 if n > capacity then
   return {-3, 0, 0, 0, capacity, pm, period}
 end
-local tokens, ts = refill(f[5], f[6], now_us(), capacity, pm, period)
 local shadow = f[8] == '1'
 local lease, sh
 if ARGV[3] == '2' then
   lease, sh = tonumber(f[7]) or 0, 0
   if shadow then sh = 1 end
 end
+if f[9] == 'quota' then
+  -- A quota (capacity is the quota): the count of the period containing
+  -- now, kept with the period's start; a table that does not cover now
+  -- is no valid config. Quotas have no lease mode.
+  local now = now_us()
+  local s, e = period_of(f[10], now)
+  if not s then
+    return {-1, 0, 0, 0, 0, 0, 0}
+  end
+  local used = 0
+  if tonumber(f[12]) == s then used = tonumber(f[11]) or 0 end
+  if lease then lease = 0 end
+  local u, answer = quota_take(capacity, used, n, s, e, now, shadow, lease, sh)
+  if u then redis.call('HSET', KEYS[1], 'used', string.format('%d', u), 'pstart', string.format('%d', s)) end
+  return answer
+end
+local tokens, ts = refill(f[5], f[6], now_us(), capacity, pm, period)
 local left, answer = take(tokens, n, capacity, pm, period, shadow, lease, sh)
 -- A denial writes nothing: refill is a pure function of time, so the
 -- stored (tokens, ts) pair still yields the same count later.

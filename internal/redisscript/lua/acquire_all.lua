@@ -11,7 +11,8 @@
 -- the acquire script's layout}; a malformed call as a whole answers the
 -- one-element array {-4} (docs/protocol.md). A bucket (or an override) in
 -- shadow mode never refuses: an entry it would deny answers 2 and takes
--- nothing.
+-- nothing. A quota (kind 'quota', lua/quota.lua) is an entry like a
+-- bucket, counted in its period.
 local MAX_ENTRIES = 32
 local INVALID = {-4, 0, 0, 0, 0, 0, 0}
 
@@ -49,13 +50,26 @@ end
 local function plain(key, n)
   local s = state[key]
   if not s then
-    local f = redis.call('HMGET', key, 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'shadow')
+    local f = redis.call('HMGET', key, 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'shadow', 'kind')
     s = {want = 0}
-    s.capacity, s.pm, s.period = limit_of(f[1], f[2], f[3])
+    if not f[8] or f[8] == 'bucket' or f[8] == 'quota' then
+      s.capacity, s.pm, s.period = kind_limit(f[8], f[1], f[2], f[3])
+    end
     if not s.capacity then
       s.fail = {-1, 0, 0, 0, 0, 0, 0}
     elseif not app_ok(app, f[4]) then
       s.fail = {-2, 0, 0, 0, s.capacity, s.pm, s.period}
+    elseif f[8] == 'quota' then
+      -- A quota: its count of the period containing now (lua/quota.lua).
+      local q = redis.call('HMGET', key, 'bounds', 'used', 'pstart')
+      s.ps, s.pe = period_of(q[1], now)
+      if not s.ps then
+        s.fail = {-1, 0, 0, 0, 0, 0, 0}
+      else
+        s.used = 0
+        if tonumber(q[3]) == s.ps then s.used = tonumber(q[2]) or 0 end
+      end
+      s.shadow = f[7] == '1'
     else
       s.tokens, s.ts = refill(f[5], f[6], now, s.capacity, s.pm, s.period)
       s.shadow = f[7] == '1'
@@ -68,6 +82,11 @@ local function plain(key, n)
   -- the bucket ever holds.
   if s.want + n > s.capacity then return {-3, 0, 0, 0, s.capacity, s.pm, s.period} end
   s.want = s.want + n
+  if s.ps then
+    local used, a = quota_take(s.capacity, s.used, n, s.ps, s.pe, now, s.shadow)
+    if used then s.used = used end
+    return a
+  end
   local left, a = take(s.tokens, n, s.capacity, s.pm, s.period, s.shadow)
   if left then s.tokens = left end
   return a
@@ -88,10 +107,18 @@ local function keyed(base, skey, key, n)
     local f = redis.call('HMGET', base, unpack(fields))
     local code
     code, s.capacity, s.pm, s.period, s.shadow = key_limit(base, key, app, f, f[#fields])
-    -- A limit of another kind than a token bucket is not this script's.
-    if code == 0 and f[8] and f[8] ~= 'bucket' then code, s.capacity, s.pm, s.period = -1, 0, 0, 0 end
-    if code ~= 0 then
+    if code == 0 and f[8] and f[8] ~= 'bucket' and f[8] ~= 'quota' then code = -1 end
+    if code == 0 and f[8] == 'quota' then
+      s.ps, s.pe = period_of(f[9], now)
+      if not s.ps then code = -1 end
+    end
+    if code == -1 then
+      s.fail = {-1, 0, 0, 0, 0, 0, 0}
+    elseif code ~= 0 then
       s.fail = {code, 0, 0, 0, s.capacity, s.pm, s.period}
+    elseif s.ps then
+      s.id = f[5]
+      s.used = quota_used(redis.call('MGET', skey)[1], s.id, s.ps)
     else
       s.id = f[5]
       s.full_at = key_full_at(redis.call('MGET', skey)[1], s.id, now, s.capacity, s.pm, s.period)
@@ -100,6 +127,14 @@ local function keyed(base, skey, key, n)
   if s.fail then return s.fail end
   if s.want + n > s.capacity then return {-3, 0, 0, 0, s.capacity, s.pm, s.period} end
   s.want = s.want + n
+  if s.ps then
+    local used, a = quota_take(s.capacity, s.used, n, s.ps, s.pe, now, s.shadow)
+    if used then
+      s.used = used
+      s.took = true
+    end
+    return a
+  end
   local full_at, a = key_take(s.full_at, n, now, s.capacity, s.pm, s.period, s.shadow)
   if full_at then
     s.full_at = full_at
@@ -127,8 +162,15 @@ end
 if overall == 1 then
   for _, key in ipairs(order) do
     local s = state[key]
-    if not s.keyed then
-      if not s.fail then put(key, s.tokens, s.ts) end
+    if s.fail then
+    elseif not s.keyed and s.ps then
+      if s.want > 0 then
+        redis.call('HSET', key, 'used', string.format('%d', s.used), 'pstart', string.format('%d', s.ps))
+      end
+    elseif not s.keyed then
+      put(key, s.tokens, s.ts)
+    elseif s.took and s.ps then
+      quota_put(key, s.id, s.ps, s.pe, s.used, now)
     elseif s.took then
       key_put(key, s.id, s.full_at, now)
     end

@@ -13,9 +13,11 @@ local op, n = ARGV[2], count(ARGV[3])
 if (op ~= 'refund' and op ~= 'charge' and op ~= 'reserve') or not n or n < 1 then
   return {-4, 0, 0, 0, 0, 0, 0, 0}
 end
-local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts')
+local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'kind')
 local capacity, pm, period = limit_of(f[1], f[2], f[3])
-if not capacity then
+-- Only a token bucket has tokens to adjust: a quota or another kind is not
+-- this script's.
+if not capacity or (f[7] and f[7] ~= 'bucket') then
   return {-1, 0, 0, 0, 0, 0, 0, 0}
 end
 if not app_ok(ARGV[1], f[4]) then

@@ -29,13 +29,14 @@ end
 
 -- The fields of a group hash every keyed decision reads, in this order;
 -- the key's exact override 'e:<key>' follows them.
-local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'kind'}
+-- kind and bounds are a quota's (lua/quota.lua).
+local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'kind', 'bounds'}
 
 -- override parses an override value "<id> <version> <capacity> <permits>
 -- <period>", followed by " s" in shadow mode, into its limit (capacity,
 -- permits in millionths, period, shadow) for a bucket of kind k (a
--- concurrency limit's override has permits and period 0, see
--- kind_limit); a tombstone, or anything else, is nil.
+-- concurrency limit's or a quota's override has permits and period 0,
+-- see kind_limit); a tombstone, or anything else, is nil.
 local function override(v, k)
   if not v then return nil end
   local c, p, d, s = string.match(v, '^%d+ %d+ (%d+) ([%d.]+) (%d+)( ?s?)$')
@@ -150,17 +151,18 @@ local function key_take(full_at, n, now, capacity, pm, period, shadow)
   return nil, {code, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period}
 end
 
--- key_put writes a key's state; it expires when the key's bucket is full
--- again (in milliseconds, at least 1, capped like every duration: '%d' of
--- a larger double is undefined), plus a spread: keys written together
+-- state_ttl is the expiry in milliseconds of a state written now that is
+-- of use up to upto (µs): at least 1 ms, plus a spread, capped like every
+-- duration ('%d' of a larger double is undefined). Keys written together
 -- with the same wait must not all expire in the same second, which stalls
--- Redis. The spread is the last two characters of the state name (base64url
--- of a hash: 10 bits, h = 0..1023) scaled to at most the wait itself and at most a minute;
--- a state outliving its full bucket reads as full, so the spread changes
--- no answer.
+-- Redis. The spread is the last two characters of the state name
+-- (base64url of a hash: 10 bits, h = 0..1023) scaled to at most the wait
+-- itself and at most a minute; a state outliving its use reads as unused
+-- (a full bucket, a count of a period gone), so the spread changes no
+-- answer.
 local SPREAD_MS = 60000
-local function key_put(state, id, full_at, now)
-  local ttl = math.ceil((full_at - now) / 1000)
+local function state_ttl(state, upto, now)
+  local ttl = math.ceil((upto - now) / 1000)
   if ttl < 1 then ttl = 1 end
   local h = 16 * (string.find(B64, string.sub(state, -2, -2), 1, true) - 1)
     + (string.find(B64, string.sub(state, -1), 1, true) - 1) / 4
@@ -168,7 +170,31 @@ local function key_put(state, id, full_at, now)
   if w > SPREAD_MS then w = SPREAD_MS end
   ttl = ttl + math.floor(h * w / 1024)
   if ttl > MAX_US / 1000 then ttl = MAX_US / 1000 end
+  return string.format('%d', ttl)
+end
+
+-- key_put writes a key's state; it expires when the key's bucket is full
+-- again, plus a spread (state_ttl).
+local function key_put(state, id, full_at, now)
   local v = b64num(tonumber(id)) .. ' ' .. b64num(math.ceil(full_at * 4))
-  redis.call('SET', state, v, 'PX', string.format('%d', ttl))
+  redis.call('SET', state, v, 'PX', state_ttl(state, full_at, now))
+  return v
+end
+
+-- quota_used reads a key's count in the period starting at s (Unix
+-- seconds) from its state "<id> <s> <used>" (b64num): a missing state,
+-- another incarnation's (id) or another period's is 0.
+local function quota_used(sv, id, s)
+  if not sv then return 0 end
+  local sid, ss, su = string.match(sv, '^([%w_-]+) ([%w_-]+) ([%w_-]+)$')
+  if sid and b64val(sid) == tonumber(id) and b64val(ss) == s then return b64val(su) or 0 end
+  return 0
+end
+
+-- quota_put writes a key's count used in the period [s, e); the state
+-- expires when the period ends, plus a spread (state_ttl).
+local function quota_put(state, id, s, e, used, now)
+  local v = b64num(tonumber(id)) .. ' ' .. b64num(s) .. ' ' .. b64num(used)
+  redis.call('SET', state, v, 'PX', state_ttl(state, e * 1000000, now))
   return v
 end

@@ -40,14 +40,22 @@ if #ARGV == 2 * count_ + 2 and ARGV[#ARGV] == '2' then width = 9 end
 -- (0 or 1), and the state written, if any: the answer is not grown by
 -- two fields, which would rehash it twice.
 local function decide(base, state, n, key, s, now, f, exact)
-  -- A limit of another kind than a token bucket is not this script's to
-  -- take from.
-  if f[8] and f[8] ~= 'bucket' then return {-1, 0, 0, 0, 0, 0, 0}, 0, 0 end
+  -- A limit of another kind than a token bucket or a quota is not this
+  -- script's to take from.
+  if f[8] and f[8] ~= 'bucket' and f[8] ~= 'quota' then return {-1, 0, 0, 0, 0, 0, 0}, 0, 0 end
   local code, capacity, pm, period, shadow, src = key_limit(base, key, app, f, exact)
   if code ~= 0 then return {code, 0, 0, 0, capacity, pm, period}, 0, 0 end
   local sh = 0
   if shadow then sh = 1 end
   if n > capacity then return {-3, 0, 0, 0, capacity, pm, period}, src, sh end
+  if f[8] == 'quota' then
+    -- A keyed quota: the key's count of the period containing now.
+    local ps, pe = period_of(f[9], now)
+    if not ps then return {-1, 0, 0, 0, 0, 0, 0}, 0, 0 end
+    local used, a = quota_take(capacity, quota_used(s, f[5], ps), n, ps, pe, now, shadow)
+    if used then return a, src, sh, quota_put(state, f[5], ps, pe, used, now) end
+    return a, src, sh
+  end
   local full_at, a = key_take(key_full_at(s, f[5], now, capacity, pm, period), n, now, capacity, pm, period, shadow)
   if full_at then return a, src, sh, key_put(state, f[5], full_at, now) end
   return a, src, sh

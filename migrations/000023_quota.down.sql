@@ -1,0 +1,1 @@
+ALTER TABLE buckets DROP COLUMN time_zone, DROP COLUMN quota_period;
