@@ -256,7 +256,12 @@ func (w *Worker) batchOnce(ctx context.Context) (n int, full bool, err error) {
 		done[i] = e.ID
 	}
 	if len(done) > 0 {
-		if err := w.store.AckEvents(dctx, done); err != nil {
+		// A time of its own: when the drain time ran out applying the rest,
+		// what was applied is still acknowledged, so the next batch starts
+		// after it instead of redoing it all, and a loaded worker advances.
+		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
+		defer acancel()
+		if err := w.store.AckEvents(actx, done); err != nil {
 			w.m.errors.WithLabelValues(stageAck).Inc()
 			// Not acknowledged means applied again later: harmless.
 			return len(done), false, errors.Join(applyErr, fmt.Errorf("acknowledge change events: %w", err))
