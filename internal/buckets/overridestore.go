@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/audit"
 	"github.com/sluicehq/sluice/internal/database"
 	"github.com/sluicehq/sluice/internal/errs"
+	"github.com/sluicehq/sluice/internal/redisscript/names"
 )
 
 // OverrideFilter selects overrides of one bucket for ListOverrides.
@@ -432,14 +433,18 @@ func (s *Store) OverrideDefinitions(ctx context.Context, bucketID int64, batch i
 // when the bucket is gone or is not keyed. As for WithDefinition, fn
 // should be brief and must not use the store.
 func (s *Store) WithOverrides(ctx context.Context, bucket string, ids []int64, fn func(b *Bucket, os []*Override) error) error {
+	if !names.Valid(bucket) {
+		return fn(nil, nil)
+	}
 	return database.InTx(ctx, s.db, func(tx *database.Tx) error {
-		b, err := lockShared(ctx, tx, bucket)
-		if errors.Is(err, errs.ErrNotFound) || err == nil && !b.Keyed {
-			return fn(nil, nil)
-		}
+		bs, err := lockShared(ctx, tx, []string{bucket})
 		if err != nil {
 			return err
 		}
+		if len(bs) == 0 || !bs[0].Keyed {
+			return fn(nil, nil)
+		}
+		b := bs[0]
 		if len(ids) == 0 {
 			return fn(b, nil)
 		}

@@ -199,42 +199,72 @@ func lock(ctx context.Context, tx *database.Tx, name string) (*Bucket, error) {
 	return get(ctx, tx, name)
 }
 
-// lockShared takes a shared lock on the row of the bucket named name in tx
-// and returns the bucket as committed: changes of the bucket and of its
-// overrides (which take its row lock) wait until tx ends.
-func lockShared(ctx context.Context, tx *database.Tx, name string) (*Bucket, error) {
-	if !names.Valid(name) {
-		return nil, notFound(name)
-	}
-	var id int64
+// lockShared takes a shared lock on the rows of the buckets named in of
+// (valid names) in tx and returns those that exist, as committed: changes
+// of these buckets and of their overrides (which take the bucket's row
+// lock) wait until tx ends.
+func lockShared(ctx context.Context, tx *database.Tx, of []string) ([]*Bucket, error) {
 	// LOCK IN SHARE MODE rather than FOR SHARE: MariaDB knows only the former.
-	err := tx.GetContext(ctx, &id, `SELECT id FROM buckets WHERE name = ? LOCK IN SHARE MODE`, name)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound(name)
-	}
+	q, args, err := sqlx.In(`SELECT id FROM buckets WHERE name IN (?) LOCK IN SHARE MODE`, of)
 	if err != nil {
-		return nil, fmt.Errorf("lock bucket %q: %w", name, database.Translate(err))
+		return nil, fmt.Errorf("lock buckets: %w", err)
 	}
-	return get(ctx, tx, name)
+	var ids []int64
+	if err := tx.SelectContext(ctx, &ids, q, args...); err != nil {
+		return nil, fmt.Errorf("lock buckets: %w", database.Translate(err))
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	// Read after the lock: the snapshot of tx starts here, so it holds the
+	// rows as locked.
+	q, args, err = sqlx.In(selectBuckets+` WHERE b.id IN (?)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load buckets: %w", err)
+	}
+	bs, err := selectRows(ctx, tx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("load buckets: %w", err)
+	}
+	if err := withApps(ctx, tx, bs, false); err != nil {
+		return nil, err
+	}
+	return bs, nil
 }
 
 // WithDefinition calls fn with the current definition of the bucket named
-// name, or with nil when there is none, and holds a shared lock on its row
-// until fn returns: a change or delete of the bucket (or of its overrides)
-// commits only after that. The sync worker writes the definition to Redis
-// inside fn, so a definition never reaches Redis after the change that
-// replaced it committed. fn should be brief and must not use the store:
-// the -dev engine's pool has a single connection.
+// name, or with nil when there is none, as WithDefinitions does.
 func (s *Store) WithDefinition(ctx context.Context, name string, fn func(*Bucket) error) error {
+	return s.WithDefinitions(ctx, []string{name}, func(defs map[string]*Bucket) error { return fn(defs[name]) })
+}
+
+// WithDefinitions calls fn with the current definitions of those of the
+// buckets named in of that exist, by name, and holds a shared lock on
+// their rows until fn returns: a change or delete of one of them (or of
+// its overrides) commits only after that. The sync worker writes the
+// definitions to Redis inside fn, so a definition never reaches Redis
+// after the change that replaced it committed. It is one transaction of
+// three queries however many names. fn should be brief and must not use
+// the store: the -dev engine's pool has a single connection.
+func (s *Store) WithDefinitions(ctx context.Context, of []string, fn func(map[string]*Bucket) error) error {
+	valid := make([]string, 0, len(of))
+	for _, name := range of {
+		if names.Valid(name) {
+			valid = append(valid, name)
+		}
+	}
 	return database.InTx(ctx, s.db, func(tx *database.Tx) error {
-		b, err := lockShared(ctx, tx, name)
-		if errors.Is(err, errs.ErrNotFound) {
-			return fn(nil)
+		defs := make(map[string]*Bucket, len(valid))
+		if len(valid) > 0 {
+			bs, err := lockShared(ctx, tx, valid)
+			if err != nil {
+				return err
+			}
+			for _, b := range bs {
+				defs[b.Name] = b
+			}
 		}
-		if err != nil {
-			return err
-		}
-		return fn(b)
+		return fn(defs)
 	})
 }
 

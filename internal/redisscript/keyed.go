@@ -289,7 +289,23 @@ type groupCall struct {
 // the pipeline per node), with EVALSHA and then EVAL for the calls that
 // got NOSCRIPT. It returns the integer replies in order.
 func runGroups(ctx context.Context, rdb redis.Cmdable, script Script, calls []groupCall) ([]int64, error) {
-	out := make([]int64, len(calls))
+	out, errs := runCalls(ctx, rdb, script, calls)
+	var failed []error
+	for _, err := range errs {
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	if len(failed) > 0 {
+		return out, fmt.Errorf("%d of %d calls failed: %w", len(failed), len(calls), errors.Join(failed...))
+	}
+	return out, nil
+}
+
+// runCalls is runGroups with each call's error apart: errs[i] is nil when
+// out[i] is the reply of calls[i].
+func runCalls(ctx context.Context, rdb redis.Cmdable, script Script, calls []groupCall) (out []int64, errs []error) {
+	out, errs = make([]int64, len(calls)), make([]error, len(calls))
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := rdb.Pipeline()
 	for i, c := range calls {
@@ -309,19 +325,10 @@ func runGroups(ctx context.Context, rdb redis.Cmdable, script Script, calls []gr
 		}
 		_, _ = pipe.Exec(ctx)
 	}
-	var errs []error
 	for i, cmd := range cmds {
-		n, err := cmd.Int64()
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		out[i] = n
+		out[i], errs[i] = cmd.Int64()
 	}
-	if len(errs) > 0 {
-		return out, fmt.Errorf("%d of %d calls failed: %w", len(errs), len(calls), errors.Join(errs...))
-	}
-	return out, nil
+	return out, errs
 }
 
 // ApplyKeyed writes cfg, the config of a keyed bucket, into every key

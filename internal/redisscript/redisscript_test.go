@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/internal/redisscript"
 	"github.com/sluicehq/sluice/internal/redisscript/testenv"
 )
@@ -175,5 +177,59 @@ func TestScriptLoadSHA(t *testing.T) {
 	sha, err := rdb.ScriptLoad(context.Background(), redisscript.AcquireScript.Source()).Result()
 	if err != nil || sha != redisscript.AcquireScript.SHA() {
 		t.Fatalf("SCRIPT LOAD = %s, %v; want %s", sha, err, redisscript.AcquireScript.SHA())
+	}
+}
+
+// ApplyMany answers for each config what Apply would, in one pipeline: an
+// invalid config fails only itself, and the script is sent again (EVAL)
+// to a server that does not know it.
+func TestApplyMany(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	var ks redisscript.Keyspace
+	cfg := func(name string, id, version, capacity int64) redisscript.Config {
+		return redisscript.Config{Name: name, ID: id, Version: version, Capacity: capacity, PermitsMicro: 1_000_000,
+			PeriodSeconds: 1, Apps: []string{"app"}}
+	}
+	if _, err := redisscript.Apply(ctx, rdb, ks, cfg("newer", 5, 3, 1), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redisscript.Delete(ctx, rdb, ks, "deleted", 2, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cfgs := []redisscript.Config{
+		cfg("a", 1, 1, 10),
+		cfg("a", 1, 1, 10),    // the same again
+		cfg("a", 1, 2, 20),    // a new version
+		cfg("newer", 5, 2, 1), // older than what is there
+		cfg("deleted", 2, 1, 1),
+		cfg("bad", 0, 1, 1), // no id
+	}
+	outs, errs := redisscript.ApplyMany(ctx, rdb, ks, cfgs, false)
+	want := []redisscript.ApplyOutcome{redisscript.Created, redisscript.Unchanged, redisscript.Updated,
+		redisscript.Stale, redisscript.Tombstoned, 0}
+	for i := range cfgs {
+		if i == len(cfgs)-1 {
+			if !errors.Is(errs[i], redisscript.ErrInvalidConfig) {
+				t.Errorf("invalid config: %v, want ErrInvalidConfig", errs[i])
+			}
+			continue
+		}
+		if errs[i] != nil || outs[i] != want[i] {
+			t.Errorf("config %d (%+v): %v %v, want %v", i, cfgs[i], outs[i], errs[i], want[i])
+		}
+	}
+	st, err := redisscript.Read(ctx, rdb, ks, "a")
+	if err != nil || st.Config.Version != 2 || st.Config.Capacity != 20 {
+		t.Fatalf("a: %+v %v", st.Config, err)
+	}
+	if outs, errs := redisscript.ApplyMany(ctx, rdb, ks, nil, false); len(outs) != 0 || len(errs) != 0 {
+		t.Fatalf("no configs: %v %v", outs, errs)
 	}
 }

@@ -140,9 +140,45 @@ func (o ApplyOutcome) String() string {
 // (Updated), or nothing changes (Unchanged). force is for a reconcile that
 // knows MySQL is right; it never overrides a tombstone.
 func Apply(ctx context.Context, rdb redis.Scripter, ks Keyspace, cfg Config, force bool) (ApplyOutcome, error) {
-	name := cfg.Name
+	args, err := applyArgs(cfg, force)
+	if err != nil {
+		return 0, err
+	}
+	n, err := ApplyRaw(ctx, rdb, ks, cfg.Name, args...)
+	return applyOutcome(cfg.Name, n, err)
+}
+
+// ApplyMany applies each of cfgs as Apply does, in one pipeline (a
+// Cluster client splits it per node): outs[i] and errs[i] are Apply's
+// answer for cfgs[i], so an invalid config fails only itself. The calls
+// are sent in order; each is atomic on its own, not the lot.
+func ApplyMany(ctx context.Context, rdb redis.Cmdable, ks Keyspace, cfgs []Config, force bool) (outs []ApplyOutcome, errs []error) {
+	outs, errs = make([]ApplyOutcome, len(cfgs)), make([]error, len(cfgs))
+	calls := make([]groupCall, 0, len(cfgs))
+	sent := make([]int, 0, len(cfgs))
+	for i, cfg := range cfgs {
+		args, err := applyArgs(cfg, force)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		calls = append(calls, groupCall{keys: []string{ks.Bucket(cfg.Name), ks.Tombstone(cfg.Name)}, args: args})
+		sent = append(sent, i)
+	}
+	if len(calls) == 0 {
+		return outs, errs
+	}
+	ns, nerrs := runCalls(ctx, rdb, applyScript, calls)
+	for k, i := range sent {
+		outs[i], errs[i] = applyOutcome(cfgs[i].Name, ns[k], nerrs[k])
+	}
+	return outs, errs
+}
+
+// applyArgs are the apply script's arguments for cfg, after checking it.
+func applyArgs(cfg Config, force bool) ([]any, error) {
 	if err := cfg.Validate(); err != nil {
-		return 0, fmt.Errorf("apply bucket %q: %w", name, err)
+		return nil, fmt.Errorf("apply bucket %q: %w", cfg.Name, err)
 	}
 	f, shadow := "0", "0"
 	if force {
@@ -151,10 +187,13 @@ func Apply(ctx context.Context, rdb redis.Scripter, ks Keyspace, cfg Config, for
 	if cfg.Shadow {
 		shadow = "1"
 	}
-	n, err := ApplyRaw(ctx, rdb, ks, name,
-		strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
+	return []any{strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
 		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f,
-		strconv.FormatInt(cfg.LeaseMillis, 10), shadow, cfg.LimitKind(), cfg.boundsArg(), strconv.FormatInt(cfg.SlotMillis, 10))
+		strconv.FormatInt(cfg.LeaseMillis, 10), shadow, cfg.LimitKind(), cfg.boundsArg(), strconv.FormatInt(cfg.SlotMillis, 10)}, nil
+}
+
+// applyOutcome reads the apply script's answer n (or error) for bucket name.
+func applyOutcome(name string, n int64, err error) (ApplyOutcome, error) {
 	if err != nil {
 		return 0, fmt.Errorf("apply bucket %q: %w", name, err)
 	}

@@ -15,24 +15,63 @@ import (
 // applyConfig writes a bucket's config: the bucket hash of a plain bucket,
 // every key group of a keyed one.
 func (w *Worker) applyConfig(ctx context.Context, keyed bool, cfg redisscript.Config, force bool) (redisscript.ApplyOutcome, error) {
-	if keyed {
-		w.hookWrite(cfg.Name)
-		return redisscript.ApplyKeyed(ctx, w.rdb, w.ks, cfg, force)
+	outs, errs := w.applyConfigs(ctx, []redisscript.Config{cfg}, []bool{keyed}, force)
+	return outs[0], errs[0]
+}
+
+// applyConfigs writes the configs of several buckets, keyed[i] telling
+// which kind cfgs[i] is: outs[i] and errs[i] are cfgs[i]'s outcome. Plain
+// buckets go in one pipeline, in order; keyed ones one after the other,
+// each in a pipeline of its groups.
+func (w *Worker) applyConfigs(ctx context.Context, cfgs []redisscript.Config, keyed []bool, force bool) (outs []redisscript.ApplyOutcome, errs []error) {
+	outs, errs = make([]redisscript.ApplyOutcome, len(cfgs)), make([]error, len(cfgs))
+	var plain []int
+	for i, cfg := range cfgs {
+		if keyed[i] {
+			w.hookWrite(cfg.Name)
+			outs[i], errs[i] = redisscript.ApplyKeyed(ctx, w.rdb, w.ks, cfg, force)
+			continue
+		}
+		plain = append(plain, i)
+	}
+	if len(plain) == 0 {
+		return outs, errs
+	}
+	names := make([]any, len(plain))
+	pcfgs := make([]redisscript.Config, len(plain))
+	for k, i := range plain {
+		names[k], pcfgs[k] = cfgs[i].Name, cfgs[i]
 	}
 	// The registry first: a hash written before a crash is still found.
-	if err := w.rdb.SAdd(ctx, w.ks.BucketRegistry(), cfg.Name).Err(); err != nil {
-		return 0, fmt.Errorf("apply bucket %q: register: %w", cfg.Name, err)
+	if err := w.rdb.SAdd(ctx, w.ks.BucketRegistry(), names...).Err(); err != nil {
+		for _, i := range plain {
+			errs[i] = fmt.Errorf("apply bucket %q: register: %w", cfgs[i].Name, err)
+		}
+		return outs, errs
 	}
-	w.hookWrite(cfg.Name)
-	out, err := redisscript.Apply(ctx, w.rdb, w.ks, cfg, force)
-	if err == nil && out == redisscript.Created {
-		// And again once the hash exists: an unregister that ran since
-		// the first add found no hash and took the name out.
-		if err := w.rdb.SAdd(ctx, w.ks.BucketRegistry(), cfg.Name).Err(); err != nil {
-			return out, fmt.Errorf("apply bucket %q: register: %w", cfg.Name, err)
+	for _, cfg := range pcfgs {
+		w.hookWrite(cfg.Name)
+	}
+	pouts, perrs := redisscript.ApplyMany(ctx, w.rdb, w.ks, pcfgs, force)
+	var created []any
+	for k, i := range plain {
+		outs[i], errs[i] = pouts[k], perrs[k]
+		if perrs[k] == nil && pouts[k] == redisscript.Created {
+			created = append(created, cfgs[i].Name)
 		}
 	}
-	return out, err
+	if len(created) > 0 {
+		// And again once the hash exists: an unregister that ran since the
+		// first add found no hash and took the name out.
+		if err := w.rdb.SAdd(ctx, w.ks.BucketRegistry(), created...).Err(); err != nil {
+			for _, i := range plain {
+				if errs[i] == nil && outs[i] == redisscript.Created {
+					errs[i] = fmt.Errorf("apply bucket %q: register: %w", cfgs[i].Name, err)
+				}
+			}
+		}
+	}
+	return outs, errs
 }
 
 // unregister removes name from the registry of bucket hashes once its
@@ -132,7 +171,7 @@ func (w *Worker) reconcileKeyed(ctx context.Context, t *tally, d *buckets.Bucket
 		case differing:
 			kind = repairDiffering
 		}
-		if err := w.repair(ctx, t, d.Name, kind, true); err != nil {
+		if err := w.repair(ctx, t, repairJob{name: d.Name, kind: kind, keyed: true}); err != nil {
 			return err
 		}
 		// Read again: a repair may have replaced a group (a new incarnation).

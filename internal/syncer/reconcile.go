@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -163,40 +164,37 @@ func (w *Worker) reconcile(ctx context.Context) (Report, error) {
 	}
 	slices.Sort(keyedExtras)
 
-	// A store failure stops the run, which the retry redoes from scratch;
-	// a definition Redis refuses as invalid only skips that bucket, so one
-	// bad row cannot keep every other bucket from being repaired.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	jobs := make(chan func(context.Context) error)
-	var wg sync.WaitGroup
-	for range reconcileWorkers {
-		wg.Go(func() {
-			for job := range jobs {
-				err := job(ctx)
-				switch {
-				case err == nil:
-				case errors.Is(err, redisscript.ErrInvalidConfig):
-					w.m.errors.WithLabelValues(stageReconcile).Inc()
-					w.log.Error("sync: reconcile skipped a bucket redis rejects", "err", err)
-				default:
-					cancel(err)
-				}
-			}
-		})
-	}
-feed:
-	for _, d := range defs {
-		select {
-		case jobs <- func(ctx context.Context) error {
+	// Each definition is checked against Redis; plain buckets that need a
+	// repair are collected and repaired in batches (one lock and one
+	// pipeline per batch), keyed ones at once. Then the extras go.
+	var mu sync.Mutex
+	var repairs []repairJob
+	checks := make([]func(context.Context) error, len(defs))
+	for i, d := range defs {
+		checks[i] = func(ctx context.Context) error {
 			if d.Keyed {
 				return w.reconcileKeyed(ctx, t, d)
 			}
-			return w.reconcileBucket(ctx, t, d)
-		}:
-		case <-ctx.Done():
-			break feed
+			kind, err := w.checkBucket(ctx, d)
+			if err != nil || kind == "" {
+				return err
+			}
+			mu.Lock()
+			repairs = append(repairs, repairJob{name: d.Name, kind: kind})
+			mu.Unlock()
+			return nil
 		}
+	}
+	if err := w.runJobs(ctx, checks); err != nil {
+		return t.rep, err
+	}
+	slices.SortFunc(repairs, func(a, b repairJob) int { return strings.Compare(a.name, b.name) })
+	var batches []func(context.Context) error
+	for batch := range slices.Chunk(repairs, repairBatch) {
+		batches = append(batches, func(ctx context.Context) error { return w.repair(ctx, t, batch...) })
+	}
+	if err := w.runJobs(ctx, batches); err != nil {
+		return t.rep, err
 	}
 	removals := make([]func(context.Context) error, 0, len(extras)+len(keyedExtras))
 	for _, name := range extras {
@@ -205,21 +203,53 @@ feed:
 	for _, name := range keyedExtras {
 		removals = append(removals, func(ctx context.Context) error { return w.removeExtraKeyed(ctx, t, name) })
 	}
-	for _, job := range removals {
-		if ctx.Err() != nil {
-			break
-		}
+	return t.rep, w.runJobs(ctx, removals)
+}
+
+// repairBatch is the most plain buckets a reconcile repairs under one lock
+// of their rows and in one pipeline.
+const repairBatch = 100
+
+// runJobs runs jobs on reconcileWorkers goroutines. A store failure stops
+// them and is returned (the retry redoes the run from scratch); a
+// definition Redis refuses as invalid only skips that bucket, so one bad
+// row cannot keep every other bucket from being repaired.
+func (w *Worker) runJobs(ctx context.Context, jobs []func(context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	feed := make(chan func(context.Context) error)
+	var wg sync.WaitGroup
+	for range min(reconcileWorkers, len(jobs)) {
+		wg.Go(func() {
+			for job := range feed {
+				err := job(ctx)
+				switch {
+				case err == nil:
+				case errors.Is(err, redisscript.ErrInvalidConfig):
+					w.skipInvalid(err)
+				default:
+					cancel(err)
+				}
+			}
+		})
+	}
+jobs:
+	for _, job := range jobs {
 		select {
-		case jobs <- job:
+		case feed <- job:
 		case <-ctx.Done():
+			break jobs
 		}
 	}
-	close(jobs)
+	close(feed)
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return t.rep, err
-	}
-	return t.rep, nil
+	return context.Cause(ctx)
+}
+
+// skipInvalid logs and counts a definition Redis refuses as invalid.
+func (w *Worker) skipInvalid(err error) {
+	w.m.errors.WithLabelValues(stageReconcile).Inc()
+	w.log.Error("sync: reconcile skipped a bucket redis rejects", "err", err)
 }
 
 // scan returns the names of the bucket hashes in Redis: the registry the
@@ -290,55 +320,79 @@ func (w *Worker) scanAll(ctx context.Context) (map[string]bool, error) {
 	return names, nil
 }
 
-// reconcileBucket makes the hash of one MySQL definition right.
-func (w *Worker) reconcileBucket(ctx context.Context, t *tally, d *buckets.Bucket) error {
+// checkBucket compares the hash of one MySQL definition with it, and
+// names the repair it needs: repairMissing, repairDiffering, renewTable
+// (a quota's table of period boundaries), or "" for none.
+func (w *Worker) checkBucket(ctx context.Context, d *buckets.Bucket) (string, error) {
 	st, err := redisscript.Read(ctx, w.rdb, w.ks, d.Name)
 	if err != nil {
-		return fmt.Errorf("read redis hash of %q: %w", d.Name, err)
+		return "", fmt.Errorf("read redis hash of %q: %w", d.Name, err)
 	}
 	want := bucketConfig(d)
-	kind := repairDiffering
 	switch {
 	case !st.Exists:
-		kind = repairMissing
-	case sameConfig(st.Config, want) && tableCurrent(st.Config.Bounds, want.Bounds):
-		return nil
-	case sameConfig(st.Config, want):
-		kind = renewTable
+		return repairMissing, nil
+	case !sameConfig(st.Config, want):
+		return repairDiffering, nil
+	case !tableCurrent(st.Config.Bounds, want.Bounds):
+		return renewTable, nil
 	}
-	return w.repair(ctx, t, d.Name, kind, false)
+	return "", nil
 }
 
-// repair writes MySQL's current definition of name to Redis, after the
-// snapshot showed that Redis lacks it or holds it differently. The
-// snapshot may be behind, so the definition written is read again, and
-// written while its row is locked (see WithDefinition): a bucket deleted
-// since is not written at all, and one deleted right now is deleted only
-// after the write, by the event that follows, never before it. When Redis
-// refuses the definition as older than what it holds (or as deleted),
-// MySQL, whose row cannot change meanwhile, has confirmed it: Redis is
-// overwritten by force. MySQL is the truth; Redis can be ahead of it only
-// after MySQL lost data or reused an id.
-func (w *Worker) repair(ctx context.Context, t *tally, name string, kind string, keyed bool) error {
-	return w.store.WithDefinition(ctx, name, func(cur *buckets.Bucket) error {
-		if cur == nil || cur.Keyed != keyed {
-			// Deleted since the snapshot (its delete event rules), or
-			// created again as the other kind (the next run rules).
-			return nil
+// repairJob is a bucket a reconcile found missing or differing in Redis.
+type repairJob struct {
+	name  string
+	kind  string // repairMissing, repairDiffering or renewTable
+	keyed bool
+}
+
+// repair writes MySQL's current definitions of the jobs' buckets to Redis,
+// after the snapshot showed that Redis lacks them or holds them
+// differently. The snapshot may be behind, so the definitions written are
+// read again, and written while their rows are locked (see
+// WithDefinitions): a bucket deleted since is not written at all, and one
+// deleted right now is deleted only after the write, by the event that
+// follows, never before it. When Redis refuses a definition as older than
+// what it holds (or as deleted), MySQL, whose row cannot change meanwhile,
+// has confirmed it: Redis is overwritten by force. MySQL is the truth;
+// Redis can be ahead of it only after MySQL lost data or reused an id.
+func (w *Worker) repair(ctx context.Context, t *tally, jobs ...repairJob) error {
+	names := make([]string, len(jobs))
+	for i, j := range jobs {
+		names[i] = j.name
+	}
+	return w.store.WithDefinitions(ctx, names, func(defs map[string]*buckets.Bucket) error {
+		var todo []repairJob
+		var cfgs []redisscript.Config
+		var keyed []bool
+		for _, j := range jobs {
+			// Gone since the snapshot (its delete event rules), or created
+			// again as the other kind (the next run rules): nothing.
+			if cur := defs[j.name]; cur != nil && cur.Keyed == j.keyed {
+				todo, cfgs, keyed = append(todo, j), append(cfgs, bucketConfig(cur)), append(keyed, j.keyed)
+			}
 		}
-		cfg := bucketConfig(cur)
-		out, err := w.applyConfig(ctx, keyed, cfg, false)
-		if err != nil {
-			return fmt.Errorf("repair redis hash of %q: %w", name, err)
+		outs, errs := w.applyConfigs(ctx, cfgs, keyed, false)
+		for i, j := range todo {
+			switch err := errs[i]; {
+			case errors.Is(err, redisscript.ErrInvalidConfig):
+				w.skipInvalid(err)
+				continue
+			case err != nil:
+				return fmt.Errorf("repair redis hash of %q: %w", j.name, err)
+			}
+			switch outs[i] {
+			case redisscript.Created, redisscript.Updated:
+				t.add(j.kind)
+			case redisscript.Unchanged: // someone else fixed it meanwhile
+			default:
+				if err := w.force(ctx, t, cfgs[i], outs[i], j.keyed); err != nil {
+					return err
+				}
+			}
 		}
-		switch out {
-		case redisscript.Created, redisscript.Updated:
-			t.add(kind)
-			return nil
-		case redisscript.Unchanged:
-			return nil // someone else fixed it meanwhile
-		}
-		return w.force(ctx, t, cfg, out, keyed)
+		return nil
 	})
 }
 
@@ -393,7 +447,7 @@ func (w *Worker) removeExtra(ctx context.Context, t *tally, name string) error {
 		if st.Exists && sameConfig(st.Config, bucketConfig(cur)) {
 			return nil
 		}
-		return w.repair(ctx, t, name, repairDiffering, false)
+		return w.repair(ctx, t, repairJob{name: name, kind: repairDiffering})
 	case !errors.Is(err, errs.ErrNotFound):
 		return fmt.Errorf("re-check bucket %q: %w", name, err)
 	}

@@ -246,18 +246,24 @@ func (w *Worker) batchOnce(ctx context.Context) (n int, full bool, err error) {
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
 	defer cancel()
-	done := make([]int64, 0, len(events))
-	var applyErr error
-	for _, e := range events {
-		if err := w.applyEvent(dctx, e); err != nil {
-			w.m.errors.WithLabelValues(stageApply).Inc()
-			applyErr = fmt.Errorf("apply change event %d (%s %q v%d): %w", e.ID, e.Op, e.Name, e.Version, err)
-			break // later events wait: they must not overtake this one
-		}
-		done = append(done, e.ID)
+	// Later events wait behind one that fails: they must not overtake it.
+	n, applyErr := w.applyEvents(dctx, events)
+	if applyErr != nil {
+		w.m.errors.WithLabelValues(stageApply).Inc()
+		e := events[n]
+		applyErr = fmt.Errorf("apply change event %d (%s %q v%d): %w", e.ID, e.Op, e.Name, e.Version, applyErr)
+	}
+	done := make([]int64, n)
+	for i, e := range events[:n] {
+		done[i] = e.ID
 	}
 	if len(done) > 0 {
-		if err := w.store.AckEvents(dctx, done); err != nil {
+		// A time of its own: when the drain time ran out applying the rest,
+		// what was applied is still acknowledged, so the next batch starts
+		// after it instead of redoing it all, and a loaded worker advances.
+		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
+		defer acancel()
+		if err := w.store.AckEvents(actx, done); err != nil {
 			w.m.errors.WithLabelValues(stageAck).Inc()
 			// Not acknowledged means applied again later: harmless.
 			return len(done), false, errors.Join(applyErr, fmt.Errorf("acknowledge change events: %w", err))
@@ -266,10 +272,43 @@ func (w *Worker) batchOnce(ctx context.Context) (n int, full bool, err error) {
 	return len(done), applyErr == nil && len(events) == w.batch, applyErr
 }
 
+// upsertRun is the most bucket upserts applied under one lock of their
+// rows (see applyUpserts).
+const upsertRun = 100
+
+// applyEvents applies events in order, and returns how many it applied;
+// when it fails, the error is that of events[n]. A run of bucket upserts
+// is applied together, by applyUpserts.
+func (w *Worker) applyEvents(ctx context.Context, events []buckets.Event) (n int, err error) {
+	for n < len(events) {
+		run := 0
+		for n+run < len(events) && events[n+run].Op == buckets.OpUpsert && run < upsertRun {
+			run++
+		}
+		if run > 0 {
+			k, err := w.applyUpserts(ctx, events[n:n+run])
+			n += k
+			if err != nil {
+				return n, err
+			}
+			continue
+		}
+		if err := w.applyEvent(ctx, events[n]); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
 // applyEvent applies one event. An event Redis refuses as invalid would
 // block every later one forever, so it is logged and skipped: the
 // reconcile repairs that bucket from MySQL.
 func (w *Worker) applyEvent(ctx context.Context, e buckets.Event) error {
+	if e.Op == buckets.OpUpsert {
+		_, err := w.applyUpserts(ctx, []buckets.Event{e})
+		return err
+	}
 	outcome, err := w.applyOp(ctx, e)
 	if errors.Is(err, redisscript.ErrInvalidConfig) {
 		w.log.Error("sync: skipping an event redis rejects", "event", e.ID, "bucket", e.Name, "err", err)
@@ -278,33 +317,77 @@ func (w *Worker) applyEvent(ctx context.Context, e buckets.Event) error {
 	if err != nil {
 		return err
 	}
+	w.applied(e, outcome)
+	return nil
+}
+
+// applyUpserts applies bucket upserts, in order, and returns how many it
+// applied; when it fails, the error is that of run[n]. An upsert names the
+// change; the definition written is the current one, read and written
+// while its row is locked (see WithDefinitions), so that a delete or
+// change committing meanwhile waits for the write. A row that is gone, or
+// is another bucket now, was deleted after the event: its delete event
+// follows and nothing is written (superseded). The order of upserts among
+// themselves does not matter: each writes the current row.
+func (w *Worker) applyUpserts(ctx context.Context, run []buckets.Event) (n int, err error) {
+	names := make([]string, len(run))
+	for i, e := range run {
+		names[i] = e.Name
+	}
+	wrote := false
+	err = w.store.WithDefinitions(ctx, names, func(defs map[string]*buckets.Bucket) error {
+		var cfgs []redisscript.Config
+		var keyed []bool
+		var writes []int // the events of cfgs
+		for i, e := range run {
+			if d := defs[e.Name]; d != nil && d.ID == e.BucketID {
+				cfgs, keyed, writes = append(cfgs, bucketConfig(d)), append(keyed, d.Keyed), append(writes, i)
+			}
+		}
+		outs, errs := w.applyConfigs(ctx, cfgs, keyed, false)
+		wrote = true
+		k := 0
+		for i, e := range run {
+			outcome := "superseded"
+			if k < len(writes) && writes[k] == i {
+				switch err := errs[k]; {
+				case errors.Is(err, redisscript.ErrInvalidConfig):
+					// Skipped, as in applyEvent.
+					w.log.Error("sync: skipping an event redis rejects", "event", e.ID, "bucket", e.Name, "err", err)
+					outcome = "rejected"
+				case err != nil:
+					return err
+				default:
+					outcome = outs[k].String()
+				}
+				k++
+			}
+			w.applied(e, outcome)
+			n++
+		}
+		return nil
+	})
+	if err != nil && wrote && n == len(run) {
+		// Only the commit of the read failed, after every write: done.
+		return n, nil
+	}
+	return n, err
+}
+
+// applied records an applied event in the metrics and the log.
+func (w *Worker) applied(e buckets.Event, outcome string) {
 	w.m.applied.WithLabelValues(string(e.Op), outcome).Inc()
 	// created_at comes from the clock of the process that made the change;
 	// a skewed clock must not produce negative lags.
 	w.m.lag.Observe(max(time.Since(e.CreatedAt), 0).Seconds())
 	w.log.Debug("sync: applied change event", "event", e.ID, "op", string(e.Op), "bucket", e.Name,
 		"id", e.BucketID, "version", e.Version, "outcome", outcome)
-	return nil
 }
 
-// applyOp applies one event to Redis and names the outcome.
+// applyOp applies one event other than a bucket upsert to Redis and names
+// the outcome.
 func (w *Worker) applyOp(ctx context.Context, e buckets.Event) (string, error) {
 	switch e.Op {
-	case buckets.OpUpsert:
-		// The event names the change; the definition is the current one,
-		// written while its row is locked (see WithDefinition). A row that
-		// is gone, or is another bucket now, was deleted after the event:
-		// its delete event follows and nothing is written.
-		outcome := "superseded"
-		err := w.store.WithDefinition(ctx, e.Name, func(d *buckets.Bucket) error {
-			if d == nil || d.ID != e.BucketID {
-				return nil
-			}
-			out, err := w.applyConfig(ctx, d.Keyed, bucketConfig(d), false)
-			outcome = out.String()
-			return err
-		})
-		return outcome, err
 	case buckets.OpDelete:
 		deleted, err := w.deleteConfig(ctx, e.Keyed, e.Name, e.BucketID, e.Version)
 		if !deleted {
