@@ -158,6 +158,7 @@ type bucketView struct {
 	Keyed       bool     `json:"keyed"`
 	Shadow      bool     `json:"shadow"`
 	LeaseMillis int64    `json:"lease_ms"`
+	SlotMillis  int64    `json:"slot_ms"`
 	Version     int64    `json:"version"`
 }
 
@@ -197,7 +198,8 @@ func (c *apiClient) live(ctx context.Context, only map[string]bool) (*limitsfile
 			return nil, fmt.Errorf("bucket %q: rate %q: %w", bv.Name, bv.Rate, err)
 		}
 		b := &buckets.Bucket{Name: bv.Name, OwnerApp: bv.OwnerApp, Kind: buckets.Kind(bv.Kind).Or(), Description: bv.Description, MaxPermits: bv.MaxPermits,
-			Rate: rate, AllowedApps: bv.AllowedApps, Keyed: bv.Keyed, Shadow: bv.Shadow, LeaseMillis: bv.LeaseMillis}
+			Rate: rate, AllowedApps: bv.AllowedApps, Keyed: bv.Keyed, Shadow: bv.Shadow, LeaseMillis: bv.LeaseMillis,
+			SlotMillis: bv.SlotMillis}
 		b.Version = bv.Version
 		d.Buckets = append(d.Buckets, b)
 		if !b.Keyed || !want(b.OwnerApp) {
@@ -280,7 +282,7 @@ func (c *apiClient) apply(ctx context.Context, ch *limitsfile.Change) error {
 func bucketBody(b *buckets.Bucket, create bool) map[string]any {
 	body := map[string]any{"name": b.Name, "owner_app": b.OwnerApp, "description": b.Description,
 		"max_permits": b.MaxPermits, "rate": b.Rate.String(), "allowed_apps": b.AllowedApps,
-		"shadow": b.Shadow, "lease_ms": b.LeaseMillis}
+		"shadow": b.Shadow, "lease_ms": b.LeaseMillis, "slot_ms": b.SlotMillis}
 	if create {
 		body["keyed"] = b.Keyed
 		body["kind"] = string(b.Kind.Or())

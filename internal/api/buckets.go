@@ -21,6 +21,7 @@ type bucketJSON struct {
 	Keyed       bool     `json:"keyed"`
 	Shadow      bool     `json:"shadow"`
 	LeaseMillis int64    `json:"lease_ms"`
+	SlotMillis  int64    `json:"slot_ms"`
 	stampJSON
 }
 
@@ -45,7 +46,8 @@ func toBucketJSON(b *buckets.Bucket) bucketJSON {
 	}
 	return bucketJSON{
 		Name: b.Name, OwnerApp: b.OwnerApp, Kind: string(b.Kind.Or()), Description: b.Description, MaxPermits: b.MaxPermits, rateJSON: toRateJSON(b.Rate),
-		AllowedApps: allowed, Keyed: b.Keyed, Shadow: b.Shadow, LeaseMillis: b.LeaseMillis, stampJSON: toStampJSON(b.Stamp),
+		AllowedApps: allowed, Keyed: b.Keyed, Shadow: b.Shadow, LeaseMillis: b.LeaseMillis, SlotMillis: b.SlotMillis,
+		stampJSON: toStampJSON(b.Stamp),
 	}
 }
 
@@ -66,13 +68,15 @@ type bucketInput struct {
 	Keyed       *bool  `json:"keyed"`
 	Shadow      *bool  `json:"shadow"`
 	LeaseMillis *int64 `json:"lease_ms"`
+	// SlotMillis is a concurrency limit's slot lease time.
+	SlotMillis *int64 `json:"slot_ms"`
 }
 
 // patch is the input as the application layer reads it.
 func (in *bucketInput) patch() manage.BucketPatch {
 	return manage.BucketPatch{Name: in.Name, OwnerApp: in.OwnerApp, Kind: in.Kind, Description: in.Description,
 		MaxPermits: in.MaxPermits, Rate: in.Rate, AllowedApps: in.AllowedApps,
-		Keyed: in.Keyed, Shadow: in.Shadow, LeaseMillis: in.LeaseMillis}
+		Keyed: in.Keyed, Shadow: in.Shadow, LeaseMillis: in.LeaseMillis, SlotMillis: in.SlotMillis}
 }
 
 // listBuckets: GET /buckets?search=&app=&cursor=&limit=, the buckets the

@@ -502,3 +502,37 @@ func TestTopKeysAndKeyState(t *testing.T) {
 	e.must(400, owner, "GET", "/api/v1/buckets/per-key/key-state?key="+strings.Repeat("k", 257), nil)
 	e.must(404, stranger, "GET", "/api/v1/buckets/per-key/key-state?key=a", nil)
 }
+
+// TestSlotLeaseTime: a concurrency limit's slot_ms goes in and out of the
+// API: 30000 when left out, changed by a PATCH, refused out of range and
+// on another kind.
+func TestSlotLeaseTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("olivia")
+	e.app("alpha", "olivia")
+	var raw map[string]any
+	e.must(201, owner, "POST", "/api/v1/buckets", map[string]any{"name": "exports", "owner_app": "alpha",
+		"kind": "concurrency", "max_permits": 20}).decode(t, &raw)
+	if raw["slot_ms"] != float64(30000) {
+		t.Fatalf("a concurrency limit created without slot_ms: %v", raw)
+	}
+	e.must(200, owner, "PATCH", "/api/v1/buckets/exports", map[string]any{"slot_ms": 120000}, "If-Match", "*").decode(t, &raw)
+	if raw["slot_ms"] != float64(120000) || raw["version"] != float64(2) {
+		t.Fatalf("after PATCH: %v", raw)
+	}
+	b := e.must(422, owner, "PATCH", "/api/v1/buckets/exports", map[string]any{"slot_ms": 5}, "If-Match", "*").errorBody(t)
+	if b.reasonFor("slot_ms") == "" {
+		t.Errorf("slot_ms 5: %+v", b.Error)
+	}
+	b = e.must(422, owner, "POST", "/api/v1/buckets", map[string]any{"name": "plain", "owner_app": "alpha",
+		"max_permits": 10, "rate": "1/s", "slot_ms": 1000}).errorBody(t)
+	if b.reasonFor("slot_ms") == "" {
+		t.Errorf("a token bucket with slot_ms: %+v", b.Error)
+	}
+	e.must(201, owner, "POST", "/api/v1/buckets", map[string]any{"name": "plain", "owner_app": "alpha",
+		"max_permits": 10, "rate": "1/s"}).decode(t, &raw)
+	if raw["slot_ms"] != float64(0) {
+		t.Errorf("a token bucket's slot_ms: %v", raw)
+	}
+}

@@ -101,7 +101,10 @@ type bucketForm struct {
 	Keyed       bool
 	Shadow      bool
 	LeaseMillis string
-	Version     int64
+	// SlotLease is a concurrency limit's slot lease time as typed ("30s",
+	// "1500ms", or milliseconds alone).
+	SlotLease string
+	Version   int64
 }
 
 type bucketFormPage struct {
@@ -142,10 +145,13 @@ var kindChoices = []kindChoice{
 // patternForm is the traffic pattern of the bucket form's preview.
 type patternForm struct {
 	Steady, Burst, Every, Duration string
+	// Hold is how long each call lasts, in seconds: the calls a
+	// concurrency limit's preview holds its slots for.
+	Hold string
 }
 
 // defaultPattern is what the preview tries until the user says otherwise.
-var defaultPattern = patternForm{Steady: "2", Burst: "20", Every: "15", Duration: "60"}
+var defaultPattern = patternForm{Steady: "2", Burst: "20", Every: "15", Duration: "60", Hold: "1"}
 
 // Summary is the limit in plain words, as the server says it ("" while
 // the form does not hold a valid limit); the script keeps it current as
@@ -164,8 +170,14 @@ type patternField struct{ ID, Label, Value string }
 
 // PatternFields lists the pattern's inputs in form order.
 func (p *bucketFormPage) PatternFields() []patternField {
-	return []patternField{{"steady", "Steady, per second", p.Pattern.Steady}, {"burst", "Burst of", p.Pattern.Burst},
+	fields := []patternField{{"steady", "Steady, per second", p.Pattern.Steady}, {"burst", "Burst of", p.Pattern.Burst},
 		{"every", "every (seconds)", p.Pattern.Every}, {"duration", "for (seconds)", p.Pattern.Duration}}
+	// Only a concurrency limit's calls take time: a new limit may become
+	// one, an edited one is of its kind.
+	if p.New || buckets.Kind(p.Form.Kind).Or() == buckets.KindConcurrency {
+		fields = append(fields, patternField{"hold", "each lasting (seconds; concurrency)", p.Pattern.Hold})
+	}
+	return fields
 }
 
 // previewBucket answers the form's "Preview" button: the form comes back
@@ -173,7 +185,7 @@ func (p *bucketFormPage) PatternFields() []patternField {
 // Nothing is saved; the caller must still be allowed to create or edit.
 func (s *server) previewBucket(c *gin.Context, name string) {
 	p := &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"}, New: name == ""}
-	var owner string
+	var owner, kind string
 	if p.New {
 		owned, err := s.svc.BucketDraft(ctx(c), caller(c))
 		if err != nil {
@@ -187,15 +199,19 @@ func (s *server) previewBucket(c *gin.Context, name string) {
 			s.fail(c, err)
 			return
 		}
-		p.Title, owner = "Edit "+b.Name, b.OwnerApp
+		p.Title, owner, kind = "Edit "+b.Name, b.OwnerApp, string(b.Kind.Or())
 	}
 	p.Form, _ = readBucketForm(c, !p.New)
 	if !p.New {
 		p.Form.Name, p.Form.OwnerApp = name, owner
 	}
 	p.Pattern = patternOf(c)
-	pv, err := s.svc.PreviewLimit(manage.PreviewLimit{Capacity: p.Form.MaxPermits, Rate: p.Form.Rate,
-		Steady: p.Pattern.Steady, Burst: p.Pattern.Burst, Every: p.Pattern.Every, Duration: p.Pattern.Duration})
+	if !p.New {
+		p.Form.Kind = kind
+	}
+	pv, err := s.svc.PreviewLimit(manage.PreviewLimit{Kind: p.Form.Kind, Capacity: p.Form.MaxPermits, Rate: p.Form.Rate,
+		Steady: p.Pattern.Steady, Burst: p.Pattern.Burst, Every: p.Pattern.Every, Duration: p.Pattern.Duration,
+		Hold: p.Pattern.Hold})
 	if err != nil {
 		if status(err) != http.StatusUnprocessableEntity {
 			s.fail(c, err)
@@ -209,13 +225,16 @@ func (s *server) previewBucket(c *gin.Context, name string) {
 	p.Preview = chart.Preview(sim, pv.Rate, "")
 	p.PreviewText = chart.Count(sim.TotalAllowed) + " allowed, " + chart.Count(sim.TotalDenied) + " denied (" +
 		chart.Share(sim.TotalAllowed, sim.TotalDenied) + ")."
+	if buckets.Kind(p.Form.Kind).Or() == buckets.KindConcurrency {
+		p.PreviewText = pv.Summary + " " + p.PreviewText
+	}
 	s.renderBucketForm(c, http.StatusOK, p)
 }
 
 // patternOf reads the preview's pattern back from a posted form.
 func patternOf(c *gin.Context) patternForm {
 	p := patternForm{Steady: postValue(c, "steady"), Burst: postValue(c, "burst"),
-		Every: postValue(c, "every"), Duration: postValue(c, "duration")}
+		Every: postValue(c, "every"), Duration: postValue(c, "duration"), Hold: postValue(c, "hold")}
 	if p == (patternForm{}) {
 		return defaultPattern
 	}
@@ -243,6 +262,11 @@ type liveState struct {
 	Version  int64
 	Now      time.Time
 	Message  string
+	// Slots tells a concurrency limit's state: Whole are its free slots,
+	// InUse the held ones, the first of which expires at NextExpiry.
+	Slots      bool
+	InUse      int64
+	NextExpiry time.Time
 }
 
 type bucketPage struct {
@@ -362,6 +386,7 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 		Keyed:       c.PostForm("keyed") == "true",
 		Shadow:      c.PostForm("shadow") == "true",
 		LeaseMillis: postValue(c, "lease_ms"),
+		SlotLease:   postValue(c, "slot_ms"),
 	}
 	f.Version, _ = strconv.ParseInt(c.PostForm("version"), 10, 64)
 	allowed := splitApps(f.AllowedApps)
@@ -380,7 +405,43 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 	} else {
 		p.LeaseMillis = &n
 	}
+	if n, ok := parseSlotLease(f.SlotLease); !ok {
+		p.Problems.Add("slot_ms", slotLeaseRule)
+	} else {
+		p.SlotMillis = &n
+	}
 	return f, p
+}
+
+// slotLeaseRule is what the form's slot lease time must be, in words.
+var slotLeaseRule = "must be a duration from 10ms to 24h, like “30s”, “2m” or “1500ms” (a number alone is milliseconds)"
+
+// parseSlotLease reads the slot lease time field in milliseconds: a
+// duration ("30s", "1m30s", "1500ms") or milliseconds alone; empty is 0
+// (no slot lease time: every kind but concurrency). Its range is checked
+// by the bucket's validation; a fraction of a millisecond is not a value.
+func parseSlotLease(s string) (int64, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, true
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, true
+	}
+	d, err := time.ParseDuration(strings.ReplaceAll(s, " ", ""))
+	if err != nil || d%time.Millisecond != 0 || d < 0 {
+		return 0, false
+	}
+	return d.Milliseconds(), true
+}
+
+// slotLeaseText shows a slot lease time as the form reads it back: "30s",
+// "1m30s", "1.5s".
+func slotLeaseText(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
 }
 
 // parseLease reads the lease time field: empty is 0 (off). Its range is
@@ -465,6 +526,10 @@ func liveOf(d *manage.BucketDetail) liveState {
 		Refilled: d.Live.Refilled, Version: d.Live.Config.Version, Now: d.Live.RedisTime}
 	l.Whole = int64(math.Floor(d.Live.Tokens))
 	l.Gauge = chart.Gauge(d.Live.Tokens, d.Live.Config.Capacity)
+	if d.Live.Slots {
+		l.Slots, l.InUse, l.NextExpiry = true, d.Live.InUse, d.Live.NextExpiry
+		l.Gauge = chart.SlotGauge(l.Whole, d.Live.Config.Capacity)
+	}
 	if d.Live.Sync == manage.InSync {
 		l.Status = "in-sync"
 	}
@@ -475,7 +540,7 @@ func formOf(b *buckets.Bucket) bucketForm {
 	return bucketForm{Name: b.Name, OwnerApp: b.OwnerApp, Kind: string(b.Kind.Or()), Description: b.Description,
 		MaxPermits: strconv.FormatInt(b.MaxPermits, 10), Rate: b.Rate.Human(),
 		AllowedApps: strings.Join(b.AllowedApps, ", "), Keyed: b.Keyed, Shadow: b.Shadow,
-		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), Version: b.Version}
+		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), SlotLease: slotLeaseText(b.SlotMillis), Version: b.Version}
 }
 
 func (s *server) editBucket(c *gin.Context) {
@@ -578,6 +643,10 @@ type bucketState struct {
 	// that every live figure of a page updates together.
 	Refilled string `json:"refilled,omitempty"`
 	Now      string `json:"now,omitempty"`
+	// A concurrency limit: Tokens are its free slots, InUse the held
+	// ones, the first of which expires at NextExpiry (absent: none held).
+	InUse      *int64 `json:"in_use,omitempty"`
+	NextExpiry string `json:"next_expiry,omitempty"`
 }
 
 func stateOf(name string, st redisscript.State) bucketState {
@@ -604,6 +673,12 @@ func (s *server) bucketStateJSON(c *gin.Context) {
 	}
 	if !st.RedisTime.IsZero() {
 		out.Now = st.RedisTime.UTC().Format(time.RFC3339Nano)
+	}
+	if st.Slots {
+		out.InUse = &st.InUse
+		if !st.NextExpiry.IsZero() {
+			out.NextExpiry = st.NextExpiry.UTC().Format(time.RFC3339Nano)
+		}
 	}
 	c.JSON(http.StatusOK, out)
 }

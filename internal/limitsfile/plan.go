@@ -256,6 +256,7 @@ func bucketFields(live, want *buckets.Bucket) []string {
 	f = field(f, "allowed_apps", strings.Join(live.AllowedApps, ","), strings.Join(want.AllowedApps, ","))
 	f = field(f, "shadow", live.Shadow, want.Shadow)
 	f = field(f, "lease_ms", live.LeaseMillis, want.LeaseMillis)
+	f = field(f, "slot_ms", live.SlotMillis, want.SlotMillis)
 	return f
 }
 
@@ -295,6 +296,9 @@ func (p *Plan) Write(w *strings.Builder) {
 			}
 			if b.LeaseMillis != 0 {
 				fmt.Fprintf(w, ", lease_ms %d", b.LeaseMillis)
+			}
+			if b.SlotMillis != 0 {
+				fmt.Fprintf(w, ", slot_ms %d", b.SlotMillis)
 			}
 		case c.Op == Delete && c.Bucket != nil && c.Bucket.Keyed:
 			w.WriteString(" (with its overrides)")

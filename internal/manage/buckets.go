@@ -88,6 +88,8 @@ type BucketPatch struct {
 	Keyed       *bool
 	Shadow      *bool
 	LeaseMillis *int64
+	// SlotMillis is a concurrency limit's slot lease time.
+	SlotMillis *int64
 	// Problems are fields the transport could not even parse (a capacity
 	// that is not a number). They are reported together with what
 	// validation finds, and nothing is saved.
@@ -108,6 +110,7 @@ func (p *BucketPatch) Apply(b *buckets.Bucket) error {
 	set(&b.Keyed, p.Keyed)
 	set(&b.Shadow, p.Shadow)
 	set(&b.LeaseMillis, p.LeaseMillis)
+	set(&b.SlotMillis, p.SlotMillis)
 	return checkPatch(p.Problems, &b.Rate, p.Rate, b.Validate)
 }
 
