@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
 func TestBucketCreate(t *testing.T) {
@@ -520,6 +521,25 @@ func TestSlotLeaseTime(t *testing.T) {
 	e.must(200, owner, "PATCH", "/api/v1/buckets/exports", map[string]any{"slot_ms": 120000}, "If-Match", "*").decode(t, &raw)
 	if raw["slot_ms"] != float64(120000) || raw["version"] != float64(2) {
 		t.Fatalf("after PATCH: %v", raw)
+	}
+	// Its live state counts slots.
+	stored, err := e.buckets.Get(context.Background(), "exports")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := redisscript.Config{Name: "exports", ID: stored.ID, Version: 2, Capacity: 20, Apps: []string{"alpha"},
+		Kind: redisscript.KindConcurrency, SlotMillis: 120000}
+	if _, err := redisscript.Apply(context.Background(), e.rdb, e.ks, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redisscript.RunSlot(context.Background(), e.rdb, e.ks, "exports", "", "alpha", redisscript.SlotTake, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]any
+	e.must(200, owner, "GET", "/api/v1/buckets/exports/state", nil).decode(t, &state)
+	if state["slots_in_use"] != float64(1) || state["tokens"] != float64(19) || state["next_slot_expiry"] == nil ||
+		state["sync_status"] != "in_sync" {
+		t.Errorf("state of a concurrency limit: %v", state)
 	}
 	b := e.must(422, owner, "PATCH", "/api/v1/buckets/exports", map[string]any{"slot_ms": 5}, "If-Match", "*").errorBody(t)
 	if b.reasonFor("slot_ms") == "" {
