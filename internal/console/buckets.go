@@ -324,7 +324,9 @@ func (s *server) listBuckets(c *gin.Context) {
 	var live []string
 	for _, r := range list.Rows {
 		row := bucketRow{Bucket: r.Bucket}
-		if r.LiveOK && r.Live.Exists {
+		// A concurrency limit counts slots, which the list does not read
+		// (its page does): no token count to show.
+		if r.LiveOK && r.Live.Exists && r.Bucket.Kind != buckets.KindConcurrency {
 			row.Live, row.Capacity = true, r.Live.Config.Capacity
 			row.Tokens = int64(math.Floor(r.Live.Tokens))
 			row.Gauge = chart.Gauge(r.Live.Tokens, r.Live.Config.Capacity)

@@ -58,6 +58,7 @@ func TestConcurrencyLimitForm(t *testing.T) {
 	r = ob.get("/buckets/exports")
 	wantBody(t, "live", r, `id="slots-in-use">1</div>`, `slots in use of <span data-live-capacity>2</span>`,
 		`<span data-live-tokens>1</span> free`, `data-unit="slots"`, "First slot expires")
+	wantBody(t, "list", ob.get("/buckets"), "slots: on its page")
 	r = ob.get("/buckets/exports/state.json")
 	wantBody(t, "state.json", r, `"in_use":1`, `"tokens":1`, `"next_expiry":"`)
 }
