@@ -76,6 +76,12 @@ type Result struct {
 // (Stats.StateLost). A Redis that lost its data (restarted without
 // persistence) starts every bucket full again once the sync worker
 // restores it: that adds up to one capacity per loss, whatever the policy.
+//
+// For concurrency limits (TakeSlot) the allowance is counted in slots in
+// progress beyond the limit: FailClosed 0; FailLocal at most instances x
+// max(1, limit/instances), from an outage's start until the slots it took
+// locally end (released locally, or expired after the lease time unless
+// renewed locally; they never move to Redis); FailOpen unbounded.
 type FailurePolicy int
 
 // Failure policies. The zero value is FailLocal.

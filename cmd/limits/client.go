@@ -161,6 +161,7 @@ type bucketView struct {
 	LeaseMillis int64    `json:"lease_ms"`
 	QuotaPeriod string   `json:"quota_period"`
 	TimeZone    string   `json:"time_zone"`
+	SlotMillis  int64    `json:"slot_ms"`
 	Version     int64    `json:"version"`
 }
 
@@ -201,7 +202,7 @@ func (c *apiClient) live(ctx context.Context, only map[string]bool) (*limitsfile
 		}
 		b := &buckets.Bucket{Name: bv.Name, OwnerApp: bv.OwnerApp, Kind: buckets.Kind(bv.Kind).Or(), Description: bv.Description, MaxPermits: bv.MaxPermits,
 			Rate: rate, AllowedApps: bv.AllowedApps, Keyed: bv.Keyed, Shadow: bv.Shadow, LeaseMillis: bv.LeaseMillis,
-			QuotaPeriod: quota.Period(bv.QuotaPeriod), TimeZone: bv.TimeZone}
+			SlotMillis: bv.SlotMillis, QuotaPeriod: quota.Period(bv.QuotaPeriod), TimeZone: bv.TimeZone}
 		b.Version = bv.Version
 		d.Buckets = append(d.Buckets, b)
 		if !b.Keyed || !want(b.OwnerApp) {
@@ -284,7 +285,7 @@ func (c *apiClient) apply(ctx context.Context, ch *limitsfile.Change) error {
 func bucketBody(b *buckets.Bucket, create bool) map[string]any {
 	body := map[string]any{"name": b.Name, "owner_app": b.OwnerApp, "description": b.Description,
 		"max_permits": b.MaxPermits, "rate": b.Rate.String(), "allowed_apps": b.AllowedApps,
-		"shadow": b.Shadow, "lease_ms": b.LeaseMillis}
+		"shadow": b.Shadow, "lease_ms": b.LeaseMillis, "slot_ms": b.SlotMillis}
 	if b.Kind.Or() == buckets.KindQuota {
 		// Only a quota has them: the API refuses them on the other kinds.
 		body["quota_period"], body["time_zone"] = string(b.QuotaPeriod), b.TimeZone

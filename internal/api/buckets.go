@@ -21,6 +21,7 @@ type bucketJSON struct {
 	Keyed       bool     `json:"keyed"`
 	Shadow      bool     `json:"shadow"`
 	LeaseMillis int64    `json:"lease_ms"`
+	SlotMillis  int64    `json:"slot_ms"`
 	// QuotaPeriod and TimeZone are a quota's calendar period and zone;
 	// empty for the other kinds. Not "period": rate_period_seconds is
 	// the refill's.
@@ -50,7 +51,7 @@ func toBucketJSON(b *buckets.Bucket) bucketJSON {
 	}
 	return bucketJSON{
 		Name: b.Name, OwnerApp: b.OwnerApp, Kind: string(b.Kind.Or()), Description: b.Description, MaxPermits: b.MaxPermits, rateJSON: toRateJSON(b.Rate),
-		AllowedApps: allowed, Keyed: b.Keyed, Shadow: b.Shadow, LeaseMillis: b.LeaseMillis,
+		AllowedApps: allowed, Keyed: b.Keyed, Shadow: b.Shadow, LeaseMillis: b.LeaseMillis, SlotMillis: b.SlotMillis,
 		QuotaPeriod: string(b.QuotaPeriod), TimeZone: b.TimeZone, stampJSON: toStampJSON(b.Stamp),
 	}
 }
@@ -69,9 +70,11 @@ type bucketInput struct {
 	Rate        *string   `json:"rate"`
 	AllowedApps *[]string `json:"allowed_apps"`
 	// Keyed is taken on creation only; a change of it is refused.
-	Keyed       *bool   `json:"keyed"`
-	Shadow      *bool   `json:"shadow"`
-	LeaseMillis *int64  `json:"lease_ms"`
+	Keyed       *bool  `json:"keyed"`
+	Shadow      *bool  `json:"shadow"`
+	LeaseMillis *int64 `json:"lease_ms"`
+	// SlotMillis is a concurrency limit's slot lease time.
+	SlotMillis  *int64  `json:"slot_ms"`
 	QuotaPeriod *string `json:"quota_period"`
 	TimeZone    *string `json:"time_zone"`
 }
@@ -80,7 +83,7 @@ type bucketInput struct {
 func (in *bucketInput) patch() manage.BucketPatch {
 	return manage.BucketPatch{Name: in.Name, OwnerApp: in.OwnerApp, Kind: in.Kind, Description: in.Description,
 		MaxPermits: in.MaxPermits, Rate: in.Rate, AllowedApps: in.AllowedApps,
-		Keyed: in.Keyed, Shadow: in.Shadow, LeaseMillis: in.LeaseMillis, QuotaPeriod: in.QuotaPeriod, TimeZone: in.TimeZone}
+		Keyed: in.Keyed, Shadow: in.Shadow, LeaseMillis: in.LeaseMillis, SlotMillis: in.SlotMillis, QuotaPeriod: in.QuotaPeriod, TimeZone: in.TimeZone}
 }
 
 // listBuckets: GET /buckets?search=&app=&cursor=&limit=, the buckets the

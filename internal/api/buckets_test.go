@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/audit"
+	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
 func TestBucketCreate(t *testing.T) {
@@ -501,4 +502,57 @@ func TestTopKeysAndKeyState(t *testing.T) {
 	e.must(400, owner, "GET", "/api/v1/buckets/per-key/key-state", nil)
 	e.must(400, owner, "GET", "/api/v1/buckets/per-key/key-state?key="+strings.Repeat("k", 257), nil)
 	e.must(404, stranger, "GET", "/api/v1/buckets/per-key/key-state?key=a", nil)
+}
+
+// TestSlotLeaseTime: a concurrency limit's slot_ms goes in and out of the
+// API: 30000 when left out, changed by a PATCH, refused out of range and
+// on another kind.
+func TestSlotLeaseTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("olivia")
+	e.app("alpha", "olivia")
+	var raw map[string]any
+	e.must(201, owner, "POST", "/api/v1/buckets", map[string]any{"name": "exports", "owner_app": "alpha",
+		"kind": "concurrency", "max_permits": 20}).decode(t, &raw)
+	if raw["slot_ms"] != float64(30000) {
+		t.Fatalf("a concurrency limit created without slot_ms: %v", raw)
+	}
+	e.must(200, owner, "PATCH", "/api/v1/buckets/exports", map[string]any{"slot_ms": 120000}, "If-Match", "*").decode(t, &raw)
+	if raw["slot_ms"] != float64(120000) || raw["version"] != float64(2) {
+		t.Fatalf("after PATCH: %v", raw)
+	}
+	// Its live state counts slots.
+	stored, err := e.buckets.Get(context.Background(), "exports")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := redisscript.Config{Name: "exports", ID: stored.ID, Version: 2, Capacity: 20, Apps: []string{"alpha"},
+		Kind: redisscript.KindConcurrency, SlotMillis: 120000}
+	if _, err := redisscript.Apply(context.Background(), e.rdb, e.ks, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redisscript.RunSlot(context.Background(), e.rdb, e.ks, "exports", "", "alpha", redisscript.SlotTake, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]any
+	e.must(200, owner, "GET", "/api/v1/buckets/exports/state", nil).decode(t, &state)
+	if state["slots_in_use"] != float64(1) || state["tokens"] != float64(19) || state["next_slot_expiry"] == nil ||
+		state["sync_status"] != "in_sync" {
+		t.Errorf("state of a concurrency limit: %v", state)
+	}
+	b := e.must(422, owner, "PATCH", "/api/v1/buckets/exports", map[string]any{"slot_ms": 5}, "If-Match", "*").errorBody(t)
+	if b.reasonFor("slot_ms") == "" {
+		t.Errorf("slot_ms 5: %+v", b.Error)
+	}
+	b = e.must(422, owner, "POST", "/api/v1/buckets", map[string]any{"name": "plain", "owner_app": "alpha",
+		"max_permits": 10, "rate": "1/s", "slot_ms": 1000}).errorBody(t)
+	if b.reasonFor("slot_ms") == "" {
+		t.Errorf("a token bucket with slot_ms: %+v", b.Error)
+	}
+	e.must(201, owner, "POST", "/api/v1/buckets", map[string]any{"name": "plain", "owner_app": "alpha",
+		"max_permits": 10, "rate": "1/s"}).decode(t, &raw)
+	if raw["slot_ms"] != float64(0) {
+		t.Errorf("a token bucket's slot_ms: %v", raw)
+	}
 }

@@ -33,7 +33,12 @@ type stateJSON struct {
 	// LastRefill is when an acquire last refilled the bucket, RedisTime
 	// the Redis clock at this read; both come from Redis TIME.
 	LastRefill *time.Time `json:"last_refill,omitempty"`
-	RedisTime  time.Time  `json:"redis_time"`
+	// SlotsInUse and NextSlotExpiry, of a shared concurrency limit: the
+	// slots held (Tokens is then the free ones) and when the first of
+	// them expires.
+	SlotsInUse     *int64     `json:"slots_in_use,omitempty"`
+	NextSlotExpiry *time.Time `json:"next_slot_expiry,omitempty"`
+	RedisTime      time.Time  `json:"redis_time"`
 }
 
 // bucketState: GET /buckets/{bucket}/state, for anyone who can see the
@@ -60,6 +65,13 @@ func (s *server) bucketState(w http.ResponseWriter, r *http.Request, c manage.Ca
 		if !st.Refilled.IsZero() {
 			t := st.Refilled.UTC()
 			out.LastRefill = &t
+		}
+	}
+	if st.Slots {
+		out.SlotsInUse = &st.InUse
+		if !st.NextExpiry.IsZero() {
+			t := st.NextExpiry.UTC()
+			out.NextSlotExpiry = &t
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

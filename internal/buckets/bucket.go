@@ -31,6 +31,16 @@ const (
 	// held by a process that stalls or dies come back soon.
 	MinLeaseMillis = 10
 	MaxLeaseMillis = 10_000
+	// MinSlotMillis and MaxSlotMillis bound the slot lease time of a
+	// concurrency limit: a slot neither released nor renewed comes back
+	// that long after it was taken, so a process that dies holding slots
+	// returns them by itself.
+	MinSlotMillis = limits.MinSlotMillis
+	MaxSlotMillis = limits.MaxSlotMillis
+	// DefaultSlotMillis is the slot lease time of a concurrency limit
+	// created without one: longer than most calls, short enough that a
+	// dead process's slots come back soon.
+	DefaultSlotMillis = 30_000
 )
 
 // Bucket is a token bucket definition. It belongs to its owner app and
@@ -70,17 +80,27 @@ type Bucket struct {
 	// Empty for the other kinds. Period and zone may change: the count
 	// starts again from 0 when the running period's start moves.
 	TimeZone string `json:"time_zone"`
+	// SlotMillis is a concurrency limit's slot lease time, in milliseconds
+	// (MinSlotMillis to MaxSlotMillis): a slot neither released nor
+	// renewed expires that long after it was taken or last renewed;
+	// Validate makes 0 DefaultSlotMillis. 0 for the other kinds. Not
+	// LeaseMillis: that is a token bucket's lease mode.
+	SlotMillis int64 `json:"slot_ms"`
 	database.Stamp
 }
 
 // Validate checks every field a user sets and returns a *errs.Validation
 // naming each invalid one (name, owner_app, kind, description, max_permits,
-// rate, lease_ms, quota_period, time_zone, allowed_apps), or nil. It first puts Kind and AllowedApps
+// rate, lease_ms, slot_ms, quota_period, time_zone, allowed_apps), or nil. It first puts Kind and AllowedApps
 // in canonical form: an empty Kind is KindBucket; AllowedApps sorted,
-// without duplicates, and [OwnerApp] when empty; a quota's empty TimeZone
-// "UTC". Whether the apps exist is checked by the Store.
+// without duplicates, and [OwnerApp] when empty; a concurrency limit's
+// SlotMillis DefaultSlotMillis when 0; a quota's empty TimeZone "UTC".
+// Whether the apps exist is checked by the Store.
 func (b *Bucket) Validate() error {
 	b.Kind = b.Kind.Or()
+	if b.Kind == KindConcurrency && b.SlotMillis == 0 {
+		b.SlotMillis = DefaultSlotMillis
+	}
 	b.AllowedApps = normalizeApps(b.AllowedApps, b.OwnerApp)
 	b.TimeZone = strings.TrimSpace(b.TimeZone)
 	if b.Kind == KindQuota && b.TimeZone == "" {
@@ -104,6 +124,12 @@ func (b *Bucket) Validate() error {
 		v.Add("lease_ms", LeaseRule)
 	}
 	checkCalendar(&v, b.Kind, b.QuotaPeriod, b.TimeZone)
+	switch {
+	case b.Kind == KindConcurrency && (b.SlotMillis < MinSlotMillis || b.SlotMillis > MaxSlotMillis):
+		v.Add("slot_ms", SlotRule)
+	case b.Kind != KindConcurrency && b.SlotMillis != 0:
+		v.Add("slot_ms", "must be empty: only a concurrency limit has a slot lease time")
+	}
 	if r := allowedAppsProblem(b.AllowedApps); r != "" {
 		v.Add("allowed_apps", r)
 	}
@@ -178,6 +204,9 @@ func checkLimit(v *errs.Validation, k Kind, description string, maxPermits int64
 	}
 }
 
+// SlotRule is what a slot lease time must be, in words.
+var SlotRule = fmt.Sprintf("must be a whole number of milliseconds from %d to %d (a day)", MinSlotMillis, MaxSlotMillis)
+
 // LeaseRule is what a lease time must be, in words.
 var LeaseRule = fmt.Sprintf("must be 0 (off) or a whole number of milliseconds from %d to %d",
 	MinLeaseMillis, MaxLeaseMillis)
@@ -203,7 +232,7 @@ func (b *Bucket) SameSettings(o *Bucket) bool {
 	return b.Name == o.Name && b.OwnerApp == o.OwnerApp && b.Description == o.Description &&
 		b.MaxPermits == o.MaxPermits && b.Rate == o.Rate && slices.Equal(b.AllowedApps, o.AllowedApps) &&
 		b.Kind == o.Kind && b.Keyed == o.Keyed && b.Shadow == o.Shadow && b.LeaseMillis == o.LeaseMillis &&
-		b.QuotaPeriod == o.QuotaPeriod && b.TimeZone == o.TimeZone
+		b.QuotaPeriod == o.QuotaPeriod && b.TimeZone == o.TimeZone && b.SlotMillis == o.SlotMillis
 }
 
 // normalizeApps trims, sorts and dedupes names, defaulting to owner.

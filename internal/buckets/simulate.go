@@ -100,8 +100,18 @@ func Simulate(capacity int64, r Rate, p Pattern) (Simulation, error) {
 		sim.Denied[i] += n - got
 	}
 
-	// Merge the two arrival streams in time order; at equal times the
-	// burst goes first.
+	playPattern(p, take)
+	for i := range steps {
+		sim.TotalAllowed += sim.Allowed[i]
+		sim.TotalDenied += sim.Denied[i]
+	}
+	return sim, nil
+}
+
+// playPattern calls take for every arrival of p, in time order (seconds
+// from the start, and how many arrive at once); at equal times the burst
+// goes first.
+func playPattern(p Pattern, take func(at float64, n int64)) {
 	end := p.Duration.Seconds()
 	gap := math.Inf(1)
 	if p.Steady > 0 {
@@ -128,11 +138,6 @@ func Simulate(capacity int64, r Rate, p Pattern) (Simulation, error) {
 		take(nextSteady, 1)
 		k++
 	}
-	for i := range steps {
-		sim.TotalAllowed += sim.Allowed[i]
-		sim.TotalDenied += sim.Denied[i]
-	}
-	return sim, nil
 }
 
 // ParsePattern reads a Pattern from a form: steady requests per second
@@ -178,4 +183,63 @@ func ParsePattern(steady, burst, every, duration string) (Pattern, error) {
 		return Pattern{}, err
 	}
 	return p, nil
+}
+
+// MaxHold bounds how long each call of a concurrency preview lasts.
+const MaxHold = time.Hour
+
+// SimulateSlots plays p against a concurrency limit of limit slots whose
+// calls each last hold: a call is allowed when fewer than limit calls
+// started before it are still in progress (a call that ends at the
+// instant another arrives has given its slot back), as the slot script
+// would answer with every slot released when its call ends. It is pure
+// and deterministic. An invalid limit, hold or pattern gives an error
+// matching errs.ErrInvalid (fields max_permits, hold and the pattern's).
+func SimulateSlots(limit int64, hold time.Duration, p Pattern) (Simulation, error) {
+	v := &errs.Validation{}
+	if limit < 1 || limit > MaxCapacity {
+		v.Add("max_permits", fmt.Sprintf("must be between 1 and %d", MaxCapacity))
+	}
+	if hold <= 0 || hold > MaxHold {
+		v.Add("hold", "must be more than 0 and at most an hour")
+	}
+	if err := p.Validate(); err != nil {
+		v.Fields = append(v.Fields, errs.Fields(err).Fields...)
+	}
+	if err := v.Err(); err != nil {
+		return Simulation{}, err
+	}
+	steps := int(p.Duration / time.Second)
+	sim := Simulation{Step: time.Second, Allowed: make([]int64, steps), Denied: make([]int64, steps)}
+	// The calls in progress, by when they end, grouped by arrival (a
+	// burst's calls end together): the order they were allowed is the
+	// order they end, since every call lasts hold. One group per arrival
+	// bounds the memory whatever the limit and the bursts.
+	type group struct {
+		end float64
+		n   int64
+	}
+	h := hold.Seconds()
+	var running []group
+	var inUse int64
+	take := func(at float64, n int64) {
+		for len(running) > 0 && running[0].end <= at {
+			inUse -= running[0].n
+			running = running[1:]
+		}
+		got := max(0, min(n, limit-inUse))
+		if got > 0 {
+			running = append(running, group{at + h, got})
+			inUse += got
+		}
+		i := min(int(at), steps-1)
+		sim.Allowed[i] += got
+		sim.Denied[i] += n - got
+	}
+	playPattern(p, take)
+	for i := range steps {
+		sim.TotalAllowed += sim.Allowed[i]
+		sim.TotalDenied += sim.Denied[i]
+	}
+	return sim, nil
 }

@@ -96,6 +96,18 @@ func Share(allowed, denied int64) string {
 // data-capacity). Tokens are shown whole (rounded down): a fraction of a
 // token cannot be taken.
 func Gauge(tokens float64, capacity int64) template.HTML {
+	return GaugeOf(tokens, capacity, "tokens")
+}
+
+// SlotGauge is Gauge for a concurrency limit: free slots of its limit.
+func SlotGauge(free, limit int64) template.HTML {
+	return GaugeOf(float64(free), limit, "slots")
+}
+
+// GaugeOf is a gauge of level of capacity, whose label counts unit
+// ("tokens", "slots") available; the JS of live pages reads the unit
+// from data-unit.
+func GaugeOf(tokens float64, capacity int64, unit string) template.HTML {
 	if math.IsNaN(tokens) || tokens < 0 {
 		tokens = 0
 	}
@@ -110,10 +122,10 @@ func Gauge(tokens float64, capacity int64) template.HTML {
 	if tokens < 1 {
 		color = DeniedColor
 	}
-	label := fmt.Sprintf("%s of %s tokens available", Count(int64(whole)), Count(int64(c)))
+	label := fmt.Sprintf("%s of %s %s available", Count(int64(whole)), Count(int64(c)), unit)
 	var sb strings.Builder
-	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" class="gauge" viewBox="0 0 100 10" width="100%%" preserveAspectRatio="none" role="meter" aria-valuemin="0" aria-valuemax="%d" aria-valuenow="%d" aria-label="%s" data-capacity="%d"><title>%s</title>`,
-		int64(c), int64(whole), esc(label), int64(c), esc(label))
+	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" class="gauge" viewBox="0 0 100 10" width="100%%" preserveAspectRatio="none" role="meter" aria-valuemin="0" aria-valuemax="%d" aria-valuenow="%d" aria-label="%s" data-capacity="%d" data-unit="%s"><title>%s</title>`,
+		int64(c), int64(whole), esc(label), int64(c), esc(unit), esc(label))
 	sb.WriteString(`<rect class="gauge-track" x="0" y="0" width="100" height="10" fill="currentColor" fill-opacity="0.15"/>`)
 	fmt.Fprintf(&sb, `<rect class="gauge-fill" x="0" y="0" width="%s" height="10" fill="%s" data-low-fill="%s" data-fill="%s"/>`,
 		num(frac*100), color, DeniedColor, Palette[0])

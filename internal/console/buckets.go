@@ -101,7 +101,10 @@ type bucketForm struct {
 	Keyed       bool
 	Shadow      bool
 	LeaseMillis string
-	Version     int64
+	// SlotLease is a concurrency limit's slot lease time as typed ("30s",
+	// "1500ms", or milliseconds alone).
+	SlotLease string
+	Version   int64
 }
 
 type bucketFormPage struct {
@@ -137,10 +140,13 @@ var kindChoices = []kindChoice{
 // patternForm is the traffic pattern of a limit's preview.
 type patternForm struct {
 	Steady, Burst, Every, Duration string
+	// Hold is how long each call lasts, in seconds: the calls a
+	// concurrency limit's preview holds its slots for.
+	Hold string
 }
 
 // defaultPattern is what the preview tries until the user says otherwise.
-var defaultPattern = patternForm{Steady: "2", Burst: "20", Every: "15", Duration: "60"}
+var defaultPattern = patternForm{Steady: "2", Burst: "20", Every: "15", Duration: "60", Hold: "1"}
 
 // limitPreview is the "Try it before saving" part of a form that sets a
 // limit (a bucket's, an override's): the pattern typed and, once asked
@@ -156,6 +162,9 @@ type limitPreview struct {
 	// PreviewAction is where the preview button posts the form, "" for
 	// the form's own action.
 	PreviewAction string
+	// Hold shows how long each call lasts: only a concurrency limit's
+	// calls take time, and a new limit may become one.
+	Hold bool
 }
 
 // patternField is one input of the preview's pattern.
@@ -163,8 +172,12 @@ type patternField struct{ ID, Label, Value string }
 
 // PatternFields lists the pattern's inputs in form order.
 func (p *limitPreview) PatternFields() []patternField {
-	return []patternField{{"steady", "Steady, per second", p.Pattern.Steady}, {"burst", "Burst of", p.Pattern.Burst},
+	fields := []patternField{{"steady", "Steady, per second", p.Pattern.Steady}, {"burst", "Burst of", p.Pattern.Burst},
 		{"every", "every (seconds)", p.Pattern.Every}, {"duration", "for (seconds)", p.Pattern.Duration}}
+	if p.Hold {
+		fields = append(fields, patternField{"hold", "each lasting (seconds; concurrency)", p.Pattern.Hold})
+	}
+	return fields
 }
 
 // limitSummary is a limit in plain words, as the server says it ("" while
@@ -185,10 +198,11 @@ func (p *bucketFormPage) Summary() string { return limitSummary(p.Form.MaxPermit
 // simulate draws the preview of the posted pattern against a limit of
 // capacity and rate as typed. Invalid input is an error matching
 // errs.ErrInvalid, naming the fields, for the form to show.
-func (s *server) simulate(c *gin.Context, capacity, rate string) (limitPreview, error) {
-	p := limitPreview{Pattern: patternOf(c)}
-	pv, err := s.svc.PreviewLimit(manage.PreviewLimit{Capacity: capacity, Rate: rate,
-		Steady: p.Pattern.Steady, Burst: p.Pattern.Burst, Every: p.Pattern.Every, Duration: p.Pattern.Duration})
+func (s *server) simulate(c *gin.Context, kind buckets.Kind, capacity, rate string) (limitPreview, error) {
+	p := limitPreview{Pattern: patternOf(c), Hold: kind.Or() == buckets.KindConcurrency}
+	pv, err := s.svc.PreviewLimit(manage.PreviewLimit{Kind: string(kind.Or()), Capacity: capacity, Rate: rate,
+		Steady: p.Pattern.Steady, Burst: p.Pattern.Burst, Every: p.Pattern.Every, Duration: p.Pattern.Duration,
+		Hold: p.Pattern.Hold})
 	if err != nil {
 		return p, err
 	}
@@ -196,6 +210,9 @@ func (s *server) simulate(c *gin.Context, capacity, rate string) (limitPreview, 
 	p.Preview = chart.Preview(sim, pv.Rate, "")
 	p.PreviewText = chart.Count(sim.TotalAllowed) + " allowed, " + chart.Count(sim.TotalDenied) + " denied (" +
 		chart.Share(sim.TotalAllowed, sim.TotalDenied) + ")."
+	if p.Hold {
+		p.PreviewText = pv.Summary + " " + p.PreviewText
+	}
 	return p, nil
 }
 
@@ -204,7 +221,7 @@ func (s *server) simulate(c *gin.Context, capacity, rate string) (limitPreview, 
 // Nothing is saved; the caller must still be allowed to create or edit.
 func (s *server) previewBucket(c *gin.Context, name string) {
 	p := &bucketFormPage{layout: layout{Title: "New bucket", Nav: "buckets"}, New: name == ""}
-	var owner string
+	var owner, kind string
 	if p.New {
 		owned, err := s.svc.BucketDraft(ctx(c), caller(c))
 		if err != nil {
@@ -218,13 +235,16 @@ func (s *server) previewBucket(c *gin.Context, name string) {
 			s.fail(c, err)
 			return
 		}
-		p.Title, owner = "Edit "+b.Name, b.OwnerApp
+		p.Title, owner, kind = "Edit "+b.Name, b.OwnerApp, string(b.Kind.Or())
 	}
 	p.Form, _ = readBucketForm(c, !p.New)
 	if !p.New {
 		p.Form.Name, p.Form.OwnerApp = name, owner
 	}
-	lp, err := s.simulate(c, p.Form.MaxPermits, p.Form.Rate)
+	if !p.New {
+		p.Form.Kind = kind
+	}
+	lp, err := s.simulate(c, buckets.Kind(p.Form.Kind), p.Form.MaxPermits, p.Form.Rate)
 	p.limitPreview = lp
 	if err != nil {
 		if status(err) != http.StatusUnprocessableEntity {
@@ -241,7 +261,7 @@ func (s *server) previewBucket(c *gin.Context, name string) {
 // patternOf reads the preview's pattern back from a posted form.
 func patternOf(c *gin.Context) patternForm {
 	p := patternForm{Steady: postValue(c, "steady"), Burst: postValue(c, "burst"),
-		Every: postValue(c, "every"), Duration: postValue(c, "duration")}
+		Every: postValue(c, "every"), Duration: postValue(c, "duration"), Hold: postValue(c, "hold")}
 	if p == (patternForm{}) {
 		return defaultPattern
 	}
@@ -269,6 +289,11 @@ type liveState struct {
 	Version  int64
 	Now      time.Time
 	Message  string
+	// Slots tells a concurrency limit's state: Whole are its free slots,
+	// InUse the held ones, the first of which expires at NextExpiry.
+	Slots      bool
+	InUse      int64
+	NextExpiry time.Time
 }
 
 type bucketPage struct {
@@ -326,7 +351,9 @@ func (s *server) listBuckets(c *gin.Context) {
 	var live []string
 	for _, r := range list.Rows {
 		row := bucketRow{Bucket: r.Bucket}
-		if r.LiveOK && r.Live.Exists {
+		// A concurrency limit counts slots, which the list does not read
+		// (its page does): no token count to show.
+		if r.LiveOK && r.Live.Exists && r.Bucket.Kind != buckets.KindConcurrency {
 			row.Live, row.Capacity = true, r.Live.Config.Capacity
 			row.Tokens = int64(math.Floor(r.Live.Tokens))
 			row.Gauge = chart.Gauge(r.Live.Tokens, r.Live.Config.Capacity)
@@ -388,6 +415,7 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 		Keyed:       c.PostForm("keyed") == "true",
 		Shadow:      c.PostForm("shadow") == "true",
 		LeaseMillis: postValue(c, "lease_ms"),
+		SlotLease:   postValue(c, "slot_ms"),
 	}
 	f.Version, _ = strconv.ParseInt(c.PostForm("version"), 10, 64)
 	allowed := splitApps(f.AllowedApps)
@@ -406,7 +434,43 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 	} else {
 		p.LeaseMillis = &n
 	}
+	if n, ok := parseSlotLease(f.SlotLease); !ok {
+		p.Problems.Add("slot_ms", slotLeaseRule)
+	} else {
+		p.SlotMillis = &n
+	}
 	return f, p
+}
+
+// slotLeaseRule is what the form's slot lease time must be, in words.
+var slotLeaseRule = "must be a duration from 10ms to 24h, like “30s”, “2m” or “1500ms” (a number alone is milliseconds)"
+
+// parseSlotLease reads the slot lease time field in milliseconds: a
+// duration ("30s", "1m30s", "1500ms") or milliseconds alone; empty is 0
+// (no slot lease time: every kind but concurrency). Its range is checked
+// by the bucket's validation; a fraction of a millisecond is not a value.
+func parseSlotLease(s string) (int64, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, true
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, true
+	}
+	d, err := time.ParseDuration(strings.ReplaceAll(s, " ", ""))
+	if err != nil || d%time.Millisecond != 0 || d < 0 {
+		return 0, false
+	}
+	return d.Milliseconds(), true
+}
+
+// slotLeaseText shows a slot lease time as the form reads it back: "30s",
+// "1m30s", "1.5s".
+func slotLeaseText(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
 }
 
 // parseLease reads the lease time field: empty is 0 (off). Its range is
@@ -491,6 +555,10 @@ func liveOf(d *manage.BucketDetail) liveState {
 		Refilled: d.Live.Refilled, Version: d.Live.Config.Version, Now: d.Live.RedisTime}
 	l.Whole = int64(math.Floor(d.Live.Tokens))
 	l.Gauge = chart.Gauge(d.Live.Tokens, d.Live.Config.Capacity)
+	if d.Live.Slots {
+		l.Slots, l.InUse, l.NextExpiry = true, d.Live.InUse, d.Live.NextExpiry
+		l.Gauge = chart.SlotGauge(l.Whole, d.Live.Config.Capacity)
+	}
 	if d.Live.Sync == manage.InSync {
 		l.Status = "in-sync"
 	}
@@ -501,7 +569,7 @@ func formOf(b *buckets.Bucket) bucketForm {
 	return bucketForm{Name: b.Name, OwnerApp: b.OwnerApp, Kind: string(b.Kind.Or()), Description: b.Description,
 		MaxPermits: strconv.FormatInt(b.MaxPermits, 10), Rate: b.Rate.Human(),
 		AllowedApps: strings.Join(b.AllowedApps, ", "), Keyed: b.Keyed, Shadow: b.Shadow,
-		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), Version: b.Version}
+		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), SlotLease: slotLeaseText(b.SlotMillis), Version: b.Version}
 }
 
 func (s *server) editBucket(c *gin.Context) {
@@ -604,6 +672,10 @@ type bucketState struct {
 	// that every live figure of a page updates together.
 	Refilled string `json:"refilled,omitempty"`
 	Now      string `json:"now,omitempty"`
+	// A concurrency limit: Tokens are its free slots, InUse the held
+	// ones, the first of which expires at NextExpiry (absent: none held).
+	InUse      *int64 `json:"in_use,omitempty"`
+	NextExpiry string `json:"next_expiry,omitempty"`
 }
 
 func stateOf(name string, st redisscript.State) bucketState {
@@ -630,6 +702,12 @@ func (s *server) bucketStateJSON(c *gin.Context) {
 	}
 	if !st.RedisTime.IsZero() {
 		out.Now = st.RedisTime.UTC().Format(time.RFC3339Nano)
+	}
+	if st.Slots {
+		out.InUse = &st.InUse
+		if !st.NextExpiry.IsZero() {
+			out.NextExpiry = st.NextExpiry.UTC().Format(time.RFC3339Nano)
+		}
 	}
 	c.JSON(http.StatusOK, out)
 }

@@ -174,11 +174,12 @@ func (s *server) createOverride(c *gin.Context) {
 // its pattern against the override's limit. Nothing is saved; the caller
 // must still be allowed to change the bucket.
 func (s *server) previewOverride(c *gin.Context, name string, form overrideForm) {
-	if _, err := s.svc.EditableBucket(ctx(c), caller(c), name); err != nil {
+	b, err := s.svc.EditableBucket(ctx(c), caller(c), name)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	lp, err := s.simulate(c, form.MaxPermits, form.Rate)
+	lp, err := s.simulate(c, b.Kind, form.MaxPermits, form.Rate)
 	st := http.StatusOK
 	var v *errs.Validation
 	if err != nil {
@@ -323,7 +324,7 @@ func (s *server) updateOverride(c *gin.Context) {
 		if version > 0 {
 			p.Version = version
 		}
-		lp, err := s.simulate(c, form.MaxPermits, form.Rate)
+		lp, err := s.simulate(c, buckets.KindBucket, form.MaxPermits, form.Rate)
 		p.limitPreview = lp
 		st := http.StatusOK
 		if err != nil {

@@ -88,6 +88,7 @@ func parseViews() (*views, error) {
 		"roledesc":   manage.RoleDescription,
 		"until":      until,
 		"gauge":      chart.Gauge,
+		"slotlease":  slotLeaseText,
 		// whole is a token count rounded down, as the live state shows it.
 		"whole": func(f float64) int64 { return int64(math.Floor(f)) },
 		// dict carries named values to a partial: "dict" "Key" value ...

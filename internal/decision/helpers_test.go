@@ -69,6 +69,10 @@ type bucketDef struct {
 	capacity          int64
 	allowed           []string
 	keyed, shadow     bool
+	// kind is the limit's kind (a token bucket when empty); a concurrency
+	// limit has no rate and its slot lease time in slotMillis.
+	kind       buckets.Kind
+	slotMillis int64
 }
 
 func newStack(t *testing.T, cfg ServerConfig, bs []bucketDef, ms []descriptors.Mapping) *stack {
@@ -98,13 +102,13 @@ func newStackOn(t *testing.T, addr string, cfg ServerConfig, bs []bucketDef, ms 
 		}
 	}
 	for _, b := range bs {
-		rate, err := buckets.ParseRate(b.rate)
+		rate, err := buckets.ParseOptionalRate(b.rate)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := buckets.NewStore(db).Create(bg, alice, &buckets.Bucket{
 			Name: b.name, OwnerApp: b.owner, MaxPermits: b.capacity, Rate: rate, AllowedApps: b.allowed,
-			Keyed: b.keyed, Shadow: b.shadow,
+			Keyed: b.keyed, Shadow: b.shadow, Kind: b.kind, SlotMillis: b.slotMillis,
 		}); err != nil {
 			t.Fatal(err)
 		}

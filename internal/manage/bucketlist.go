@@ -5,7 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/errs"
@@ -218,8 +222,12 @@ func (s *Service) BucketStates(ctx context.Context, c Caller, names []string) ([
 // do to a traffic pattern. Empty pattern fields take ParsePattern's
 // defaults.
 type PreviewLimit struct {
+	// Kind is the limit's kind: a token bucket when empty, or a
+	// concurrency limit, whose calls each last Hold seconds ("" is 1).
+	Kind                           string
 	Capacity, Rate                 string
 	Steady, Burst, Every, Duration string
+	Hold                           string
 }
 
 // LimitPreview is a limit in plain words and its simulation.
@@ -233,6 +241,9 @@ type LimitPreview struct {
 // nothing and needs no role (it reads nothing stored). Every problem of
 // the limit or the pattern is reported at once, per field.
 func (s *Service) PreviewLimit(req PreviewLimit) (LimitPreview, error) {
+	if buckets.Kind(req.Kind).Or() == buckets.KindConcurrency {
+		return previewSlots(req)
+	}
 	v := &errs.Validation{}
 	capacity, err := buckets.ParseMaxPermits(req.Capacity)
 	if err != nil {
@@ -254,4 +265,41 @@ func (s *Service) PreviewLimit(req PreviewLimit) (LimitPreview, error) {
 		return LimitPreview{}, err
 	}
 	return LimitPreview{Rate: rate, Summary: buckets.Summary(capacity, rate), Simulation: sim}, nil
+}
+
+// previewSlots simulates req's pattern against a concurrency limit whose
+// calls each last req.Hold seconds. The sustained line of its chart is the
+// most calls a second the limit lets through, limit / hold (Little's law).
+func previewSlots(req PreviewLimit) (LimitPreview, error) {
+	v := &errs.Validation{}
+	limit, err := buckets.ParseMaxPermits(req.Capacity)
+	if err != nil {
+		v.Fields = append(v.Fields, errs.Fields(err).Fields...)
+	}
+	hold := time.Second
+	if h := strings.TrimSpace(req.Hold); h != "" {
+		f, err := strconv.ParseFloat(h, 64)
+		if err != nil || math.IsNaN(f) || f <= 0 || f > buckets.MaxHold.Seconds() {
+			v.Add("hold", "must be a number of seconds, more than 0 and at most 3600")
+		} else {
+			hold = time.Duration(math.Round(f * float64(time.Second)))
+		}
+	}
+	p, err := buckets.ParsePattern(req.Steady, req.Burst, req.Every, req.Duration)
+	if err != nil {
+		v.Fields = append(v.Fields, errs.Fields(err).Fields...)
+	}
+	if err := v.Err(); err != nil {
+		return LimitPreview{}, err
+	}
+	sim, err := buckets.SimulateSlots(limit, hold, p)
+	if err != nil {
+		return LimitPreview{}, err
+	}
+	// limit calls per hold, as a rate the chart draws (its permits in
+	// millionths per the hold; at most 10^9 x 10^6, in a Rate's range).
+	rate := buckets.Rate{PermitsMicro: limit * 1_000_000, Period: hold}
+	summary := fmt.Sprintf("At most %d calls in progress at once: at %v each, at most %s calls a second.",
+		limit, hold, strconv.FormatFloat(float64(limit)/hold.Seconds(), 'g', 4, 64))
+	return LimitPreview{Rate: rate, Summary: summary, Simulation: sim}, nil
 }

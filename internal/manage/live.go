@@ -52,6 +52,12 @@ type LiveState struct {
 	// RedisTime the Redis clock at this read.
 	Refilled  time.Time
 	RedisTime time.Time
+	// Slots tells a shared concurrency limit's state: InUse slots held
+	// (Tokens is then the free ones), the first of them expiring at
+	// NextExpiry (zero when none is held).
+	Slots      bool
+	InUse      int64
+	NextExpiry time.Time
 }
 
 // BucketState returns the live state of the bucket named name, for anyone
@@ -83,6 +89,15 @@ func (s *Service) live(ctx context.Context, b *buckets.Bucket) (LiveState, error
 	if st.Exists {
 		l.Config, l.Tokens, l.Refilled = st.Config, st.Tokens, st.Refilled
 		l.Sync = syncOf(st.Config, b)
+	}
+	if st.Exists && st.Config.LimitKind() == redisscript.KindConcurrency {
+		// A concurrency limit counts slots, not tokens: the free ones.
+		sl, err := redisscript.ReadSlots(ctx, s.rdb, s.ks, b.Name, "")
+		if err != nil {
+			return LiveState{}, fmt.Errorf("read slots of %q: %w: %w", b.Name, errs.ErrUnavailable, err)
+		}
+		l.Slots, l.InUse, l.NextExpiry, l.RedisTime = true, sl.InUse, sl.NextExpiry, sl.Now
+		l.Tokens, l.Refilled = float64(max(0, st.Config.Capacity-sl.InUse)), time.Time{}
 	}
 	return l, nil
 }

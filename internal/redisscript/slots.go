@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redisscript/limits"
 )
 
 // Concurrency limits (docs/protocol.md, "Concurrency limits"): a limit
@@ -23,8 +25,8 @@ const FieldSlotMillis = "slot_ms"
 
 // Bounds of the slot lease time.
 const (
-	MinSlotMillis = 10
-	MaxSlotMillis = 86_400_000
+	MinSlotMillis = limits.MinSlotMillis
+	MaxSlotMillis = limits.MaxSlotMillis
 )
 
 // MaxSlotID is the longest slot id, in bytes.

@@ -226,7 +226,7 @@
     var whole = Math.floor(t);
     fill.setAttribute("width", capacity > 0 ? String(Math.round(t / capacity * 10000) / 100) : "0");
     fill.setAttribute("fill", t < 1 ? fill.getAttribute("data-low-fill") : fill.getAttribute("data-fill"));
-    var label = groupDigits(whole) + " of " + groupDigits(capacity) + " tokens available";
+    var label = groupDigits(whole) + " of " + groupDigits(capacity) + " " + (svg.getAttribute("data-unit") || "tokens") + " available";
     svg.setAttribute("aria-valuenow", String(whole));
     svg.setAttribute("aria-valuemax", String(capacity));
     svg.setAttribute("aria-label", label);
@@ -268,6 +268,10 @@
     var whole = Math.floor(Math.max(0, Math.min(st.tokens, st.capacity)));
     el.querySelectorAll("[data-live-tokens]").forEach(function (t) { t.textContent = groupDigits(whole); });
     el.querySelectorAll("[data-live-capacity]").forEach(function (t) { t.textContent = groupDigits(st.capacity); });
+    if (typeof st.in_use === "number") {
+      el.querySelectorAll("[data-live-in-use]").forEach(function (t) { t.textContent = groupDigits(st.in_use); });
+      el.querySelectorAll("[data-live-next-expiry]").forEach(function (t) { setTime(t, st.next_expiry, "no slot held"); });
+    }
     el.querySelectorAll("svg.gauge").forEach(function (g) { setGauge(g, st.tokens, st.capacity); });
     el.setAttribute("data-live-tokens-now", String(whole));
   }

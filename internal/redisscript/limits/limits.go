@@ -15,4 +15,8 @@ const (
 	PermitsScale = 1_000_000
 	// MaxPermitsMicro is MaxPermits in millionths.
 	MaxPermitsMicro = MaxPermits * PermitsScale
+	// MinSlotMillis and MaxSlotMillis bound the slot lease time of a
+	// concurrency limit, in milliseconds: 10 ms to a day.
+	MinSlotMillis = 10
+	MaxSlotMillis = 86_400_000
 )
