@@ -54,6 +54,7 @@ func (s *server) renderBucketForm(c *gin.Context, st int, p *bucketFormPage) {
 	}
 	p.OtherApps = strings.Join(other, ", ")
 	p.Kinds = kindChoices
+	p.Periods = periodChoices
 	if p.Form.Kind == "" {
 		p.Form.Kind = string(buckets.KindBucket)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // bucketsPageSize is how many buckets one page of the list shows.
@@ -101,6 +102,9 @@ type bucketForm struct {
 	Keyed       bool
 	Shadow      bool
 	LeaseMillis string
+	// QuotaPeriod and TimeZone are a quota's; ignored for other kinds.
+	QuotaPeriod string
+	TimeZone    string
 	Version     int64
 }
 
@@ -117,6 +121,8 @@ type bucketFormPage struct {
 	Errors      *errs.Validation
 	OwnerApps   []string
 	Kinds       []kindChoice
+	// Periods are the choices of a quota's period select.
+	Periods []kindChoice
 	// AppChoices are the apps to pick allowed apps from; OtherApps the
 	// allowed apps that are not among them, as text.
 	AppChoices []appChoice
@@ -151,12 +157,39 @@ var defaultPattern = patternForm{Steady: "2", Burst: "20", Every: "15", Duration
 // the form does not hold a valid limit); the script keeps it current as
 // the user types.
 func (p *bucketFormPage) Summary() string {
+	if p.Form.Kind == string(buckets.KindQuota) {
+		return ""
+	}
 	n, err1 := buckets.ParseMaxPermits(p.Form.MaxPermits)
 	r, err2 := buckets.ParseRate(p.Form.Rate)
 	if err1 != nil || err2 != nil {
 		return ""
 	}
 	return buckets.Summary(n, r)
+}
+
+// QuotaSummary is a quota's limit and reset in words ("" while the form
+// does not hold a valid quota); the script keeps it current.
+func (p *bucketFormPage) QuotaSummary() string {
+	n, err := buckets.ParseMaxPermits(p.Form.MaxPermits)
+	if err != nil {
+		return ""
+	}
+	if q := buckets.QuotaSummary(n, quota.Period(p.Form.QuotaPeriod), p.Form.TimeZone); q != "" {
+		return q + "."
+	}
+	return ""
+}
+
+// IsQuota tells the form to show a quota's fields instead of the rate's.
+func (p *bucketFormPage) IsQuota() bool { return p.Form.Kind == string(buckets.KindQuota) }
+
+// periodChoices are a quota's periods, as the form offers them.
+var periodChoices = []kindChoice{
+	{string(quota.Hour), "Hour (from minute 0)"},
+	{string(quota.Day), "Day (from 00:00)"},
+	{string(quota.Week), "Week (from Monday 00:00)"},
+	{string(quota.Month), "Month (from the 1st, 00:00)"},
 }
 
 // patternField is one input of the preview's pattern.
@@ -243,6 +276,12 @@ type liveState struct {
 	Version  int64
 	Now      time.Time
 	Message  string
+	// Quota is set for a plain quota: Used is its count this period, of
+	// Capacity, and Reset when the period ends (zero: Redis's clock is
+	// outside its table, and the quota answers as an unknown bucket).
+	Quota bool
+	Used  int64
+	Reset time.Time
 }
 
 type bucketPage struct {
@@ -362,10 +401,21 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 		Keyed:       c.PostForm("keyed") == "true",
 		Shadow:      c.PostForm("shadow") == "true",
 		LeaseMillis: postValue(c, "lease_ms"),
+		QuotaPeriod: postValue(c, "quota_period"),
+		TimeZone:    postValue(c, "time_zone"),
 	}
 	f.Version, _ = strconv.ParseInt(c.PostForm("version"), 10, 64)
 	allowed := splitApps(f.AllowedApps)
 	p := manage.BucketPatch{Description: &f.Description, Rate: &f.Rate, AllowedApps: &allowed, Shadow: &f.Shadow}
+	if f.Kind == string(buckets.KindQuota) {
+		// The form hides the rate of a quota and shows its calendar; a
+		// rate typed before the kind was chosen is ignored, not refused.
+		none := ""
+		p.Rate, f.Rate = &none, ""
+		p.QuotaPeriod, p.TimeZone = &f.QuotaPeriod, &f.TimeZone
+	} else {
+		f.QuotaPeriod, f.TimeZone = "", ""
+	}
 	if !editing {
 		// Kind and keyed are fixed at creation: the edit form shows them but does not send them.
 		p.Name, p.OwnerApp, p.Kind, p.Keyed = &f.Name, &f.OwnerApp, &f.Kind, &f.Keyed
@@ -463,6 +513,9 @@ func liveOf(d *manage.BucketDetail) liveState {
 	}
 	l := liveState{Status: "pending", Exists: true, Tokens: d.Live.Tokens, Capacity: d.Live.Config.Capacity,
 		Refilled: d.Live.Refilled, Version: d.Live.Config.Version, Now: d.Live.RedisTime}
+	if d.Live.Config.Kind == redisscript.KindQuota {
+		l.Quota, l.Used, l.Reset = true, d.Live.Used, d.Live.PeriodEnd
+	}
 	l.Whole = int64(math.Floor(d.Live.Tokens))
 	l.Gauge = chart.Gauge(d.Live.Tokens, d.Live.Config.Capacity)
 	if d.Live.Sync == manage.InSync {
@@ -475,7 +528,8 @@ func formOf(b *buckets.Bucket) bucketForm {
 	return bucketForm{Name: b.Name, OwnerApp: b.OwnerApp, Kind: string(b.Kind.Or()), Description: b.Description,
 		MaxPermits: strconv.FormatInt(b.MaxPermits, 10), Rate: b.Rate.Human(),
 		AllowedApps: strings.Join(b.AllowedApps, ", "), Keyed: b.Keyed, Shadow: b.Shadow,
-		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), Version: b.Version}
+		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), QuotaPeriod: string(b.QuotaPeriod), TimeZone: b.TimeZone,
+		Version: b.Version}
 }
 
 func (s *server) editBucket(c *gin.Context) {
@@ -626,4 +680,10 @@ func (s *server) bucketStatesJSON(c *gin.Context) {
 		out.Buckets = append(out.Buckets, bs)
 	}
 	c.JSON(http.StatusOK, out)
+}
+
+// QuotaText is a quota's limit and reset in words, for the bucket page.
+func (p *bucketPage) QuotaText() string {
+	b := p.Bucket
+	return buckets.QuotaSummary(b.MaxPermits, b.QuotaPeriod, b.TimeZone)
 }

@@ -52,6 +52,11 @@ type LiveState struct {
 	// RedisTime the Redis clock at this read.
 	Refilled  time.Time
 	RedisTime time.Time
+	// Used is, for a plain quota, its count in the period containing
+	// RedisTime, and PeriodStart and PeriodEnd that period (the reset);
+	// zero when its table does not cover RedisTime.
+	Used                   int64
+	PeriodStart, PeriodEnd time.Time
 }
 
 // BucketState returns the live state of the bucket named name, for anyone
@@ -82,6 +87,7 @@ func (s *Service) live(ctx context.Context, b *buckets.Bucket) (LiveState, error
 	l := LiveState{Sync: Pending, InRedis: st.Exists, RedisTime: st.Now}
 	if st.Exists {
 		l.Config, l.Tokens, l.Refilled = st.Config, st.Tokens, st.Refilled
+		l.Used, l.PeriodStart, l.PeriodEnd = st.Used, st.PeriodStart, st.PeriodEnd
 		l.Sync = syncOf(st.Config, b)
 	}
 	return l, nil
