@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/descriptors"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 	"github.com/sluicehq/sluice/internal/syncer"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -69,6 +70,9 @@ type bucketDef struct {
 	capacity          int64
 	allowed           []string
 	keyed             bool
+	// A quota: kind quota, no rate, its period and zone.
+	period quota.Period
+	zone   string
 }
 
 func newStack(t *testing.T, cfg ServerConfig, bs []bucketDef, ms []descriptors.Mapping) *stack {
@@ -98,13 +102,17 @@ func newStackOn(t *testing.T, addr string, cfg ServerConfig, bs []bucketDef, ms 
 		}
 	}
 	for _, b := range bs {
-		rate, err := buckets.ParseRate(b.rate)
+		rate, err := buckets.ParseOptionalRate(b.rate)
 		if err != nil {
 			t.Fatal(err)
 		}
+		kind := buckets.KindBucket
+		if b.period != "" {
+			kind = buckets.KindQuota
+		}
 		if err := buckets.NewStore(db).Create(bg, alice, &buckets.Bucket{
 			Name: b.name, OwnerApp: b.owner, MaxPermits: b.capacity, Rate: rate, AllowedApps: b.allowed,
-			Keyed: b.keyed,
+			Keyed: b.keyed, Kind: kind, QuotaPeriod: b.period, TimeZone: b.zone,
 		}); err != nil {
 			t.Fatal(err)
 		}
