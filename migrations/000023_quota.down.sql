@@ -1,1 +1,2 @@
-ALTER TABLE buckets DROP COLUMN time_zone, DROP COLUMN quota_period;
+ALTER TABLE buckets DROP COLUMN time_zone;
+ALTER TABLE buckets DROP COLUMN quota_period;

@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/web"
 )
@@ -152,6 +153,25 @@ func TestScript(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("summary(%q, %q): script %q, server %q", in.capacity, in.rate, got, want)
+		}
+	}
+
+	// A quota's sentence is the server's QuotaSummary (the zone is the
+	// server's to check: these are known ones).
+	for _, in := range []struct{ capacity, period, zone string }{
+		{"10000", "month", "Europe/Berlin"}, {"1,000", "hour", "UTC"}, {"1", "week", "Asia/Kolkata"}, {"5", "day", " "},
+		{"0", "day", "UTC"}, {"1000000001", "day", "UTC"}, {"5", "year", "UTC"}, {"5", "", "UTC"}, {"x", "day", "UTC"},
+	} {
+		want := ""
+		if n, err := buckets.ParseMaxPermits(in.capacity); err == nil {
+			want = buckets.QuotaSummary(n, quota.Period(in.period), in.zone)
+		}
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`window.Sluice.quotaSummary(%q, %q, %q)`, in.capacity, in.period, in.zone)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("quotaSummary(%q, %q, %q): script %q, server %q", in.capacity, in.period, in.zone, got, want)
 		}
 	}
 

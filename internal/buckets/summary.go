@@ -4,6 +4,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // Summary says in plain words what a capacity and rate allow: "bursts of
@@ -73,4 +75,31 @@ func groupDigits(s string) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// QuotaSummary says a quota of n per period p in zone in words ("10,000
+// per month, resets on the 1st at 00:00 Europe/Berlin"), or "" when they
+// are not a valid quota. An empty zone is UTC, as Validate makes it.
+func QuotaSummary(n int64, p quota.Period, zone string) string {
+	if zone = strings.TrimSpace(zone); zone == "" {
+		zone = "UTC"
+	}
+	if n < 1 || n > MaxCapacity || !p.Valid() {
+		return ""
+	}
+	if _, err := quota.LoadZone(zone); err != nil {
+		return ""
+	}
+	var when string
+	switch p {
+	case quota.Hour:
+		when = "every hour at minute 0"
+	case quota.Day:
+		when = "every day at 00:00"
+	case quota.Week:
+		when = "on Mondays at 00:00"
+	default:
+		when = "on the 1st at 00:00"
+	}
+	return groupDigits(strconv.FormatInt(n, 10)) + " per " + string(p) + ", resets " + when + " " + zone
 }

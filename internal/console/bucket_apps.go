@@ -56,6 +56,7 @@ func (s *server) renderBucketForm(c *gin.Context, st int, p *bucketFormPage) {
 	p.Kinds = kindChoices
 	// A new limit may become a concurrency limit, whose calls take time.
 	p.Hold = p.Hold || p.New || buckets.Kind(p.Form.Kind).Or() == buckets.KindConcurrency
+	p.Periods = periodChoices
 	if p.Form.Kind == "" {
 		p.Form.Kind = string(buckets.KindBucket)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/manage"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // bucketsPageSize is how many buckets one page of the list shows.
@@ -104,7 +105,10 @@ type bucketForm struct {
 	// SlotLease is a concurrency limit's slot lease time as typed ("30s",
 	// "1500ms", or milliseconds alone).
 	SlotLease string
-	Version   int64
+	// QuotaPeriod and TimeZone are a quota's; ignored for other kinds.
+	QuotaPeriod string
+	TimeZone    string
+	Version     int64
 }
 
 type bucketFormPage struct {
@@ -115,6 +119,8 @@ type bucketFormPage struct {
 	Errors    *errs.Validation
 	OwnerApps []string
 	Kinds     []kindChoice
+	// Periods are the choices of a quota's period select.
+	Periods []kindChoice
 	// AppChoices are the apps to pick allowed apps from; OtherApps the
 	// allowed apps that are not among them, as text.
 	AppChoices []appChoice
@@ -167,6 +173,30 @@ type limitPreview struct {
 	Hold bool
 }
 
+// QuotaSummary is a quota's limit and reset in words ("" while the form
+// does not hold a valid quota); the script keeps it current.
+func (p *bucketFormPage) QuotaSummary() string {
+	n, err := buckets.ParseMaxPermits(p.Form.MaxPermits)
+	if err != nil {
+		return ""
+	}
+	if q := buckets.QuotaSummary(n, quota.Period(p.Form.QuotaPeriod), p.Form.TimeZone); q != "" {
+		return q + "."
+	}
+	return ""
+}
+
+// IsQuota tells the form to show a quota's fields instead of the rate's.
+func (p *bucketFormPage) IsQuota() bool { return p.Form.Kind == string(buckets.KindQuota) }
+
+// periodChoices are a quota's periods, as the form offers them.
+var periodChoices = []kindChoice{
+	{string(quota.Hour), "Hour (from minute 0)"},
+	{string(quota.Day), "Day (from 00:00)"},
+	{string(quota.Week), "Week (from Monday 00:00)"},
+	{string(quota.Month), "Month (from the 1st, 00:00)"},
+}
+
 // patternField is one input of the preview's pattern.
 type patternField struct{ ID, Label, Value string }
 
@@ -192,8 +222,14 @@ func limitSummary(capacity, rate string) string {
 	return buckets.Summary(n, r)
 }
 
-// Summary is the form's limit in plain words (see limitSummary).
-func (p *bucketFormPage) Summary() string { return limitSummary(p.Form.MaxPermits, p.Form.Rate) }
+// Summary is the form's limit in plain words (see limitSummary); a
+// quota's is QuotaSummary.
+func (p *bucketFormPage) Summary() string {
+	if p.IsQuota() {
+		return ""
+	}
+	return limitSummary(p.Form.MaxPermits, p.Form.Rate)
+}
 
 // simulate draws the preview of the posted pattern against a limit of
 // capacity and rate as typed. Invalid input is an error matching
@@ -294,6 +330,12 @@ type liveState struct {
 	Slots      bool
 	InUse      int64
 	NextExpiry time.Time
+	// Quota is set for a plain quota: Used is its count this period, of
+	// Capacity, and Reset when the period ends (zero: Redis's clock is
+	// outside its table, and the quota answers as an unknown bucket).
+	Quota bool
+	Used  int64
+	Reset time.Time
 }
 
 type bucketPage struct {
@@ -416,10 +458,21 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 		Shadow:      c.PostForm("shadow") == "true",
 		LeaseMillis: postValue(c, "lease_ms"),
 		SlotLease:   postValue(c, "slot_ms"),
+		QuotaPeriod: postValue(c, "quota_period"),
+		TimeZone:    postValue(c, "time_zone"),
 	}
 	f.Version, _ = strconv.ParseInt(c.PostForm("version"), 10, 64)
 	allowed := splitApps(f.AllowedApps)
 	p := manage.BucketPatch{Description: &f.Description, Rate: &f.Rate, AllowedApps: &allowed, Shadow: &f.Shadow}
+	if f.Kind == string(buckets.KindQuota) {
+		// The form hides the rate of a quota and shows its calendar; a
+		// rate typed before the kind was chosen is ignored, not refused.
+		none := ""
+		p.Rate, f.Rate = &none, ""
+		p.QuotaPeriod, p.TimeZone = &f.QuotaPeriod, &f.TimeZone
+	} else {
+		f.QuotaPeriod, f.TimeZone = "", ""
+	}
 	if !editing {
 		// Kind and keyed are fixed at creation: the edit form shows them but does not send them.
 		p.Name, p.OwnerApp, p.Kind, p.Keyed = &f.Name, &f.OwnerApp, &f.Kind, &f.Keyed
@@ -553,6 +606,9 @@ func liveOf(d *manage.BucketDetail) liveState {
 	}
 	l := liveState{Status: "pending", Exists: true, Tokens: d.Live.Tokens, Capacity: d.Live.Config.Capacity,
 		Refilled: d.Live.Refilled, Version: d.Live.Config.Version, Now: d.Live.RedisTime}
+	if d.Live.Config.Kind == redisscript.KindQuota {
+		l.Quota, l.Used, l.Reset = true, d.Live.Used, d.Live.PeriodEnd
+	}
 	l.Whole = int64(math.Floor(d.Live.Tokens))
 	l.Gauge = chart.Gauge(d.Live.Tokens, d.Live.Config.Capacity)
 	if d.Live.Slots {
@@ -569,7 +625,8 @@ func formOf(b *buckets.Bucket) bucketForm {
 	return bucketForm{Name: b.Name, OwnerApp: b.OwnerApp, Kind: string(b.Kind.Or()), Description: b.Description,
 		MaxPermits: strconv.FormatInt(b.MaxPermits, 10), Rate: b.Rate.Human(),
 		AllowedApps: strings.Join(b.AllowedApps, ", "), Keyed: b.Keyed, Shadow: b.Shadow,
-		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), SlotLease: slotLeaseText(b.SlotMillis), Version: b.Version}
+		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), SlotLease: slotLeaseText(b.SlotMillis), QuotaPeriod: string(b.QuotaPeriod),
+		TimeZone: b.TimeZone, Version: b.Version}
 }
 
 func (s *server) editBucket(c *gin.Context) {
@@ -730,4 +787,10 @@ func (s *server) bucketStatesJSON(c *gin.Context) {
 		out.Buckets = append(out.Buckets, bs)
 	}
 	c.JSON(http.StatusOK, out)
+}
+
+// QuotaText is a quota's limit and reset in words, for the bucket page.
+func (p *bucketPage) QuotaText() string {
+	b := p.Bucket
+	return buckets.QuotaSummary(b.MaxPermits, b.QuotaPeriod, b.TimeZone)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // Unit is a rate unit of Envoy's RateLimit message.
@@ -17,7 +18,23 @@ const (
 	UnitMinute  Unit = 2
 	UnitHour    Unit = 3
 	UnitDay     Unit = 4
+	UnitMonth   Unit = 5
+	UnitWeek    Unit = 7
 )
+
+// quotaUnits are the units of a quota's calendar periods.
+var quotaUnits = map[quota.Period]Unit{quota.Hour: UnitHour, quota.Day: UnitDay, quota.Week: UnitWeek, quota.Month: UnitMonth}
+
+// envoyLimitOfQuota is quota b's limit as Envoy says it: MaxPermits per
+// its period (an Envoy week or month is a calendar one too, though in
+// UTC: the reset Envoy is told comes from Redis, in the quota's zone).
+func envoyLimitOfQuota(b *buckets.Bucket) EnvoyLimit {
+	u, ok := quotaUnits[b.QuotaPeriod]
+	if !ok || b.MaxPermits < 1 {
+		return EnvoyLimit{}
+	}
+	return EnvoyLimit{RequestsPerUnit: uint32(min(b.MaxPermits, math.MaxUint32)), Unit: u, Multiplier: 1}
+}
 
 // EnvoyLimit is a bucket's rate as Envoy's RateLimit message carries it:
 // RequestsPerUnit per Multiplier units.

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/descriptors"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 	"github.com/sluicehq/sluice/internal/syncer"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -73,6 +74,9 @@ type bucketDef struct {
 	// limit has no rate and its slot lease time in slotMillis.
 	kind       buckets.Kind
 	slotMillis int64
+	// A quota: kind quota, no rate, its period and zone.
+	period quota.Period
+	zone   string
 }
 
 func newStack(t *testing.T, cfg ServerConfig, bs []bucketDef, ms []descriptors.Mapping) *stack {
@@ -106,9 +110,13 @@ func newStackOn(t *testing.T, addr string, cfg ServerConfig, bs []bucketDef, ms 
 		if err != nil {
 			t.Fatal(err)
 		}
+		kind := buckets.KindBucket
+		if b.period != "" {
+			kind = buckets.KindQuota
+		}
 		if err := buckets.NewStore(db).Create(bg, alice, &buckets.Bucket{
 			Name: b.name, OwnerApp: b.owner, MaxPermits: b.capacity, Rate: rate, AllowedApps: b.allowed,
-			Keyed: b.keyed, Shadow: b.shadow, Kind: b.kind, SlotMillis: b.slotMillis,
+			Keyed: b.keyed, Shadow: b.shadow, Kind: kind, SlotMillis: b.slotMillis, QuotaPeriod: b.period, TimeZone: b.zone,
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -47,6 +47,10 @@ func (src Sources) loadLimits(ctx context.Context) (map[string]EnvoyLimit, error
 	}
 	out := make(map[string]EnvoyLimit, len(bs))
 	for _, b := range bs {
+		if b.Kind == buckets.KindQuota {
+			out[b.Name] = envoyLimitOfQuota(b)
+			continue
+		}
 		out[b.Name] = envoyLimitOf(b.Rate)
 	}
 	return out, nil

@@ -168,3 +168,56 @@ mappings:
 		}
 	}
 }
+
+// TestQuotaInTheFile: a quota's period and zone are checked, exported
+// and accepted by the schema, which requires the period of a quota and
+// refuses a calendar on other kinds.
+func TestQuotaInTheFile(t *testing.T) {
+	s := schema(t)
+	text := `apps:
+  - name: a
+buckets:
+  - name: monthly
+    owner_app: a
+    kind: quota
+    max_permits: 10000
+    quota_period: month
+    time_zone: Europe/Berlin
+`
+	if err := s.Validate(asJSON(t, []byte(text))); err != nil {
+		t.Fatalf("the schema refuses a quota: %v", err)
+	}
+	f, lines, err := limitsfile.Decode(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := limitsfile.Check(f, lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := d.Buckets[0]; b.QuotaPeriod != "month" || b.TimeZone != "Europe/Berlin" {
+		t.Fatalf("checked quota %+v", b)
+	}
+	var out bytes.Buffer
+	if err := limitsfile.Encode(&out, limitsfile.ToFile(d, false, nil), "exported"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "quota_period: month") || !strings.Contains(out.String(), "time_zone: Europe/Berlin") {
+		t.Fatalf("export lost the calendar:\n%s", out.String())
+	}
+	for _, bad := range []string{
+		strings.Replace(text, "    quota_period: month\n", "", 1),
+		strings.Replace(text, "kind: quota", "kind: concurrency", 1),
+	} {
+		if err := s.Validate(asJSON(t, []byte(bad))); err == nil {
+			t.Errorf("the schema accepts:\n%s", bad)
+		}
+	}
+	f, lines, err = limitsfile.Decode(strings.NewReader(strings.Replace(text, "Europe/Berlin", "Europe/Atlantis", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := limitsfile.Check(f, lines); err == nil || !strings.Contains(err.Error(), "time_zone") {
+		t.Fatalf("an unknown zone: %v", err)
+	}
+}

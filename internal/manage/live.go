@@ -58,6 +58,11 @@ type LiveState struct {
 	Slots      bool
 	InUse      int64
 	NextExpiry time.Time
+	// Used is, for a plain quota, its count in the period containing
+	// RedisTime, and PeriodStart and PeriodEnd that period (the reset);
+	// zero when its table does not cover RedisTime.
+	Used                   int64
+	PeriodStart, PeriodEnd time.Time
 }
 
 // BucketState returns the live state of the bucket named name, for anyone
@@ -88,6 +93,7 @@ func (s *Service) live(ctx context.Context, b *buckets.Bucket) (LiveState, error
 	l := LiveState{Sync: Pending, InRedis: st.Exists, RedisTime: st.Now}
 	if st.Exists {
 		l.Config, l.Tokens, l.Refilled = st.Config, st.Tokens, st.Refilled
+		l.Used, l.PeriodStart, l.PeriodEnd = st.Used, st.PeriodStart, st.PeriodEnd
 		l.Sync = syncOf(st.Config, b)
 	}
 	if st.Exists && st.Config.LimitKind() == redisscript.KindConcurrency {

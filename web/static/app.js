@@ -209,6 +209,44 @@
     update();
   });
 
+  // quotaSummary mirrors buckets.QuotaSummary: "10,000 per month, resets
+  // on the 1st at 00:00 Europe/Berlin", or "" when the quota is invalid.
+  // Whether the zone exists is the server's to say: the sentence names it.
+  var quotaWhen = { hour: "every hour at minute 0", day: "every day at 00:00",
+    week: "on Mondays at 00:00", month: "on the 1st at 00:00" };
+  function quotaSummary(capacity, period, zone) {
+    var c = String(capacity).replace(/[,_ ]/g, "");
+    if (!/^[0-9]+$/.test(c) || !quotaWhen[period]) { return ""; }
+    var n = BigInt(c);
+    if (n < 1n || n > 1000000000n) { return ""; }
+    zone = String(zone).trim() || "UTC";
+    return groupDigits(n.toString()) + " per " + period + ", resets " + quotaWhen[period] + " " + zone;
+  }
+  window.Sluice.quotaSummary = quotaSummary;
+
+  // The kind select shows a quota's period and zone instead of the rate,
+  // and the quota's sentence follows the fields as the user types.
+  document.querySelectorAll("select[data-kind]").forEach(function (sel) {
+    var form = sel.form;
+    function show() {
+      var q = sel.value === "quota";
+      form.querySelectorAll("[data-rate-fields]").forEach(function (el) { el.hidden = q; });
+      form.querySelectorAll("[data-quota-fields]").forEach(function (el) { el.hidden = !q; });
+    }
+    sel.addEventListener("change", show);
+    show();
+  });
+  document.querySelectorAll("output[data-quota-summary]").forEach(function (out) {
+    var ids = ["max_permits", "quota_period", "time_zone"].map(function (id) { return document.getElementById(id); });
+    if (ids.some(function (el) { return !el; })) { return; }
+    function update() {
+      var s = quotaSummary(ids[0].value, ids[1].value, ids[2].value);
+      out.textContent = s ? s.charAt(0).toUpperCase() + s.slice(1) + "." : "";
+    }
+    ids.forEach(function (el) { el.addEventListener("input", update); el.addEventListener("change", update); });
+    update();
+  });
+
   // ---------------------------------------------------------------------
   // Live state. An element with data-live-src="URL" is refreshed from that
   // JSON every data-live-interval ms (default 2000) while the page is
