@@ -161,19 +161,41 @@ func (s *Store) Count(ctx context.Context, f Filter) (n int, more bool, err erro
 		return 0, false, fmt.Errorf("count audit log: %d object names, at most %d: %w", len(f.ObjectNames), MaxNames, errs.ErrInvalid)
 	}
 	f.Before, f.After = 0, 0
+	// Is there an entry past countMax? One index scan that stops there,
+	// in no order (a COUNT of a LIMIT would also copy every entry into a
+	// temporary table and read it back). Only when there is none are the
+	// entries, countMax at most, counted.
+	query, args, err := countSQL(f)
+	if err != nil {
+		return 0, false, err
+	}
+	var past []int
+	if err := s.db.SelectContext(ctx, &past, query, args...); err != nil {
+		return 0, false, fmt.Errorf("count audit log: %w", database.Translate(err))
+	}
+	if len(past) > 0 {
+		return countMax, true, nil
+	}
 	where, args := whereSQL(f)
-	query := `SELECT COUNT(*) FROM (SELECT 1 FROM audit_log` + where + ` LIMIT ?) AS t`
-	query, args, err = sqlx.In(query, append(args, countMax+1)...)
+	query, args, err = sqlx.In(`SELECT COUNT(*) FROM audit_log`+where, args...)
 	if err != nil {
 		return 0, false, fmt.Errorf("count audit log: %w", err)
 	}
 	if err := s.db.GetContext(ctx, &n, query, args...); err != nil {
 		return 0, false, fmt.Errorf("count audit log: %w", database.Translate(err))
 	}
-	if n > countMax {
-		return countMax, true, nil
+	return min(n, countMax), n > countMax, nil
+}
+
+// countSQL is Count's first query: a row when f selects more than
+// countMax entries, none otherwise.
+func countSQL(f Filter) (string, []any, error) {
+	where, args := whereSQL(f)
+	query, args, err := sqlx.In(`SELECT 1 FROM audit_log`+where+` LIMIT 1 OFFSET ?`, append(args, countMax)...)
+	if err != nil {
+		return "", nil, fmt.Errorf("count audit log: %w", err)
 	}
-	return n, false, nil
+	return query, args, nil
 }
 
 // query reads at most n entries f selects, newest first.

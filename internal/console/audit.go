@@ -58,16 +58,12 @@ func (s *server) listAudit(c *gin.Context) {
 	} else if after, err := strconv.ParseInt(c.Query("after"), 10, 64); err == nil && after > 0 {
 		q.After = after
 	}
-	page, err := s.svc.ListAudit(ctx(c), caller(c), q)
+	page, err := s.svc.AuditLog(ctx(c), caller(c), q)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	n, more, err := s.svc.CountAudit(ctx(c), caller(c), q)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
+	n, more := page.Count, page.More
 	prev := page.Prev
 	if q.Before > 0 && len(page.Entries) > 0 {
 		// Came from a newer page: it is still there.

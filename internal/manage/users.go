@@ -215,15 +215,30 @@ func (s *Service) auditNames(ctx context.Context, q AuditQuery) (AuditQuery, err
 	return q, nil
 }
 
-// CountAudit returns how many entries the caller may see q selects, up to
-// a cap (more tells there are more); q's cursor does not matter.
-func (s *Service) CountAudit(ctx context.Context, c Caller, q AuditQuery) (n int, more bool, err error) {
+// AuditLogPage is a page of the audit log with the count of the entries
+// its filter selects.
+type AuditLogPage struct {
+	audit.Page
+	// Count is how many entries the filter selects, up to a cap; More
+	// tells there are more.
+	Count int
+	More  bool
+}
+
+// AuditLog is ListAudit and CountAudit of one filter, for a page that
+// shows both: a filter on part of a bucket name is turned into names once.
+func (s *Service) AuditLog(ctx context.Context, c Caller, q AuditQuery) (AuditLogPage, error) {
 	q.Apps = s.Visible(c)
-	q, err = s.auditNames(ctx, q)
+	q, err := s.auditNames(ctx, q)
 	if err != nil {
-		return 0, false, err
+		return AuditLogPage{}, err
 	}
-	return s.audit.Count(ctx, q)
+	var p AuditLogPage
+	if p.Page, err = s.audit.List(ctx, q); err != nil {
+		return AuditLogPage{}, err
+	}
+	p.Count, p.More, err = s.audit.Count(ctx, q)
+	return p, err
 }
 
 // UserTokens returns the API tokens of another user, newest first; admins
