@@ -150,6 +150,7 @@ type appView struct {
 type bucketView struct {
 	Name        string   `json:"name"`
 	OwnerApp    string   `json:"owner_app"`
+	Kind        string   `json:"kind"`
 	Description string   `json:"description"`
 	MaxPermits  int64    `json:"max_permits"`
 	Rate        string   `json:"rate"`
@@ -191,11 +192,11 @@ func (c *apiClient) live(ctx context.Context, only map[string]bool) (*limitsfile
 		return nil, err
 	}
 	for _, bv := range bs {
-		rate, err := buckets.ParseRate(bv.Rate)
+		rate, err := buckets.ParseOptionalRate(bv.Rate)
 		if err != nil {
 			return nil, fmt.Errorf("bucket %q: rate %q: %w", bv.Name, bv.Rate, err)
 		}
-		b := &buckets.Bucket{Name: bv.Name, OwnerApp: bv.OwnerApp, Description: bv.Description, MaxPermits: bv.MaxPermits,
+		b := &buckets.Bucket{Name: bv.Name, OwnerApp: bv.OwnerApp, Kind: buckets.Kind(bv.Kind).Or(), Description: bv.Description, MaxPermits: bv.MaxPermits,
 			Rate: rate, AllowedApps: bv.AllowedApps, Keyed: bv.Keyed, Shadow: bv.Shadow, LeaseMillis: bv.LeaseMillis}
 		b.Version = bv.Version
 		d.Buckets = append(d.Buckets, b)
@@ -207,7 +208,7 @@ func (c *apiClient) live(ctx context.Context, only map[string]bool) (*limitsfile
 			return nil, err
 		}
 		for _, ov := range os {
-			rate, err := buckets.ParseRate(ov.Rate)
+			rate, err := buckets.ParseOptionalRate(ov.Rate)
 			if err != nil {
 				return nil, fmt.Errorf("bucket %q: override %q: rate %q: %w", b.Name, ov.Key, ov.Rate, err)
 			}
@@ -282,6 +283,7 @@ func bucketBody(b *buckets.Bucket, create bool) map[string]any {
 		"shadow": b.Shadow, "lease_ms": b.LeaseMillis}
 	if create {
 		body["keyed"] = b.Keyed
+		body["kind"] = string(b.Kind.Or())
 	}
 	return body
 }

@@ -13,6 +13,7 @@ import (
 type bucketJSON struct {
 	Name        string `json:"name"`
 	OwnerApp    string `json:"owner_app"`
+	Kind        string `json:"kind"`
 	Description string `json:"description"`
 	MaxPermits  int64  `json:"max_permits"`
 	rateJSON
@@ -43,7 +44,7 @@ func toBucketJSON(b *buckets.Bucket) bucketJSON {
 		allowed = []string{}
 	}
 	return bucketJSON{
-		Name: b.Name, OwnerApp: b.OwnerApp, Description: b.Description, MaxPermits: b.MaxPermits, rateJSON: toRateJSON(b.Rate),
+		Name: b.Name, OwnerApp: b.OwnerApp, Kind: string(b.Kind.Or()), Description: b.Description, MaxPermits: b.MaxPermits, rateJSON: toRateJSON(b.Rate),
 		AllowedApps: allowed, Keyed: b.Keyed, Shadow: b.Shadow, LeaseMillis: b.LeaseMillis, stampJSON: toStampJSON(b.Stamp),
 	}
 }
@@ -53,8 +54,10 @@ func toBucketJSON(b *buckets.Bucket) bucketJSON {
 // rate_permits, ...) are unknown fields and refused, so a client cannot
 // believe it changed them. A field that is absent or null is "not given".
 type bucketInput struct {
-	Name        *string   `json:"name"`
-	OwnerApp    *string   `json:"owner_app"`
+	Name     *string `json:"name"`
+	OwnerApp *string `json:"owner_app"`
+	// Kind is taken on creation only, like keyed.
+	Kind        *string   `json:"kind"`
 	Description *string   `json:"description"`
 	MaxPermits  *int64    `json:"max_permits"`
 	Rate        *string   `json:"rate"`
@@ -67,7 +70,7 @@ type bucketInput struct {
 
 // patch is the input as the application layer reads it.
 func (in *bucketInput) patch() manage.BucketPatch {
-	return manage.BucketPatch{Name: in.Name, OwnerApp: in.OwnerApp, Description: in.Description,
+	return manage.BucketPatch{Name: in.Name, OwnerApp: in.OwnerApp, Kind: in.Kind, Description: in.Description,
 		MaxPermits: in.MaxPermits, Rate: in.Rate, AllowedApps: in.AllowedApps,
 		Keyed: in.Keyed, Shadow: in.Shadow, LeaseMillis: in.LeaseMillis}
 }

@@ -292,6 +292,45 @@ func TestBucketModeFields(t *testing.T) {
 	}
 }
 
+func TestBucketKind(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("olivia")
+	e.app("alpha", "olivia")
+	var raw map[string]any
+	e.must(201, owner, "POST", "/api/v1/buckets", map[string]any{"name": "plain", "owner_app": "alpha",
+		"max_permits": 10, "rate": "1/s"}).decode(t, &raw)
+	if raw["kind"] != "bucket" {
+		t.Fatalf("a bucket created without a kind: %v", raw)
+	}
+	e.must(201, owner, "POST", "/api/v1/buckets", map[string]any{"name": "inflight", "owner_app": "alpha",
+		"kind": "concurrency", "max_permits": 20, "keyed": true}).decode(t, &raw)
+	if raw["kind"] != "concurrency" || raw["rate"] != "" || raw["rate_period_seconds"] != float64(0) {
+		t.Fatalf("concurrency limit: %v", raw)
+	}
+	b := e.must(422, owner, "POST", "/api/v1/buckets", map[string]any{"name": "x", "owner_app": "alpha",
+		"kind": "window", "max_permits": 1, "rate": "1/s"}).errorBody(t)
+	if b.reasonFor("kind") == "" {
+		t.Errorf("unknown kind: %+v", b.Error)
+	}
+	b = e.must(422, owner, "POST", "/api/v1/buckets", map[string]any{"name": "x", "owner_app": "alpha",
+		"kind": "quota", "max_permits": 1, "rate": "1/s"}).errorBody(t)
+	if b.reasonFor("rate") == "" {
+		t.Errorf("a quota with a rate: %+v", b.Error)
+	}
+	b = e.must(422, owner, "PATCH", "/api/v1/buckets/plain", map[string]any{"kind": "quota"}, "If-Match", "*").errorBody(t)
+	if b.reasonFor("kind") == "" {
+		t.Errorf("changing the kind: %+v", b.Error)
+	}
+	// An override of a concurrency limit has no rate; one with a rate is refused.
+	base := "/api/v1/buckets/inflight/overrides"
+	e.must(201, owner, "POST", base, map[string]any{"match": "exact", "key": "big", "max_permits": 100})
+	b = e.must(422, owner, "POST", base, map[string]any{"match": "exact", "key": "k", "max_permits": 1, "rate": "1/s"}).errorBody(t)
+	if b.reasonFor("rate") == "" {
+		t.Errorf("a concurrency override with a rate: %+v", b.Error)
+	}
+}
+
 func TestOverrides(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

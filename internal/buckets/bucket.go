@@ -34,9 +34,12 @@ const (
 // Bucket is a token bucket definition. It belongs to its owner app and
 // grants tokens to its allowed apps.
 type Bucket struct {
-	ID          int64  `json:"id"`
-	Name        string `json:"name"`
-	OwnerApp    string `json:"owner_app"`
+	ID       int64  `json:"id"`
+	Name     string `json:"name"`
+	OwnerApp string `json:"owner_app"`
+	// Kind is what the limit counts; empty is KindBucket. Fixed when the
+	// bucket is created.
+	Kind        Kind   `json:"kind"`
 	Description string `json:"description"`
 	// MaxPermits is the capacity: the most tokens the bucket holds.
 	MaxPermits int64 `json:"max_permits"`
@@ -61,21 +64,29 @@ type Bucket struct {
 }
 
 // Validate checks every field a user sets and returns a *errs.Validation
-// naming each invalid one (name, owner_app, description, max_permits, rate,
-// allowed_apps), or nil. It first puts AllowedApps in canonical form:
-// sorted, without duplicates, and [OwnerApp] when empty. Whether the apps
-// exist is checked by the Store.
+// naming each invalid one (name, owner_app, kind, description, max_permits,
+// rate, lease_ms, allowed_apps), or nil. It first puts Kind and AllowedApps
+// in canonical form: an empty Kind is KindBucket; AllowedApps sorted,
+// without duplicates, and [OwnerApp] when empty. Whether the apps exist is
+// checked by the Store.
 func (b *Bucket) Validate() error {
+	b.Kind = b.Kind.Or()
 	b.AllowedApps = normalizeApps(b.AllowedApps, b.OwnerApp)
 	var v errs.Validation
+	if !b.Kind.Valid() {
+		v.Add("kind", KindRule)
+	}
 	if r := names.Problem(b.Name); r != "" {
 		v.Add("name", r)
 	}
 	if r := names.Problem(b.OwnerApp); r != "" {
 		v.Add("owner_app", r)
 	}
-	checkLimit(&v, b.Description, b.MaxPermits, b.Rate)
-	if b.LeaseMillis != 0 && (b.LeaseMillis < MinLeaseMillis || b.LeaseMillis > MaxLeaseMillis) {
+	checkLimit(&v, b.Kind, b.Description, b.MaxPermits, b.Rate)
+	switch {
+	case b.LeaseMillis != 0 && !b.Kind.Refills():
+		v.Add("lease_ms", "must be 0: lease mode hands out a token bucket's tokens, and a "+string(b.Kind)+" limit has none")
+	case b.LeaseMillis != 0 && (b.LeaseMillis < MinLeaseMillis || b.LeaseMillis > MaxLeaseMillis):
 		v.Add("lease_ms", LeaseRule)
 	}
 	if r := allowedAppsProblem(b.AllowedApps); r != "" {
@@ -85,16 +96,24 @@ func (b *Bucket) Validate() error {
 }
 
 // checkLimit adds to v what is wrong with the fields a bucket and an
-// override both have: the description and the limit.
-func checkLimit(v *errs.Validation, description string, maxPermits int64, rate Rate) {
+// override both have: the description and the limit of a limit of kind k.
+// Only a token bucket refills, so only it has, and needs, a rate.
+func checkLimit(v *errs.Validation, k Kind, description string, maxPermits int64, rate Rate) {
 	if r := apps.DescriptionProblem(description); r != "" {
 		v.Add("description", r)
 	}
 	if maxPermits < 1 || maxPermits > MaxCapacity {
 		v.Add("max_permits", maxPermitsRule)
 	}
-	if err := rate.Validate(); err != nil {
-		v.Add("rate", errs.Fields(err).For("rate"))
+	switch {
+	case !k.Refills():
+		if !rate.IsZero() {
+			v.Add("rate", "must be empty: a "+string(k)+" limit does not refill")
+		}
+	default:
+		if err := rate.Validate(); err != nil {
+			v.Add("rate", errs.Fields(err).For("rate"))
+		}
 	}
 }
 
@@ -122,7 +141,7 @@ func ParseMaxPermits(s string) (int64, error) {
 func (b *Bucket) SameSettings(o *Bucket) bool {
 	return b.Name == o.Name && b.OwnerApp == o.OwnerApp && b.Description == o.Description &&
 		b.MaxPermits == o.MaxPermits && b.Rate == o.Rate && slices.Equal(b.AllowedApps, o.AllowedApps) &&
-		b.Keyed == o.Keyed && b.Shadow == o.Shadow && b.LeaseMillis == o.LeaseMillis
+		b.Kind == o.Kind && b.Keyed == o.Keyed && b.Shadow == o.Shadow && b.LeaseMillis == o.LeaseMillis
 }
 
 // normalizeApps trims, sorts and dedupes names, defaulting to owner.
@@ -185,7 +204,7 @@ func (b *Bucket) CheckVersion(based int64) error {
 
 // CheckFixed refuses n, a change of old, when it changes a field fixed at
 // creation: the name, the owner app (ownership decides who may edit, so
-// moving a bucket to another team is a new bucket) and keyed. It is a
+// moving a bucket to another team is a new bucket), kind and keyed. It is a
 // *errs.Validation naming each.
 func (n *Bucket) CheckFixed(old *Bucket) error {
 	var v errs.Validation
@@ -195,6 +214,9 @@ func (n *Bucket) CheckFixed(old *Bucket) error {
 	}
 	if n.OwnerApp != old.OwnerApp {
 		v.Add("owner_app", why)
+	}
+	if n.Kind.Or() != old.Kind.Or() {
+		v.Add("kind", why)
 	}
 	if n.Keyed != old.Keyed {
 		v.Add("keyed", why)

@@ -56,12 +56,15 @@ type Override struct {
 	// limit would deny, the caller is allowed and told it would have been
 	// denied. The bucket's own Shadow covers every key, overrides included.
 	Shadow bool `json:"shadow"`
+	// Kind is the kind of the bucket, which decides whether the override
+	// has a Rate; empty is KindBucket. The Store sets it from the bucket.
+	Kind Kind `json:"-"`
 	database.Stamp
 }
 
 // Validate checks every field a user sets and returns a *errs.Validation
 // naming each invalid one (bucket, match, key, description, max_permits,
-// rate), or nil.
+// rate), or nil. Only the override of a token bucket (Kind) has a rate.
 func (o *Override) Validate() error {
 	var v errs.Validation
 	if r := names.Problem(o.Bucket); r != "" {
@@ -73,7 +76,7 @@ func (o *Override) Validate() error {
 	if r := KeyProblem(o.Key); r != "" {
 		v.Add("key", r)
 	}
-	checkLimit(&v, o.Description, o.MaxPermits, o.Rate)
+	checkLimit(&v, o.Kind.Or(), o.Description, o.MaxPermits, o.Rate)
 	return v.Err()
 }
 

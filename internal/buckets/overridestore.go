@@ -152,6 +152,9 @@ func (s *Store) CreateOverride(ctx context.Context, actor audit.Actor, o *Overri
 		if err != nil {
 			return err
 		}
+		if n.Kind = b.Kind; n.Validate() != nil {
+			return n.Validate()
+		}
 		if n.Match == MatchPrefix {
 			var count int
 			if err := tx.GetContext(ctx, &count, `SELECT COUNT(*) FROM bucket_overrides WHERE bucket_id = ? AND match_kind = ?`,
@@ -197,6 +200,9 @@ func (s *Store) UpdateOverride(ctx context.Context, actor audit.Actor, o *Overri
 		b, err := lockKeyed(ctx, tx, o.Bucket)
 		if err != nil {
 			return err
+		}
+		if o.Kind = b.Kind; o.Validate() != nil {
+			return o.Validate()
 		}
 		old, err := lockOverride(ctx, tx, b, o.ID)
 		if err != nil {

@@ -246,6 +246,16 @@ func (r Rate) PerSecond() float64 {
 	return float64(r.PermitsMicro) / micro / r.Period.Seconds()
 }
 
+// ParseOptionalRate is ParseRate, except that empty text (or spaces) is
+// the zero Rate: the rate of the kinds that do not refill. Whether a rate
+// is needed is the Bucket's rule (Validate), not the parser's.
+func ParseOptionalRate(s string) (Rate, error) {
+	if strings.TrimSpace(s) == "" {
+		return Rate{}, nil
+	}
+	return ParseRate(s)
+}
+
 // MarshalText encodes r as its canonical String, so JSON carries "0.5/s".
 func (r Rate) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 

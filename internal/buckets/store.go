@@ -67,6 +67,7 @@ type row struct {
 	ID          int64  `db:"id"`
 	Name        string `db:"name"`
 	OwnerApp    string `db:"owner_app"`
+	Kind        string `db:"kind"`
 	Description string `db:"description"`
 	MaxPermits  int64  `db:"max_permits"`
 	RatePermits string `db:"rate_permits"`
@@ -86,7 +87,7 @@ const selectBuckets = bucketColumns + ` FROM buckets b STRAIGHT_JOIN apps o ON o
 const countBuckets = `SELECT COUNT(*) FROM buckets b JOIN apps o ON o.id = b.owner_app_id`
 
 // bucketColumns selects a row of buckets b with its owner app o.
-const bucketColumns = `SELECT b.id, b.name, o.name AS owner_app, b.description, b.max_permits,
+const bucketColumns = `SELECT b.id, b.name, o.name AS owner_app, b.kind, b.description, b.max_permits,
 	b.rate_permits, b.rate_period_seconds, b.keyed, b.shadow, b.lease_ms, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at`
 
 func (r *row) bucket() (*Bucket, error) {
@@ -95,7 +96,7 @@ func (r *row) bucket() (*Bucket, error) {
 		return nil, fmt.Errorf("bucket %q: %w", r.Name, err)
 	}
 	return &Bucket{
-		ID: r.ID, Name: r.Name, OwnerApp: r.OwnerApp, Description: r.Description,
+		ID: r.ID, Name: r.Name, OwnerApp: r.OwnerApp, Kind: Kind(r.Kind), Description: r.Description,
 		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, Keyed: r.Keyed, Shadow: r.Shadow, LeaseMillis: r.LeaseMillis,
 		Stamp: r.Stamp,
 	}, nil
@@ -474,10 +475,10 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 		if err != nil {
 			return err
 		}
-		id, err := database.Insert(ctx, tx, `INSERT INTO buckets (name, owner_app_id, description, max_permits,
+		id, err := database.Insert(ctx, tx, `INSERT INTO buckets (name, owner_app_id, kind, description, max_permits,
 			rate_permits, rate_period_seconds, keyed, shadow, lease_ms, version, created_by, created_at, updated_by, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(), n.Keyed, n.Shadow, n.LeaseMillis,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			n.Name, owner, string(n.Kind), n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(), n.Keyed, n.Shadow, n.LeaseMillis,
 			n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
 			// Bucket names are one namespace across Sluice, so a taken name

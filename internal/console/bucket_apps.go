@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/sluicehq/sluice/internal/buckets"
 )
 
 // appChoice is one app of the bucket form's allowed-apps picker.
@@ -51,5 +53,9 @@ func (s *server) renderBucketForm(c *gin.Context, st int, p *bucketFormPage) {
 		}
 	}
 	p.OtherApps = strings.Join(other, ", ")
+	p.Kinds = kindChoices
+	if p.Form.Kind == "" {
+		p.Form.Kind = string(buckets.KindBucket)
+	}
 	s.render(c, st, "bucket_form", p)
 }

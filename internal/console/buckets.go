@@ -93,6 +93,7 @@ type bucketRow struct {
 type bucketForm struct {
 	Name        string
 	OwnerApp    string
+	Kind        string
 	Description string
 	MaxPermits  string
 	Rate        string
@@ -115,6 +116,7 @@ type bucketFormPage struct {
 	PreviewText string
 	Errors      *errs.Validation
 	OwnerApps   []string
+	Kinds       []kindChoice
 	// AppChoices are the apps to pick allowed apps from; OtherApps the
 	// allowed apps that are not among them, as text.
 	AppChoices []appChoice
@@ -125,6 +127,16 @@ type bucketFormPage struct {
 	// Conflict the newer bucket it ran into.
 	Stale    error
 	Conflict *buckets.Bucket
+}
+
+// kindChoice is an option of the form's kind select.
+type kindChoice struct{ Value, Label string }
+
+// kindChoices are the kinds a new bucket can have, as the form offers them.
+var kindChoices = []kindChoice{
+	{string(buckets.KindBucket), "Token bucket (a rate, with bursts up to the capacity)"},
+	{string(buckets.KindConcurrency), "Concurrency (at most N calls in progress)"},
+	{string(buckets.KindQuota), "Quota (N calls per hour, day, week or month)"},
 }
 
 // patternForm is the traffic pattern of the bucket form's preview.
@@ -342,6 +354,7 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 	f := bucketForm{
 		Name:        postValue(c, "name"),
 		OwnerApp:    postValue(c, "owner_app"),
+		Kind:        postValue(c, "kind"),
 		Description: postValue(c, "description"),
 		MaxPermits:  postValue(c, "max_permits"),
 		Rate:        postValue(c, "rate"),
@@ -354,8 +367,8 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 	allowed := splitApps(f.AllowedApps)
 	p := manage.BucketPatch{Description: &f.Description, Rate: &f.Rate, AllowedApps: &allowed, Shadow: &f.Shadow}
 	if !editing {
-		// Keyed is fixed at creation: the edit form shows it but does not send it.
-		p.Name, p.OwnerApp, p.Keyed = &f.Name, &f.OwnerApp, &f.Keyed
+		// Kind and keyed are fixed at creation: the edit form shows them but does not send them.
+		p.Name, p.OwnerApp, p.Kind, p.Keyed = &f.Name, &f.OwnerApp, &f.Kind, &f.Keyed
 	}
 	if n, err := buckets.ParseMaxPermits(f.MaxPermits); err != nil {
 		p.Problems.Fields = append(p.Problems.Fields, errs.Fields(err).Fields...)
@@ -459,7 +472,7 @@ func liveOf(d *manage.BucketDetail) liveState {
 }
 
 func formOf(b *buckets.Bucket) bucketForm {
-	return bucketForm{Name: b.Name, OwnerApp: b.OwnerApp, Description: b.Description,
+	return bucketForm{Name: b.Name, OwnerApp: b.OwnerApp, Kind: string(b.Kind.Or()), Description: b.Description,
 		MaxPermits: strconv.FormatInt(b.MaxPermits, 10), Rate: b.Rate.Human(),
 		AllowedApps: strings.Join(b.AllowedApps, ", "), Keyed: b.Keyed, Shadow: b.Shadow,
 		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), Version: b.Version}

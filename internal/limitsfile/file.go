@@ -46,9 +46,10 @@ type App struct {
 type Bucket struct {
 	Name        string   `yaml:"name" json:"name"`
 	OwnerApp    string   `yaml:"owner_app" json:"owner_app"`
+	Kind        string   `yaml:"kind,omitempty" json:"kind,omitempty"`
 	Description string   `yaml:"description,omitempty" json:"description,omitempty"`
 	MaxPermits  int64    `yaml:"max_permits" json:"max_permits"`
-	Rate        string   `yaml:"rate" json:"rate"`
+	Rate        string   `yaml:"rate,omitempty" json:"rate,omitempty"`
 	AllowedApps []string `yaml:"allowed_apps,omitempty" json:"allowed_apps,omitempty"`
 	Keyed       bool     `yaml:"keyed,omitempty" json:"keyed,omitempty"`
 	Shadow      bool     `yaml:"shadow,omitempty" json:"shadow,omitempty"`
@@ -69,7 +70,7 @@ type Override struct {
 	Key         string `yaml:"key" json:"key"`
 	Description string `yaml:"description,omitempty" json:"description,omitempty"`
 	MaxPermits  int64  `yaml:"max_permits" json:"max_permits"`
-	Rate        string `yaml:"rate" json:"rate"`
+	Rate        string `yaml:"rate,omitempty" json:"rate,omitempty"`
 	Shadow      bool   `yaml:"shadow,omitempty" json:"shadow,omitempty"`
 	Version     int64  `yaml:"version,omitempty" json:"version,omitempty"`
 }
@@ -279,11 +280,11 @@ func Check(f *File, lines *Lines) (*Desired, error) {
 	for i, fb := range f.Buckets {
 		line := at(lines.buckets, i)
 		what := fmt.Sprintf("bucket %q", fb.Name)
-		b := &buckets.Bucket{Name: fb.Name, OwnerApp: fb.OwnerApp, Description: fb.Description, MaxPermits: fb.MaxPermits,
+		b := &buckets.Bucket{Name: fb.Name, OwnerApp: fb.OwnerApp, Kind: buckets.Kind(fb.Kind), Description: fb.Description, MaxPermits: fb.MaxPermits,
 			AllowedApps: slices.Clone(fb.AllowedApps), Keyed: fb.Keyed, Shadow: fb.Shadow, LeaseMillis: fb.LeaseMillis}
 		b.Version = fb.Version
 		var v errs.Validation
-		rate, err := buckets.ParseRate(fb.Rate)
+		rate, err := buckets.ParseOptionalRate(fb.Rate)
 		if err != nil {
 			v.Add("rate", errs.Fields(err).For("rate"))
 		}
@@ -320,7 +321,7 @@ func Check(f *File, lines *Lines) (*Desired, error) {
 				MaxPermits: fo.MaxPermits, Shadow: fo.Shadow}
 			o.Version = fo.Version
 			var ov errs.Validation
-			rate, err := buckets.ParseRate(fo.Rate)
+			rate, err := buckets.ParseOptionalRate(fo.Rate)
 			if err != nil {
 				ov.Add("rate", errs.Fields(err).For("rate"))
 			}
@@ -434,7 +435,7 @@ func ToFile(d *Desired, versions bool, only []string) *File {
 		if !keep(b.OwnerApp) {
 			continue
 		}
-		fb := Bucket{Name: b.Name, OwnerApp: b.OwnerApp, Description: b.Description, MaxPermits: b.MaxPermits,
+		fb := Bucket{Name: b.Name, OwnerApp: b.OwnerApp, Kind: kindOf(b), Description: b.Description, MaxPermits: b.MaxPermits,
 			Rate: b.Rate.String(), AllowedApps: b.AllowedApps, Keyed: b.Keyed, Shadow: b.Shadow,
 			LeaseMillis: b.LeaseMillis, Version: v(b.Version)}
 		for _, o := range d.Overrides[b.Name] {
@@ -451,4 +452,13 @@ func ToFile(d *Desired, versions bool, only []string) *File {
 	}
 	f.Sort()
 	return f
+}
+
+// kindOf is the kind a file writes for b: nothing for a token bucket, the
+// kind every limit had before kinds existed, so such files stay as they were.
+func kindOf(b *buckets.Bucket) string {
+	if b.Kind.Or() == buckets.KindBucket {
+		return ""
+	}
+	return string(b.Kind)
 }

@@ -119,6 +119,10 @@ func Compute(desired, live *Desired, prune bool) *Plan {
 			p.Errors = append(p.Errors, fmt.Sprintf("%s: owner_app is %q live and cannot change; delete the bucket and create it again", subject, lb.OwnerApp))
 			continue
 		}
+		if lb.Kind.Or() != b.Kind.Or() {
+			p.Errors = append(p.Errors, fmt.Sprintf("%s: kind is %s live and cannot change; delete the bucket and create it again", subject, lb.Kind.Or()))
+			continue
+		}
 		if lb.Keyed != b.Keyed {
 			p.Errors = append(p.Errors, fmt.Sprintf("%s: keyed is %t live and cannot change; delete the bucket and create it again", subject, lb.Keyed))
 			continue

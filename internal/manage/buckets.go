@@ -73,11 +73,14 @@ func (s *Service) BucketDraft(ctx context.Context, c Caller) ([]string, error) {
 // them; nil means "not given". The console's form parser and the API's
 // JSON decoder both fill one, so a field added here reaches both.
 type BucketPatch struct {
-	Name        *string
-	OwnerApp    *string
+	Name     *string
+	OwnerApp *string
+	// Kind is taken only when the bucket is created, like Keyed.
+	Kind        *string
 	Description *string
 	MaxPermits  *int64
-	// Rate is the rate's text ("100/min", "0.5 per second").
+	// Rate is the rate's text ("100/min", "0.5 per second"); empty for
+	// the kinds that do not refill.
 	Rate        *string
 	AllowedApps *[]string
 	// Keyed is taken only when the bucket is created; an update that
@@ -96,6 +99,9 @@ type BucketPatch struct {
 func (p *BucketPatch) Apply(b *buckets.Bucket) error {
 	set(&b.Name, p.Name)
 	set(&b.OwnerApp, p.OwnerApp)
+	if p.Kind != nil {
+		b.Kind = buckets.Kind(*p.Kind)
+	}
 	set(&b.Description, p.Description)
 	set(&b.MaxPermits, p.MaxPermits)
 	set(&b.AllowedApps, p.AllowedApps)
@@ -111,7 +117,9 @@ func (p *BucketPatch) Apply(b *buckets.Bucket) error {
 func checkPatch(problems errs.Validation, dst *buckets.Rate, rate *string, validate func() error) error {
 	v := errs.Validation{Fields: slices.Clone(problems.Fields)}
 	if rate != nil {
-		r, err := buckets.ParseRate(*rate)
+		// No rate is right for the kinds that do not refill; validate
+		// reports it missing for a token bucket.
+		r, err := buckets.ParseOptionalRate(*rate)
 		if err != nil {
 			v.Add("rate", errs.Fields(err).For("rate"))
 		}
@@ -216,7 +224,8 @@ type UpdateBucket struct {
 	Version int64
 	// Replace resets the fields not given to their defaults (empty
 	// description, allowed apps = the owner app, shadow and lease off;
-	// capacity and rate are then required; keyed is kept). Otherwise they
+	// capacity and, for a token bucket, rate are then required; kind and
+	// keyed are kept). Otherwise they
 	// keep their values.
 	Replace bool
 	Fields  BucketPatch
@@ -243,13 +252,16 @@ func (s *Service) UpdateBucket(ctx context.Context, c Caller, req UpdateBucket) 
 	}
 	b := *cur
 	if req.Replace {
-		b = buckets.Bucket{ID: cur.ID, Name: cur.Name, OwnerApp: cur.OwnerApp, Keyed: cur.Keyed}
+		b = buckets.Bucket{ID: cur.ID, Name: cur.Name, OwnerApp: cur.OwnerApp, Kind: cur.Kind, Keyed: cur.Keyed}
 	}
 	b.Version = cur.Version
-	if err := req.Fields.Apply(&b); err != nil {
-		return BucketChange{}, err
+	err = req.Fields.Apply(&b)
+	// A change of a fixed field first: what else is wrong may follow from
+	// it (a quota has no rate).
+	if ferr := b.CheckFixed(cur); ferr != nil {
+		return BucketChange{}, ferr
 	}
-	if err := b.CheckFixed(cur); err != nil {
+	if err != nil {
 		return BucketChange{}, err
 	}
 	if b.SameSettings(cur) {

@@ -113,7 +113,7 @@ func (s *Service) CreateOverride(ctx context.Context, c Caller, req CreateOverri
 	if err != nil {
 		return nil, err
 	}
-	o := &buckets.Override{Bucket: b.Name}
+	o := &buckets.Override{Bucket: b.Name, Kind: b.Kind}
 	if err := req.Fields.Apply(o); err != nil {
 		return nil, err
 	}
@@ -161,6 +161,7 @@ func (s *Service) UpdateOverride(ctx context.Context, c Caller, req UpdateOverri
 	if req.Replace {
 		o = buckets.Override{ID: cur.ID, Bucket: cur.Bucket, Match: cur.Match, Key: cur.Key}
 	}
+	o.Kind = b.Kind
 	o.Version = cur.Version
 	if err := req.Fields.Apply(&o); err != nil {
 		return OverrideChange{}, err

@@ -2,7 +2,8 @@
 -- KEYS[1] bucket hash, KEYS[2] tombstone.
 -- ARGV: id, version, capacity, permits, period, apps, force ("1" or "0"),
 -- lease_ms (optional, "0" when absent: lease mode off), shadow (optional,
--- "1" or "0", "0" when absent: shadow mode off).
+-- "1" or "0", "0" when absent: shadow mode off), kind (optional, "bucket"
+-- when absent; the other kinds send permits and period "0").
 -- Returns 1 created, 2 updated, 3 unchanged, 4 stale, 5 tombstoned.
 
 -- Arguments are checked by config_guards.lua, sent before this file: a bad
@@ -16,9 +17,16 @@ local version = int_arg(ARGV[2], 0, MAX_INT)
 if not version then return invalid('version') end
 local capacity = int_arg(ARGV[3], 1, 1000000000)
 if not capacity then return invalid('capacity') end
-if not permits_arg(ARGV[4]) then return invalid('permits') end
-local period = int_arg(ARGV[5], 1, 31536000)
-if not period then return invalid('period') end
+local kind = kind_arg(ARGV[10])
+if not kind then return invalid('kind') end
+if kind ~= 'bucket' then
+  -- Only a token bucket refills.
+  if ARGV[4] ~= '0' or ARGV[5] ~= '0' then return invalid('permits or period') end
+elseif not permits_arg(ARGV[4]) then
+  return invalid('permits')
+elseif not int_arg(ARGV[5], 1, 31536000) then
+  return invalid('period')
+end
 if not apps_arg(ARGV[6]) then return invalid('apps') end
 if not flag_arg(ARGV[7]) then return invalid('force') end
 local force = ARGV[7] == '1'
@@ -36,13 +44,13 @@ if tombstoned(id) then
 end
 
 local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts',
-  'lease_ms', 'shadow')
+  'lease_ms', 'shadow', 'kind')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local function write(tokens, ts)
   redis.call('HSET', KEYS[1], 'id', ARGV[1], 'version', ARGV[2], 'capacity', ARGV[3], 'permits', ARGV[4],
-    'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'shadow', shadow, 'tokens', string.format('%.17g', tokens),
+    'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'shadow', shadow, 'kind', kind, 'tokens', string.format('%.17g', tokens),
     'ts', string.format('%d', ts))
 end
 
@@ -57,7 +65,7 @@ end
 if stale(cid, tonumber(cur[2]) or -1, id, version, force) then
   return 4
 end
-if same_config(cur) and (cur[9] or '0') == lease and (cur[10] or '0') == shadow then
+if same_config(cur) and (cur[9] or '0') == lease and (cur[10] or '0') == shadow and (cur[11] or 'bucket') == kind then
   return 3
 end
 

@@ -52,6 +52,25 @@ type Config struct {
 	// Shadow puts the bucket in shadow mode: where it would deny, the
 	// acquire script answers WouldDeny and takes nothing.
 	Shadow bool
+	// Kind is the kind of limit: KindBucket (also ""), KindConcurrency or
+	// KindQuota. Only a bucket refills: the others have PermitsMicro and
+	// PeriodSeconds 0 and no lease.
+	Kind string
+}
+
+// The kinds of a Config, as the kind field holds them.
+const (
+	KindBucket      = "bucket"
+	KindConcurrency = "concurrency"
+	KindQuota       = "quota"
+)
+
+// LimitKind is c's kind, KindBucket when empty.
+func (c Config) LimitKind() string {
+	if c.Kind == "" {
+		return KindBucket
+	}
+	return c.Kind
 }
 
 // Validate reports whether c can be written to Redis.
@@ -65,9 +84,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: version %d must be between 0 and %d", ErrInvalidConfig, c.Version, int64(MaxID))
 	case c.Capacity < 1 || c.Capacity > MaxCapacity:
 		return fmt.Errorf("%w: capacity %d must be between 1 and %d", ErrInvalidConfig, c.Capacity, MaxCapacity)
-	case c.PermitsMicro < 1 || c.PermitsMicro > MaxPermitsMicro:
+	case c.LimitKind() != KindBucket && c.LimitKind() != KindConcurrency && c.LimitKind() != KindQuota:
+		return fmt.Errorf("%w: kind %q", ErrInvalidConfig, c.Kind)
+	case c.LimitKind() != KindBucket && (c.PermitsMicro != 0 || c.PeriodSeconds != 0 || c.LeaseMillis != 0):
+		return fmt.Errorf("%w: a %s limit has no rate and no lease", ErrInvalidConfig, c.Kind)
+	case c.LimitKind() == KindBucket && (c.PermitsMicro < 1 || c.PermitsMicro > MaxPermitsMicro):
 		return fmt.Errorf("%w: permits must be between 0.000001 and %d", ErrInvalidConfig, limits.MaxPermits)
-	case c.PeriodSeconds < 1 || c.PeriodSeconds > MaxPeriodSeconds:
+	case c.LimitKind() == KindBucket && (c.PeriodSeconds < 1 || c.PeriodSeconds > MaxPeriodSeconds):
 		return fmt.Errorf("%w: period %d s must be between 1 and %d", ErrInvalidConfig, c.PeriodSeconds, MaxPeriodSeconds)
 	case c.LeaseMillis != 0 && (c.LeaseMillis < MinLeaseMillis || c.LeaseMillis > MaxLeaseMillis):
 		return fmt.Errorf("%w: lease %d ms must be 0 (off) or between %d and %d", ErrInvalidConfig, c.LeaseMillis,

@@ -33,9 +33,21 @@ local function permits_arg(s)
   return micro >= 1 and micro <= 1000000000000000
 end
 
--- A limit: capacity, permits and period in their formats.
-local function limit_args(capacity, permits, period)
-  return int_arg(capacity, 1, 1000000000) ~= nil and permits_arg(permits) and int_arg(period, 1, 31536000) ~= nil
+-- A kind: "bucket", "concurrency" or "quota"; absent is "bucket" (every
+-- caller written before kinds existed). nil when none of them.
+local function kind_arg(s)
+  if s == nil or s == 'bucket' then return 'bucket' end
+  if s == 'concurrency' or s == 'quota' then return s end
+  return nil
+end
+
+-- A limit: capacity, permits and period in their formats. Only a token
+-- bucket refills: the other kinds send permits and period "0" (kind
+-- "any": an override, whose bucket's kind the hash knows, may be either).
+local function limit_args(capacity, permits, period, kind)
+  if int_arg(capacity, 1, 1000000000) == nil then return false end
+  if kind ~= 'bucket' and permits == '0' and period == '0' then return true end
+  return kind ~= 'concurrency' and kind ~= 'quota' and permits_arg(permits) and int_arg(period, 1, 31536000) ~= nil
 end
 
 -- Apps: ",a,b,", one or more names ^[a-z0-9][a-z0-9._-]{0,62}$.

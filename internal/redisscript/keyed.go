@@ -348,7 +348,7 @@ func ApplyKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, cfg Config,
 		f = "1"
 	}
 	args := []any{strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
-		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f, "0", flag(cfg.Shadow)}
+		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f, "0", flag(cfg.Shadow), cfg.LimitKind()}
 	calls := make([]groupCall, KeyGroups)
 	for g := range calls {
 		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyTombstone(name, g)}, args: args}
@@ -479,6 +479,8 @@ func (o Override) Validate() error {
 		return fmt.Errorf("%w: override key of %d bytes", ErrInvalidConfig, len(o.Key))
 	case o.Capacity < 1 || o.Capacity > MaxCapacity:
 		return fmt.Errorf("%w: capacity %d must be between 1 and %d", ErrInvalidConfig, o.Capacity, MaxCapacity)
+	case o.PermitsMicro == 0 && o.PeriodSeconds == 0:
+		// The override of a kind that does not refill.
 	case o.PermitsMicro < 1 || o.PermitsMicro > MaxPermitsMicro:
 		return fmt.Errorf("%w: permits must be between 0.000001 and 1000000000", ErrInvalidConfig)
 	case o.PeriodSeconds < 1 || o.PeriodSeconds > MaxPeriodSeconds:
@@ -668,7 +670,7 @@ type GroupState struct {
 // many).
 func ReadGroup(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string, g int) (GroupState, error) {
 	key := ks.KeyGroup(name, g)
-	fields := []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldLens, FieldShadow}
+	fields := []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldLens, FieldShadow, FieldKind}
 	vals, err := rdb.HMGet(ctx, key, fields...).Result()
 	if err != nil {
 		return GroupState{}, fmt.Errorf("read keyed bucket %q group %d: %w", name, g, err)
@@ -849,7 +851,7 @@ func lensOf(counts map[int]int) string {
 }
 
 // groupConfigFields are the fields ReadGroupConfigs asks each group for.
-var groupConfigFields = []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldShadow}
+var groupConfigFields = []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldShadow, FieldKind}
 
 // GroupConfigs is the config each key group of a keyed bucket holds, read
 // at Now (Redis TIME).

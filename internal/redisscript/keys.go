@@ -41,6 +41,9 @@ const (
 	// counts as usual but never refuses, answering WouldDeny instead.
 	// Absent means "0". Written by Apply.
 	FieldShadow = "shadow"
+	// FieldKind is the kind of the limit: "bucket", "concurrency" or
+	// "quota". Absent means "bucket". Written by Apply.
+	FieldKind = "kind"
 )
 
 // TombstoneTTLSeconds is how long a tombstone outlives its bucket: long

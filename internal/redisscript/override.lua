@@ -24,7 +24,7 @@ local force = flag_arg(ARGV[10])
 local shadow = flag_arg(ARGV[11], true)
 if not bid or not oid or not ver or (op ~= 'set' and op ~= 'del' and op ~= 'purge')
     or (match ~= 'e' and match ~= 'p') or type(key) ~= 'string' or #key < 1 or #key > 256
-    or (op == 'set' and not limit_args(ARGV[7], ARGV[8], ARGV[9])) or not force or not shadow then
+    or (op == 'set' and not limit_args(ARGV[7], ARGV[8], ARGV[9], 'any')) or not force or not shadow then
   return redis.error_reply('ERR sluice override: invalid arguments')
 end
 force = force == '1'

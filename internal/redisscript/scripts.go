@@ -183,7 +183,7 @@ func applyArgs(cfg Config, force bool) ([]any, error) {
 	}
 	return []any{strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
 		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f,
-		strconv.FormatInt(cfg.LeaseMillis, 10), shadow}, nil
+		strconv.FormatInt(cfg.LeaseMillis, 10), shadow, cfg.LimitKind()}, nil
 }
 
 // applyOutcome reads the apply script's answer n (or error) for bucket name.
@@ -323,6 +323,9 @@ func parseConfig(h map[string]string) (Config, bool) {
 		c.LeaseMillis, _ = strconv.ParseInt(v, 10, 64)
 	}
 	c.Shadow = h[FieldShadow] == "1"
+	if k := h[FieldKind]; k != KindBucket {
+		c.Kind = k
+	}
 	return c, true
 }
 
@@ -331,7 +334,7 @@ const MaxReadMany = 200
 
 // readManyFields are the fields ReadMany asks for, in order.
 var readManyFields = []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps,
-	FieldLeaseMillis, FieldTokens, FieldTS}
+	FieldLeaseMillis, FieldTokens, FieldTS, FieldShadow, FieldKind}
 
 // ReadMany returns the state of each bucket of names (a page: at most
 // MaxReadMany), as Read does, in one pipeline of one HMGET per bucket and
