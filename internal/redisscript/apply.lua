@@ -40,10 +40,13 @@ local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits',
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
+-- A new hash gets its fields in this order: Redis finds a field of a small
+-- hash by scanning from the first, and every acquire reads and writes
+-- tokens and ts, then reads the limit, apps, lease_ms and shadow.
 local function write(tokens, ts)
-  redis.call('HSET', KEYS[1], 'id', ARGV[1], 'version', ARGV[2], 'capacity', ARGV[3], 'permits', ARGV[4],
-    'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'shadow', shadow, 'tokens', string.format('%.17g', tokens),
-    'ts', string.format('%d', ts))
+  redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts),
+    'capacity', ARGV[3], 'permits', ARGV[4], 'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'shadow', shadow,
+    'id', ARGV[1], 'version', ARGV[2])
 end
 
 local cid = tonumber(cur[1])
