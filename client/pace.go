@@ -48,10 +48,11 @@ const (
 	// minutes.
 	paceAging = int64(10 * time.Minute)
 	// paceProbeEvery: when no sample of base came within paceConfirm of it
-	// for that long (the Limiter was busy all along), pace asks for a
-	// probe: paceProbeRoundTrips lone round trips, one at a time with
-	// nothing else in flight, whose mean is a sample of base. The calls
-	// that arrive meanwhile wait a few round trips (every 10 s at most).
+	// for that long (the Limiter was busy all along), or none came at all,
+	// pace asks for a probe: paceProbeRoundTrips lone round trips, one at a
+	// time with nothing else in flight, whose mean is a sample of base.
+	// The calls that arrive meanwhile wait a few round trips (every 10 s
+	// at most).
 	paceProbeEvery      = int64(10 * time.Second)
 	paceProbeRoundTrips = 8
 	// paceConfirm: a sample of base within this ratio of it confirms it.
@@ -110,11 +111,11 @@ func (p *pace) roundTrip(size int, rtt, now int64, full int, probe bool) (places
 	}
 	mean := float64(p.sum) / float64(p.n)
 	p.n, p.sum = 0, 0
-	if p.base == 0 {
-		return 0, false // no floor known yet: keep one place per connection
-	}
-	if now-p.confirmed > paceProbeEvery && now-p.probed > paceProbeEvery {
+	if (p.base == 0 || now-p.confirmed > paceProbeEvery) && now-p.probed > paceProbeEvery {
 		p.probed, startProbe = now, true
+	}
+	if p.base == 0 {
+		return 0, startProbe // no floor known yet: keep one place per connection
 	}
 	places = p.places
 	if places == 0 {

@@ -26,12 +26,28 @@ func feed(p *pace, k, size int, rtt int64, now *int64, full int) (places, probes
 	return places, probes
 }
 
-func TestPaceKeepsEveryPlaceWithoutAFloor(t *testing.T) {
+func TestPaceKeepsEveryPlaceWithoutAFloorAndProbesForOne(t *testing.T) {
 	var p pace
 	now := int64(0)
 	// Round trips of several calls only: no lone round trip, so no base.
 	if places, probes := feed(&p, 1000, 5, 900*us, &now, 20); places != 0 || probes != 0 {
-		t.Fatalf("places %d, %d probes without any lone round trip: want none decided", places, probes)
+		t.Fatalf("places %d, %d probes without any lone round trip in the first ms: want none", places, probes)
+	}
+	// Still none after a while: a probe is asked for, once every paceProbeEvery.
+	now += paceProbeEvery
+	if places, probes := feed(&p, 1000, 5, 900*us, &now, 20); places != 0 || probes != 1 {
+		t.Fatalf("places %d, %d probes after %v without a lone round trip: want none decided, one probe",
+			places, probes, time.Duration(paceProbeEvery))
+	}
+	for range paceProbeRoundTrips {
+		now += us
+		p.roundTrip(1, 100*us, now, 20, true)
+	}
+	if p.base != 100*us {
+		t.Fatalf("base %v after the probe, want 100µs", time.Duration(p.base))
+	}
+	if places, _ := feed(&p, paceEpoch, 5, time.Millisecond.Nanoseconds(), &now, 20); places != 10 {
+		t.Fatalf("places %d with round trips at 10 base after the probe, want 10 (halved at most)", places)
 	}
 }
 
