@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,7 @@ type rls struct {
 	// bound is the most a correct service may admit in [start, end].
 	bound func(start, end time.Time) int64
 	stop  func()
+	pid   int // of the service's process, for its CPU time
 }
 
 // envoyConfig is a configuration of envoyproxy/ratelimit: its name in the
@@ -81,6 +83,7 @@ var envoyConfigs = []envoyConfig{
 type gatewayResult struct {
 	tally
 	admitted, bound, over int64
+	cpu                   time.Duration // of the service's process while measured
 }
 
 func runGateway(ctx context.Context, cfg config, redisAddr string) error {
@@ -192,15 +195,15 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 			}
 		}
 	}
-	fmt.Fprintf(out, "%-26s %7s %9s %9s %9s %9s %9s %9s %6s\n", "service", "streams", "calls", "ops/s", "p50", "p99",
-		"admitted", "over-adm.", "errors")
+	fmt.Fprintf(out, "%-26s %7s %9s %9s %9s %9s %9s %9s %6s %9s\n", "service", "streams", "calls", "ops/s", "p50", "p99",
+		"admitted", "over-adm.", "errors", "cpu/call")
 	for _, tr := range cfg.transports {
 		for _, g := range cfg.concurrency {
 			for _, s := range services {
 				r := results[caseName(s, tr)][g]
-				fmt.Fprintf(out, "%-26s %7d %9d %9.0f %9s %9s %9d %9d %6d\n", caseName(s, tr), g, r.calls,
+				fmt.Fprintf(out, "%-26s %7d %9d %9.0f %9s %9s %9d %9d %6d %9s\n", caseName(s, tr), g, r.calls,
 					float64(r.calls)/r.elapsed.Seconds(), fmtDur(r.hist.quantile(0.5)), fmtDur(r.hist.quantile(0.99)),
-					r.admitted, r.over, r.errors)
+					r.admitted, r.over, r.errors, fmtDur(r.cpuPerCall()))
 				if r.firstErr != nil {
 					fmt.Fprintf(out, "    first error: %v\n", r.firstErr)
 				}
@@ -239,6 +242,37 @@ func (r *gatewayResult) add(o *gatewayResult) {
 	r.admitted += o.admitted
 	r.bound += o.bound
 	r.over += o.over
+	r.cpu += o.cpu
+}
+
+// cpuPerCall is the service's CPU time per request: unlike throughput, it
+// barely moves with what other work shares the machine.
+func (r *gatewayResult) cpuPerCall() time.Duration {
+	if r.calls == 0 {
+		return 0
+	}
+	return r.cpu / time.Duration(r.calls)
+}
+
+// pidCPU is the CPU time (user and system) process pid has used, from
+// /proc (Linux; 0 elsewhere), in clock ticks of 10 ms.
+func pidCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 func (s *rls) ask(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
@@ -306,8 +340,15 @@ func measureRLS(ctx context.Context, s *rls, tr string, req *rlsv3.RateLimitRequ
 		}
 	}
 	caseStart := time.Now()
-	t := runCallers(ctx, g, warmup, d, call, nil)
-	r := &gatewayResult{tally: t, admitted: admitted.Load(), bound: s.bound(caseStart, time.Now())}
+	var cpu0, cpu1 time.Duration
+	t := runCallers(ctx, g, warmup, d, call, func(opening bool) {
+		if opening {
+			cpu0 = pidCPU(s.pid)
+		} else {
+			cpu1 = pidCPU(s.pid)
+		}
+	})
+	r := &gatewayResult{tally: t, admitted: admitted.Load(), bound: s.bound(caseStart, time.Now()), cpu: cpu1 - cpu0}
 	r.over = max(0, r.admitted-r.bound)
 	return r
 }
@@ -443,7 +484,7 @@ func startDecide(ctx context.Context, bin, dir string, cfg config, redisAddr, pr
 	}
 	return &rls{name: "sluice-decide", conn: conn, c: rlsv3.NewRateLimitServiceClient(conn), token: token,
 		httpURL: "http://127.0.0.1:" + strconv.Itoa(hport) + "/v1/acquire",
-		stop:    func() { conn.Close(); p.stop() }}, nil
+		stop:    func() { conn.Close(); p.stop() }, pid: p.cmd.Process.Pid}, nil
 }
 
 // startEnvoyRatelimit runs envoyproxy/ratelimit with one descriptor of
@@ -496,5 +537,5 @@ func startEnvoyRatelimit(ctx context.Context, bin, dir, redisAddr, name string, 
 	}
 	return &rls{name: "envoy ratelimit", conn: conn, c: rlsv3.NewRateLimitServiceClient(conn),
 		httpURL: "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/json",
-		stop:    func() { conn.Close(); p.stop() }}, nil
+		stop:    func() { conn.Close(); p.stop() }, pid: p.cmd.Process.Pid}, nil
 }

@@ -86,8 +86,8 @@ func parseFlags() (config, error) {
 	flag.DurationVar(&c.warmup, "warmup", 500*time.Millisecond, "unmeasured time before each measurement")
 	flag.StringVar(&conc, "goroutines", "1,2,5,10,20,50,100", "comma-separated numbers of concurrent callers")
 	flag.StringVar(&pools, "peer-pools", "0,100", "comma-separated pool sizes the peers run with (0: go-redis's default); each is compared at its best")
-	flag.StringVar(&sluicePools, "sluice-pools", "", "comma-separated pool sizes of extra Sluice limiters, labelled 'sluice pool=N' (the engine keeps one round trip in flight per pooled connection)")
-	flag.StringVar(&c.only, "only", "", "run only the implementations whose name contains this (sluice, redis_rate, plain)")
+	flag.StringVar(&sluicePools, "sluice-pools", "", "comma-separated pool sizes of extra Sluice limiters, labelled 'sluice pool=N' (the engine keeps at most one round trip in flight per pooled connection)")
+	flag.StringVar(&c.only, "only", "", "run only the implementations whose name contains one of these comma-separated parts (sluice, redis_rate, plain, unbatched)")
 	flag.IntVar(&c.buckets, "buckets", 16, "buckets the callers spread over (caller i uses bucket i mod buckets)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write CPU profiles of the measured Sluice runs to this path + .g<goroutines>.r<round>")
 	flag.StringVar(&c.memProfile, "memprofile", "", "write a profile of every allocation to this file (use with -only sluice)")
@@ -212,7 +212,7 @@ func run() error {
 		log.Printf("round %d of %d", round, cfg.rounds)
 		for _, g := range cfg.concurrency {
 			for _, l := range impls {
-				if cfg.only != "" && !strings.Contains(l.name(), cfg.only) {
+				if !selected(cfg.only, l.name()) {
 					continue
 				}
 				if ctx.Err() != nil {
@@ -255,7 +255,7 @@ func run() error {
 	}
 
 	var fb *fallbackResult
-	if cfg.only == "" || strings.Contains("sluice", cfg.only) {
+	if cfg.only == "" || selected(cfg.only, "sluice") {
 		fb, err = measureFallback(ctx, addr, w, cfg.fallbackN)
 		if err != nil {
 			return fmt.Errorf("fallback: %w", err)
@@ -273,6 +273,20 @@ func run() error {
 	fmt.Fprintf(out, "load average at end: %s\n", loadAverage())
 	printGoals(out, results, fb, cfg.concurrency)
 	return nil
+}
+
+// selected reports whether the implementation name is picked by only, a
+// comma-separated list of parts of names (empty picks every one).
+func selected(only, name string) bool {
+	if only == "" {
+		return true
+	}
+	for part := range strings.SplitSeq(only, ",") {
+		if part = strings.TrimSpace(part); part != "" && strings.Contains(name, part) {
+			return true
+		}
+	}
+	return false
 }
 
 // loadAverage reports how busy the machine was: other processes on the

@@ -122,8 +122,8 @@ func newLimiters(ctx context.Context, opts *redis.Options, w workload, timeout t
 	}
 	impls := []limiter{s, k}
 	for _, size := range sluicePools {
-		// The engine keeps one round trip in flight per pooled connection,
-		// so the pool size is also its in-flight limit.
+		// The engine keeps at most one round trip in flight per pooled
+		// connection, so the pool size is also its most in flight.
 		o := *opts
 		o.PoolSize = size
 		ps, err := newSluice(ctx, &o, w, client.WithTimeout(timeout))

@@ -10,14 +10,16 @@ import (
 )
 
 // Batching: callers send their own calls, and only calls that arrive
-// while the round trips allowed in flight are all busy wait and go
-// together. A caller that finds a free place sends at once on its own
-// goroutine (a lone caller never waits for anyone and wakes no one). When a
-// round trip ends and calls are waiting, its sender hands the place to one
-// of them, which takes everything queued by then and sends it as one
-// pipeline. So there is no sender goroutine to wake, load turns into
+// while the round trips allowed in flight (the places) are all busy wait
+// and go together. A caller that finds a free place sends at once on its
+// own goroutine (a lone caller never waits for anyone and wakes no one).
+// When a round trip ends and calls are waiting, its sender hands the place
+// to one of them, which takes everything queued by then and sends it as
+// one pipeline. So there is no sender goroutine to wake, load turns into
 // larger pipelines rather than a longer queue, and each call still runs
-// as its own atomic script in Redis.
+// as its own atomic script in Redis. How many places there are is pace's
+// decision (pace.go): one per pooled connection, fewer while round trips
+// slow down.
 //
 // The batcher knows nothing of Redis: it groups calls and hands each group
 // to its send function, which fills in every call's reply or error.
@@ -30,13 +32,16 @@ var (
 // Call states. A call is waiting in the queue or in a round trip; done
 // when its sender filled it in; abandoned when its caller gave up first;
 // promoted when it was handed a place in flight and its caller must send
-// the queue; sending while its own caller sends it and reads it directly.
+// the queue; probe when it was handed the one place of a probe and its
+// caller must send it alone; sending while its own caller sends it and
+// reads it directly.
 const (
 	callWaiting int32 = iota
 	callDone
 	callAbandoned
 	callPromoted
 	callSending
+	callProbe
 )
 
 // call is one acquire. Calls are pooled; whoever owns a call last (its
@@ -55,6 +60,7 @@ type call struct {
 	done  chan struct{}
 	timer *time.Timer
 	batch []*call // the calls this call's caller sends when it leads
+	probe bool    // sent alone for pace's probe
 	// cmd is the command object of the call, kept with it so that it is
 	// reused; the sender owns it.
 	cmd any
@@ -76,7 +82,7 @@ func getCall() *call {
 }
 
 func putCall(c *call) {
-	c.reply, c.err = nil, nil
+	c.reply, c.err, c.probe = nil, nil, false
 	c.args, c.nargs, c.src = [9]any{}, 0, nil
 	clear(c.batch)
 	c.batch = c.batch[:0]
@@ -104,7 +110,8 @@ type batcher struct {
 	// send runs calls as one round trip and sets every call's reply or
 	// err. It must not call finish.
 	send func(calls []*call)
-	// full is the most round trips in flight at once while Redis answers.
+	// full is the most round trips in flight at once while Redis answers:
+	// one per connection of the pool.
 	full int
 	// narrow is set while Redis fails calls: then one round trip at a time
 	// is in flight (limit 1), and the calls that arrive meanwhile go
@@ -117,16 +124,22 @@ type batcher struct {
 	// transport that cannot bound a blocked read by the caller's timeout:
 	// the caller then waits for its call like a queued one.
 	detached bool
+	// pace decides the places (pace.go).
+	pace pace
 
 	mu       sync.Mutex
-	limit    int     // the most round trips in flight now: full, or 1 while narrow
+	paced    int     // the most round trips in flight while Redis answers, as paced (full at first)
+	limit    int     // the most round trips in flight now: paced, or 1 while narrow
 	inflight int     // round trips being sent, and places handed to promoted calls
 	queue    []*call // calls waiting for a place
-	closed   bool
+	// probe counts the lone round trips still to send for pace's probe,
+	// one at a time, each with nothing else in flight.
+	probe  int
+	closed bool
 }
 
 func newBatcher(send func([]*call), limit int, detached bool) *batcher {
-	return &batcher{send: send, full: max(1, limit), limit: max(1, limit), detached: detached}
+	return &batcher{send: send, full: max(1, limit), paced: max(1, limit), limit: max(1, limit), detached: detached}
 }
 
 // failing narrows the batcher to one round trip in flight while Redis
@@ -137,7 +150,7 @@ func (b *batcher) failing(on bool) {
 	}
 	b.mu.Lock()
 	b.narrow.Store(on)
-	b.limit = b.full
+	b.limit = b.paced
 	if on {
 		b.limit = 1
 	}
@@ -154,35 +167,85 @@ func (b *batcher) do(ctx context.Context, c *call, timeout time.Duration) ([]int
 		putCall(c)
 		return nil, ErrClosed
 	}
-	if b.inflight < b.limit && len(b.queue) == 0 {
+	switch {
+	case b.probe > 0:
+		// A probe: c goes alone if nothing is in flight, else it queues
+		// until the round trips in flight ended.
+		if b.inflight > 0 || len(b.queue) > 0 {
+			break
+		}
+		b.probe--
 		b.inflight++
 		b.mu.Unlock()
+		c.probe = true
 		c.batch = append(c.batch, c)
-		if b.detached {
-			b.runDetached(c)
-			return b.wait(ctx, c, timeout)
+		return b.start(ctx, c, timeout)
+	case b.inflight < b.limit:
+		// A free place: c goes now, with any calls still queued (the
+		// places were just raised).
+		b.inflight++
+		c.batch = append(c.batch, c)
+		if len(b.queue) > 0 {
+			b.appendQueue(c)
 		}
-		return b.lead(c)
+		b.mu.Unlock()
+		return b.start(ctx, c, timeout)
 	}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	return b.wait(ctx, c, timeout)
 }
 
+// start sends c.batch, which holds c (c holds a place), and returns c's
+// outcome.
+func (b *batcher) start(ctx context.Context, c *call, timeout time.Duration) ([]int64, error) {
+	if b.detached {
+		b.runDetached(c)
+		return b.wait(ctx, c, timeout)
+	}
+	return b.lead(c)
+}
+
 // lead sends c.batch, which holds c, on the caller's goroutine.
 func (b *batcher) lead(c *call) ([]int64, error) {
 	c.state.Store(callSending)
-	b.run(c.batch)
+	b.run(c.batch, c.probe)
 	reply, err := c.reply, c.err
 	putCall(c)
 	return reply, err
 }
 
-// run sends one round trip, hands out its outcomes and passes its place on.
-func (b *batcher) run(calls []*call) {
+// run sends one round trip, hands out its outcomes, tells pace how long
+// it took and passes its place on.
+func (b *batcher) run(calls []*call, probe bool) {
+	start := nanotime()
 	b.send(calls)
+	end := nanotime()
+	answered := true
+	for _, c := range calls {
+		if c.err != nil {
+			answered = false
+		}
+	}
+	n := len(calls)
 	for _, c := range calls {
 		c.finish()
+	}
+	if answered {
+		places, startProbe := b.pace.roundTrip(n, end-start, end, b.full, probe)
+		if places > 0 || startProbe {
+			b.mu.Lock()
+			if places > 0 {
+				b.paced = places
+				if !b.narrow.Load() {
+					b.limit = places
+				}
+			}
+			if startProbe {
+				b.probe = paceProbeRoundTrips
+			}
+			b.mu.Unlock()
+		}
 	}
 	b.release()
 }
@@ -190,13 +253,14 @@ func (b *batcher) run(calls []*call) {
 // runDetached sends c.batch on a goroutine of its own. The batch is
 // copied: c may be finished and recycled before the others are.
 func (b *batcher) runDetached(c *call) {
-	calls := slices.Clone(c.batch)
+	calls, probe := slices.Clone(c.batch), c.probe
 	clear(c.batch)
 	c.batch = c.batch[:0]
-	go b.run(calls)
+	go b.run(calls, probe)
 }
 
-// wait waits for a queued call, which may be promoted to send the queue.
+// wait waits for a queued call, which may be promoted to send the queue
+// (or, for a probe, to go alone).
 func (b *batcher) wait(ctx context.Context, c *call, timeout time.Duration) ([]int64, error) {
 	c.timer.Reset(timeout)
 	var gaveUp error
@@ -215,30 +279,39 @@ func (b *batcher) wait(ctx context.Context, c *call, timeout time.Duration) ([]i
 		}
 		<-c.done // finished or promoted meanwhile
 	}
-	if c.state.Load() == callPromoted {
+	if s := c.state.Load(); s == callPromoted || s == callProbe {
 		if gaveUp != nil {
 			// Too late to send: pass the place on.
 			putCall(c)
 			b.release()
 			return nil, gaveUp
 		}
-		b.takeQueue(c)
+		c.batch = append(c.batch, c)
+		if s == callProbe {
+			c.probe = true
+		} else {
+			b.takeQueue(c)
+		}
 		if b.detached {
 			c.state.Store(callWaiting)
-			b.runDetached(c)
-			return b.wait(ctx, c, timeout)
 		}
-		return b.lead(c)
+		return b.start(ctx, c, timeout)
 	}
 	reply, err := c.reply, c.err
 	putCall(c)
 	return reply, err
 }
 
-// takeQueue puts c and every call still waiting in the queue into c.batch.
+// takeQueue puts every call still waiting in the queue into c.batch.
 func (b *batcher) takeQueue(c *call) {
-	c.batch = append(c.batch, c)
 	b.mu.Lock()
+	b.appendQueue(c)
+	b.mu.Unlock()
+}
+
+// appendQueue moves every call still waiting in the queue into c.batch.
+// b.mu is held.
+func (b *batcher) appendQueue(c *call) {
 	for _, q := range b.queue {
 		if q.state.Load() == callAbandoned {
 			putCall(q) // its caller gave up while it queued: nobody waits for it
@@ -248,14 +321,32 @@ func (b *batcher) takeQueue(c *call) {
 	}
 	clear(b.queue)
 	b.queue = b.queue[:0]
-	b.mu.Unlock()
 }
 
 // release ends a round trip's hold on its place: the place goes to a
-// queued call, if one still waits, or becomes free.
+// queued call, if one still waits, or becomes free. During a probe, a
+// place ends until one is left in flight, which goes to one queued call to
+// send alone.
 func (b *batcher) release() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.probe > 0 {
+		if b.inflight == 1 {
+			for len(b.queue) > 0 {
+				c := b.queue[0]
+				b.queue[0] = nil
+				b.queue = b.queue[1:]
+				if c.state.CompareAndSwap(callWaiting, callProbe) {
+					b.probe--
+					c.done <- struct{}{}
+					return
+				}
+				putCall(c) // abandoned
+			}
+		}
+		b.inflight--
+		return
+	}
 	// More in flight than the limit (it was just narrowed): the place ends.
 	for len(b.queue) > 0 && b.inflight <= b.limit {
 		last := len(b.queue) - 1

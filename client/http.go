@@ -13,14 +13,30 @@ import (
 // is full), and Retry-After in whole seconds (at least 1) when r is a
 // denial. It writes nothing when the limit is unknown (fail open).
 func SetHeaders(h http.Header, r Result) {
+	limit, remaining, reset, retryAfter := HeaderValues(r)
+	if limit != "" {
+		h.Set("RateLimit-Limit", limit)
+		h.Set("RateLimit-Remaining", remaining)
+		h.Set("RateLimit-Reset", reset)
+	}
+	if retryAfter != "" {
+		h.Set("Retry-After", retryAfter)
+	}
+}
+
+// HeaderValues returns the values SetHeaders writes for r, for a server
+// that spells its headers itself: limit, remaining and reset are empty when
+// the limit is unknown, retryAfter unless r is a denial.
+func HeaderValues(r Result) (limit, remaining, reset, retryAfter string) {
 	if r.Limit > 0 {
-		h.Set("RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
-		h.Set("RateLimit-Remaining", strconv.FormatInt(max(r.Remaining, 0), 10))
-		h.Set("RateLimit-Reset", strconv.FormatInt(ceilSeconds(r.ResetAfter), 10))
+		limit = strconv.FormatInt(r.Limit, 10)
+		remaining = strconv.FormatInt(max(r.Remaining, 0), 10)
+		reset = strconv.FormatInt(ceilSeconds(r.ResetAfter), 10)
 	}
 	if !r.Allowed && r.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(r.RetryAfter), 1), 10))
+		retryAfter = strconv.FormatInt(max(ceilSeconds(r.RetryAfter), 1), 10)
 	}
+	return limit, remaining, reset, retryAfter
 }
 
 func ceilSeconds(d time.Duration) int64 {

@@ -74,16 +74,11 @@ type pipeline struct {
 }
 
 // inFlight is the most round trips a Limiter has in flight: one per
-// connection of rdb's pool. A caller that finds one free sends its call at
-// once, alone, as a plain go-redis call would; calls queue, and go together
-// as one pipeline on the next connection freed, only while every
-// connection carries a round trip. So no caller waits while a connection
-// could carry its call, and batching starts where a plain call would wait
-// for the pool. The pool's size is go-redis's (10 per GOMAXPROCS by
-// default): it follows the machine without a knob of its own. Measured
-// (docs/benchmarks.md): the earlier limit of two round trips made callers
-// wait for each other from 5 goroutines on, at 0.65x redis_rate's
-// throughput on a 2-core machine.
+// connection of rdb's pool, so that a caller that finds one free can send
+// at once, alone, as a plain go-redis call would. The pool's size is
+// go-redis's (10 per GOMAXPROCS by default): it follows the machine without
+// a knob of its own. Fewer are allowed while round trips slow down
+// (pace.go): then calls go together.
 func inFlight(rdb redis.UniversalClient) int {
 	var size int
 	switch c := rdb.(type) {

@@ -43,10 +43,8 @@ func (r *rlsServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 
 func (r *rlsServer) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, string, error) {
 	var auth string
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("authorization"); len(v) > 0 {
-			auth = v[0]
-		}
+	if v := metadata.ValueFromIncomingContext(ctx, "authorization"); len(v) > 0 {
+		auth = v[0] // not a copy of every header, as FromIncomingContext makes
 	}
 	app, err := r.s.Authenticate(auth)
 	if err != nil {
@@ -86,8 +84,14 @@ func (r *rlsServer) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*r
 		resp.Statuses[i] = descriptorStatus(st)
 	}
 	if st, ok := deciding(statuses, overall); ok {
-		for _, p := range r.s.cfg.Headers.pairs(st.Result) {
-			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: p[0], Value: p[1]})
+		if pairs := r.s.cfg.Headers.pairs(st.Result); len(pairs) > 0 {
+			// One allocation for the values and one for the pointers.
+			vals := make([]corev3.HeaderValue, len(pairs))
+			resp.ResponseHeadersToAdd = make([]*corev3.HeaderValue, len(pairs))
+			for i, p := range pairs {
+				vals[i].Key, vals[i].Value = p[0], p[1]
+				resp.ResponseHeadersToAdd[i] = &vals[i]
+			}
 		}
 	}
 	result := "ok"

@@ -56,25 +56,30 @@ func (h Headers) Write(dst http.Header, r client.Result) {
 // and Retry-After on a denial (always, even with HeadersNone: it is what
 // makes a 429 useful). The values are those of the Go client's middleware.
 func (h Headers) pairs(r client.Result) [][2]string {
-	tmp := make(http.Header, 4)
-	client.SetHeaders(tmp, r)
-	var out [][2]string
-	for _, name := range []string{"Limit", "Remaining", "Reset"} {
-		v := tmp.Get("RateLimit-" + name)
-		if v == "" {
-			continue
-		}
-		if h == HeadersDraft || h == HeadersBoth {
-			out = append(out, [2]string{"RateLimit-" + name, v})
-		}
-		if h == HeadersX || h == HeadersBoth {
-			out = append(out, [2]string{"X-RateLimit-" + name, v})
+	limit, remaining, reset, retryAfter := client.HeaderValues(r)
+	out := make([][2]string, 0, 7)
+	if limit != "" {
+		for i, v := range [3]string{limit, remaining, reset} {
+			if h == HeadersDraft || h == HeadersBoth {
+				out = append(out, [2]string{headerNames[i][0], v})
+			}
+			if h == HeadersX || h == HeadersBoth {
+				out = append(out, [2]string{headerNames[i][1], v})
+			}
 		}
 	}
-	if v := tmp.Get("Retry-After"); v != "" {
-		out = append(out, [2]string{"Retry-After", v})
+	if retryAfter != "" {
+		out = append(out, [2]string{"Retry-After", retryAfter})
 	}
 	return out
+}
+
+// headerNames are the names of the limit, remaining and reset headers, as
+// the draft and with X-.
+var headerNames = [3][2]string{
+	{"RateLimit-Limit", "X-RateLimit-Limit"},
+	{"RateLimit-Remaining", "X-RateLimit-Remaining"},
+	{"RateLimit-Reset", "X-RateLimit-Reset"},
 }
 
 // deciding returns the status whose numbers a response's headers show:

@@ -57,10 +57,15 @@ local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits',
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
+-- A new hash gets its fields in this order: Redis finds a field of a small
+-- hash by scanning from the first, and every acquire reads and writes
+-- tokens and ts, then reads the limit, apps, lease_ms and shadow.
 local function write(tokens, ts)
-  redis.call('HSET', KEYS[1], 'id', ARGV[1], 'version', ARGV[2], 'capacity', ARGV[3], 'permits', ARGV[4],
-    'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'shadow', shadow, 'kind', kind, 'tokens', string.format('%.17g', tokens),
-    'ts', string.format('%d', ts))
+  -- tokens and ts first: a new hash keeps its fields in this order, and
+  -- every acquire's lookups start with those two.
+  redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts),
+    'capacity', ARGV[3], 'permits', ARGV[4], 'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'shadow', shadow,
+    'kind', kind, 'id', ARGV[1], 'version', ARGV[2])
   -- Only a concurrency limit has a slot lease time, only a quota a table:
   -- a bucket's hash keeps its fields.
   if kind == 'concurrency' then redis.call('HSET', KEYS[1], 'slot_ms', slot_ms) end
