@@ -61,8 +61,6 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 -- hash by scanning from the first, and every acquire reads and writes
 -- tokens and ts, then reads the limit, apps, lease_ms and shadow.
 local function write(tokens, ts)
-  -- tokens and ts first: a new hash keeps its fields in this order, and
-  -- every acquire's lookups start with those two.
   redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts),
     'capacity', ARGV[3], 'permits', ARGV[4], 'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'shadow', shadow,
     'kind', kind, 'id', ARGV[1], 'version', ARGV[2])
