@@ -110,7 +110,7 @@ func newStackOn(t *testing.T, addr string, cfg ServerConfig, bs []bucketDef, ms 
 		if err != nil {
 			t.Fatal(err)
 		}
-		kind := buckets.KindBucket
+		kind := b.kind
 		if b.period != "" {
 			kind = buckets.KindQuota
 		}
