@@ -86,7 +86,8 @@ func TestTakeSlot(t *testing.T) {
 func TestKeepAlive(t *testing.T) {
 	t.Parallel()
 	e := sharedRedis(t)
-	e.defineSlots(t, "long", 1, time.Second, "svc")
+	// Renewed every 3 s: a stall of up to 3 s does not lose the slot.
+	e.defineSlots(t, "long", 1, 6*time.Second, "svc")
 	ctx := context.Background()
 	l := e.limiter(t, "svc", client.WithFailurePolicy(client.FailClosed))
 	s, err := l.TakeSlot(ctx, "long")

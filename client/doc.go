@@ -28,6 +28,18 @@
 // FailLocal keeps a bounded table of recent keys (10,000), recording the
 // limit of keys Redis answered with an override's.
 //
+// # Concurrency limits
+//
+// A limit of kind concurrency allows at most its limit of calls in
+// progress at once. TakeSlot (TakeSlotKey for a keyed one) takes a slot
+// and returns a *Slot: Release it when the work ends, Renew it (or
+// KeepAlive) while long work lasts; a slot neither released nor renewed
+// expires after the limit's slot lease time, so a process that dies gives
+// its slots back by itself. ConcurrencyMiddleware and
+// KeyConcurrencyMiddleware hold a slot for the length of a request.
+// Failure policies answer takes too (see FailurePolicy for what each
+// allows in slots).
+//
 // # How a call works
 //
 // Every Acquire is one run of the acquire script in Redis (see

@@ -1,6 +1,7 @@
 // Package memlimit is an in-memory Sluice limiter for unit tests: the same
 // Acquire, Allow, Wait, AcquireKey, AcquireAll, Refund and Charge as
-// client.Limiter, with the same token math (the Go core the scripts'
+// client.Limiter (and TakeSlot and TakeSlotKey for concurrency limits,
+// Bucket.SlotLease), with the same token math (the Go core the scripts'
 // arithmetic is mirrored in, internal/redisscript/tokens), results and
 // errors, keyed buckets and their overrides included, but buckets defined
 // in the test and a clock the test can move. docs/conformance.json runs

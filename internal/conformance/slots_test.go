@@ -2,12 +2,13 @@ package conformance_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
-	"encoding/json"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/redisscript"
@@ -197,4 +198,55 @@ func limiterTakers(t *testing.T, srv server) func(app string) client.SlotTaker {
 		limiters[app] = l
 		return l
 	}
+}
+
+// TestReadSlots: the console's read of a concurrency limit's slots, on
+// both servers: the slots in use on Redis's clock, every member the set
+// keeps, and the first and last expiry; reading purges nothing.
+func TestReadSlots(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		ctx := context.Background()
+		cfg := redisscript.Config{Name: "jobs", ID: 1, Version: 1, Capacity: 5, Apps: []string{"svc"},
+			Kind: redisscript.KindConcurrency, SlotMillis: 60_000}
+		if out := s.apply(t, cfg, false); out != redisscript.Created {
+			t.Fatalf("apply: %v", out)
+		}
+		st, err := redisscript.ReadSlots(ctx, s.rdb, s.ks, "jobs", "")
+		if err != nil || st.InUse != 0 || st.Held != 0 || !st.NextExpiry.IsZero() || st.Now.IsZero() {
+			t.Fatalf("empty: %+v %v", st, err)
+		}
+		for _, id := range []string{"a", "b"} {
+			if a, err := redisscript.RunSlot(ctx, s.rdb, s.ks, "jobs", "", "svc", redisscript.SlotTake, id); err != nil ||
+				a.Code != redisscript.Allowed {
+				t.Fatalf("take %s: %+v %v", id, a, err)
+			}
+		}
+		// An expired slot (its holder died) stays a member until a call purges it.
+		if err := s.rdb.ZAdd(ctx, s.ks.Slots("jobs"), redis.Z{Score: 1, Member: "dead"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		st, err = redisscript.ReadSlots(ctx, s.rdb, s.ks, "jobs", "")
+		if err != nil || st.InUse != 2 || st.Held != 3 || st.NextExpiry.After(st.LastExpiry) ||
+			st.NextExpiry.Sub(st.Now) <= 0 || st.LastExpiry.Sub(st.Now) > time.Minute {
+			t.Fatalf("two held, one expired: %+v %v", st, err)
+		}
+		if st2, _ := redisscript.ReadSlots(ctx, s.rdb, s.ks, "jobs", ""); st2.Held != 3 {
+			t.Errorf("reading purged: %+v", st2)
+		}
+		// A key of a keyed limit.
+		cfg.Name, cfg.ID = "per-user", 2
+		if _, err := redisscript.ApplyKeyed(ctx, s.rdb, s.ks, cfg, false); err != nil {
+			t.Fatal(err)
+		}
+		if a, err := redisscript.RunSlot(ctx, s.rdb, s.ks, "per-user", "ann", "svc", redisscript.SlotTake, "x"); err != nil ||
+			a.Code != redisscript.Allowed {
+			t.Fatalf("keyed take: %+v %v", a, err)
+		}
+		if st, err := redisscript.ReadSlots(ctx, s.rdb, s.ks, "per-user", "ann"); err != nil || st.InUse != 1 {
+			t.Errorf("a key's slots: %+v %v", st, err)
+		}
+		if st, err := redisscript.ReadSlots(ctx, s.rdb, s.ks, "per-user", "bob"); err != nil || st.InUse != 0 {
+			t.Errorf("another key's slots: %+v %v", st, err)
+		}
+	})
 }

@@ -221,3 +221,40 @@ buckets:
 		t.Fatalf("an unknown zone: %v", err)
 	}
 }
+
+// TestSlotLeaseTimeInTheFile: a concurrency limit's slot_ms is checked
+// by the domain's rule, 30000 when left out, and a token bucket has none.
+func TestSlotLeaseTimeInTheFile(t *testing.T) {
+	text := `apps:
+  - name: a
+buckets:
+  - {name: jobs, owner_app: a, kind: concurrency, max_permits: 3}
+  - {name: fast, owner_app: a, kind: concurrency, max_permits: 3, slot_ms: 5}
+  - {name: plain, owner_app: a, max_permits: 3, rate: 1/s, slot_ms: 1000}
+`
+	f, lines, err := limitsfile.Decode(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = limitsfile.Check(f, lines)
+	if err == nil {
+		t.Fatal("a bad slot_ms passed")
+	}
+	for _, want := range []string{`line 5: bucket "fast": slot_ms must be a whole number of milliseconds from 10`,
+		`line 6: bucket "plain": slot_ms must be empty`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Check lacks %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), `"jobs"`) {
+		t.Errorf("a concurrency limit without slot_ms is refused: %v", err)
+	}
+	f.Buckets = f.Buckets[:1]
+	d, err := limitsfile.Check(f, lines)
+	if err != nil || d.Buckets[0].SlotMillis != 30_000 {
+		t.Fatalf("the default slot lease time: %+v %v", d, err)
+	}
+	if err := schema(t).Validate(asJSON(t, []byte(text))); err == nil {
+		t.Error("the schema accepts slot_ms 5 and slot_ms on a token bucket")
+	}
+}
