@@ -23,7 +23,8 @@ type adjustStep struct {
 }
 
 type acquireAllStep struct {
-	App     string `json:"app"`
+	App      string `json:"app"`
+	Critical bool   `json:"critical"`
 	Entries []struct {
 		Bucket string `json:"bucket"`
 		Key    string `json:"key"`
@@ -212,6 +213,9 @@ func scriptAll(ctx context.Context, srv server, q *acquireAllStep) (redisscript.
 		keys = append(keys, kk.Config, kk.State)
 		argv = append(argv, redisscript.EntryKey, e.Key, e.N)
 	}
+	if q.Critical {
+		argv = append(argv, "1")
+	}
 	v, err := redisscript.AcquireAllScript.Run(ctx, srv.rdb, keys, argv...).Int64Slice()
 	if err != nil {
 		return redisscript.AllAnswer{}, 7, false, err
@@ -355,7 +359,7 @@ func runMemCase(t *testing.T, c conformanceCase) {
 			existing(where, a.Bucket, s.Want, defined[a.Bucket])
 			permits, per := perOf(where, a.Permits, a.Period)
 			if err := root.Define(a.Bucket, memlimit.Bucket{Capacity: a.Capacity, Permits: permits, Per: per, Apps: a.Apps,
-				Shadow: a.Shadow, Keyed: keyed}); err != nil {
+				Shadow: a.Shadow, Keyed: keyed, Reserve: a.Reserve}); err != nil {
 				t.Fatalf("%s: define: %v", where, err)
 			}
 			defined[a.Bucket] = true
@@ -370,13 +374,14 @@ func runMemCase(t *testing.T, c conformanceCase) {
 		case s.WaitUS > 0:
 			clock.Advance(time.Duration(s.WaitUS) * time.Microsecond)
 		case s.Acquire != nil, s.AcquireKey != nil:
-			bucket, key, app, n := "", "", "", ""
+			bucket, key, app, n, critical := "", "", "", "", false
 			if q := s.Acquire; q != nil {
-				bucket, app, n = q.Bucket, q.App, q.N
+				bucket, app, n, critical = q.Bucket, q.App, q.N, q.Critical
 			} else {
 				q := s.AcquireKey
-				bucket, key, app, n = q.Bucket, q.Key, q.App, q.N
+				bucket, key, app, n, critical = q.Bucket, q.Key, q.App, q.N, q.Critical
 			}
+			ctx := criticalIf(ctx, critical)
 			checkAcquire(t, fmt.Sprintf("%s: acquire %s[%q] %q n=%q", where, bucket, key, app, n), s.Want,
 				func() (redisscript.KeyedAnswer, int, bool, error) {
 					v, ok := typedN(n)
@@ -399,7 +404,7 @@ func runMemCase(t *testing.T, c conformanceCase) {
 			})
 		case s.AcquireAll != nil:
 			checkAll(t, where, s.AcquireAll, s.Want, func() (redisscript.AllAnswer, int, bool, error) {
-				return clientAll(ctx, as(s.AcquireAll.App), s.AcquireAll)
+				return clientAll(criticalIf(ctx, s.AcquireAll.Critical), as(s.AcquireAll.App), s.AcquireAll)
 			})
 		default:
 			t.Fatalf("%s: memlimit cannot run a %s step; list the case's implementations", where, s.kind())

@@ -2,7 +2,8 @@
 -- KEYS[1] bucket hash, KEYS[2] tombstone.
 -- ARGV: id, version, capacity, permits, period, apps, force ("1" or "0"),
 -- lease_ms (optional, "0" when absent: lease mode off), shadow (optional,
--- "1" or "0", "0" when absent: shadow mode off).
+-- "1" or "0", "0" when absent: shadow mode off), reserve (optional, the
+-- tokens kept for critical requests, 0 to capacity - 1, "0" when absent).
 -- Returns 1 created, 2 updated, 3 unchanged, 4 stale, 5 tombstoned.
 
 -- Arguments are checked by config_guards.lua, sent before this file: a bad
@@ -30,20 +31,23 @@ if not int_arg(lease, 0, 10000) then return invalid('lease_ms') end
 -- deny, instead of denying); "0" (or absent) is the normal mode.
 local shadow = flag_arg(ARGV[9], true)
 if not shadow then return invalid('shadow') end
+-- reserve: tokens only critical requests may take, below the capacity.
+local reserve = ARGV[10] or '0'
+if not int_arg(reserve, 0, capacity - 1) then return invalid('reserve') end
 
 if tombstoned(id) then
   return 5
 end
 
 local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts',
-  'lease_ms', 'shadow')
+  'lease_ms', 'shadow', 'reserve')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local function write(tokens, ts)
   redis.call('HSET', KEYS[1], 'id', ARGV[1], 'version', ARGV[2], 'capacity', ARGV[3], 'permits', ARGV[4],
-    'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'shadow', shadow, 'tokens', string.format('%.17g', tokens),
-    'ts', string.format('%d', ts))
+    'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'shadow', shadow, 'reserve', reserve,
+    'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts))
 end
 
 local cid = tonumber(cur[1])
@@ -57,7 +61,7 @@ end
 if stale(cid, tonumber(cur[2]) or -1, id, version, force) then
   return 4
 end
-if same_config(cur) and (cur[9] or '0') == lease and (cur[10] or '0') == shadow then
+if same_config(cur) and (cur[9] or '0') == lease and (cur[10] or '0') == shadow and (cur[11] or '0') == reserve then
   return 3
 end
 

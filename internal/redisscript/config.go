@@ -52,6 +52,11 @@ type Config struct {
 	// Shadow puts the bucket in shadow mode: where it would deny, the
 	// acquire script answers WouldDeny and takes nothing.
 	Shadow bool
+	// Reserve is the tokens kept for requests marked critical: any other
+	// request is refused when taking its tokens would leave fewer. 0 (none)
+	// to Capacity - 1. The reserve of an override's keys is the bucket's
+	// share of the override's capacity (tokens.ScaleReserve).
+	Reserve int64
 }
 
 // Validate reports whether c can be written to Redis.
@@ -72,6 +77,9 @@ func (c Config) Validate() error {
 	case c.LeaseMillis != 0 && (c.LeaseMillis < MinLeaseMillis || c.LeaseMillis > MaxLeaseMillis):
 		return fmt.Errorf("%w: lease %d ms must be 0 (off) or between %d and %d", ErrInvalidConfig, c.LeaseMillis,
 			MinLeaseMillis, MaxLeaseMillis)
+	case c.Reserve < 0 || c.Reserve >= c.Capacity:
+		return fmt.Errorf("%w: reserve %d must be between 0 and the capacity less one, %d", ErrInvalidConfig, c.Reserve,
+			c.Capacity-1)
 	case len(c.Apps) == 0:
 		return fmt.Errorf("%w: at least one allowed app is needed", ErrInvalidConfig)
 	}

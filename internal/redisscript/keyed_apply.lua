@@ -2,14 +2,15 @@
 -- groups, guarded by (id, version) like apply.lua.
 -- KEYS[1] group hash, KEYS[2] group tombstone. ARGV as for apply: id, version, capacity, permits, period,
 -- apps, force, lease_ms (ignored: keyed buckets have no lease mode), shadow ("1" or "0", "0" when absent:
--- shadow mode off).
+-- shadow mode off), reserve (0 to capacity - 1, "0" when absent).
 -- Returns 1 created, 2 updated, 3 unchanged, 4 stale, 5 tombstoned.
 local id = int_arg(ARGV[1], 1, MAX_INT)
 local version = int_arg(ARGV[2], 0, MAX_INT)
 local force = flag_arg(ARGV[7])
 local shadow = flag_arg(ARGV[9], true)
+local reserve = ARGV[10] or '0'
 if not id or not version or not limit_args(ARGV[3], ARGV[4], ARGV[5]) or not apps_arg(ARGV[6]) or not force
-    or not shadow then
+    or not shadow or not int_arg(reserve, 0, tonumber(ARGV[3]) - 1) then
   return redis.error_reply('ERR sluice keyed apply: invalid arguments')
 end
 force = force == '1'
@@ -18,7 +19,7 @@ if tombstoned(id) then
   return 5
 end
 
-local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps', 'shadow')
+local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps', 'shadow', 'reserve')
 local cid = tonumber(cur[1])
 local created = false
 if not cid or cid < id then
@@ -32,7 +33,7 @@ else
   if stale(cid, tonumber(cur[2]) or -1, id, version, force) then
     return 4
   end
-  if same_config(cur) and (cur[7] or '0') == shadow then
+  if same_config(cur) and (cur[7] or '0') == shadow and (cur[8] or '0') == reserve then
     return 3
   end
   if cid ~= id then
@@ -42,7 +43,7 @@ else
   end
 end
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'version', ARGV[2], 'capacity', ARGV[3], 'permits', ARGV[4],
-  'period', ARGV[5], 'apps', ARGV[6], 'shadow', shadow)
+  'period', ARGV[5], 'apps', ARGV[6], 'shadow', shadow, 'reserve', reserve)
 if redis.call('HEXISTS', KEYS[1], 'lens') == 0 then
   redis.call('HSET', KEYS[1], 'lens', '')
 end

@@ -41,6 +41,10 @@ const (
 	// counts as usual but never refuses, answering WouldDeny instead.
 	// Absent means "0". Written by Apply.
 	FieldShadow = "shadow"
+	// FieldReserve is the bucket's reserve: tokens that only requests
+	// marked critical may take, a whole number below the capacity; absent
+	// means "0" (none). Written by Apply.
+	FieldReserve = "reserve"
 )
 
 // TombstoneTTLSeconds is how long a tombstone outlives its bucket: long
