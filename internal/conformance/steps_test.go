@@ -25,7 +25,7 @@ type adjustStep struct {
 type acquireAllStep struct {
 	App      string `json:"app"`
 	Critical bool   `json:"critical"`
-	Entries []struct {
+	Entries  []struct {
 		Bucket string `json:"bucket"`
 		Key    string `json:"key"`
 		N      string `json:"n"`
