@@ -74,6 +74,7 @@ type row struct {
 	Keyed       bool   `db:"keyed"`
 	Shadow      bool   `db:"shadow"`
 	LeaseMillis int64  `db:"lease_ms"`
+	Reserve     int64  `db:"reserve"`
 	database.Stamp
 }
 
@@ -87,7 +88,8 @@ const countBuckets = `SELECT COUNT(*) FROM buckets b JOIN apps o ON o.id = b.own
 
 // bucketColumns selects a row of buckets b with its owner app o.
 const bucketColumns = `SELECT b.id, b.name, o.name AS owner_app, b.description, b.max_permits,
-	b.rate_permits, b.rate_period_seconds, b.keyed, b.shadow, b.lease_ms, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at`
+	b.rate_permits, b.rate_period_seconds, b.keyed, b.shadow, b.lease_ms, b.reserve, b.version, b.created_by, b.updated_by,
+	b.created_at, b.updated_at`
 
 func (r *row) bucket() (*Bucket, error) {
 	rate, err := storedRate(r.RatePermits, r.RatePeriod)
@@ -97,7 +99,7 @@ func (r *row) bucket() (*Bucket, error) {
 	return &Bucket{
 		ID: r.ID, Name: r.Name, OwnerApp: r.OwnerApp, Description: r.Description,
 		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, Keyed: r.Keyed, Shadow: r.Shadow, LeaseMillis: r.LeaseMillis,
-		Stamp: r.Stamp,
+		Reserve: r.Reserve, Stamp: r.Stamp,
 	}, nil
 }
 
@@ -406,10 +408,10 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return err
 		}
 		id, err := database.Insert(ctx, tx, `INSERT INTO buckets (name, owner_app_id, description, max_permits,
-			rate_permits, rate_period_seconds, keyed, shadow, lease_ms, version, created_by, created_at, updated_by, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			rate_permits, rate_period_seconds, keyed, shadow, lease_ms, reserve, version, created_by, created_at, updated_by, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			n.Name, owner, n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(), n.Keyed, n.Shadow, n.LeaseMillis,
-			n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
+			n.Reserve, n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
 			// Bucket names are one namespace across Sluice, so a taken name
 			// is told whoever owns it; nothing else about that bucket is.
@@ -431,8 +433,8 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 	return nil
 }
 
-// Update saves the description, capacity, rate, shadow mode, lease and
-// allowed apps of the bucket named b.Name; the fields fixed at creation
+// Update saves the description, capacity, rate, shadow mode, lease,
+// reserve and allowed apps of the bucket named b.Name; the fields fixed at creation
 // (Bucket.CheckFixed, which the application layer checks) are kept as
 // stored. b.Version must be the version the caller read: when the bucket
 // changed since, nothing changes and the error is an *errs.Stale. b.ID,
@@ -458,7 +460,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 		}
 		saved = *old
 		saved.Description, saved.MaxPermits, saved.Rate, saved.Shadow = b.Description, b.MaxPermits, b.Rate, b.Shadow
-		saved.LeaseMillis = b.LeaseMillis
+		saved.LeaseMillis, saved.Reserve = b.LeaseMillis, b.Reserve
 		saved.AllowedApps = slices.Clone(b.AllowedApps)
 		saved.Stamp = old.Stamp.Next(actor.User)
 		_, allowed, err := appIDs(ctx, tx, &saved)
@@ -466,9 +468,10 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE buckets SET description = ?, max_permits = ?, rate_permits = ?,
-			rate_period_seconds = ?, shadow = ?, lease_ms = ?, version = ?, updated_by = ?, updated_at = ? WHERE id = ? AND version = ?`,
+			rate_period_seconds = ?, shadow = ?, lease_ms = ?, reserve = ?, version = ?, updated_by = ?, updated_at = ?
+			WHERE id = ? AND version = ?`,
 			saved.Description, saved.MaxPermits, saved.Rate.Permits(), saved.Rate.PeriodSeconds(), saved.Shadow, saved.LeaseMillis,
-			saved.Version, saved.UpdatedBy, saved.UpdatedAt, old.ID, old.Version); err != nil {
+			saved.Reserve, saved.Version, saved.UpdatedBy, saved.UpdatedAt, old.ID, old.Version); err != nil {
 			return fmt.Errorf("update bucket %q: %w", b.Name, database.Translate(err))
 		}
 		if !slices.Equal(old.AllowedApps, saved.AllowedApps) {

@@ -85,6 +85,8 @@ type BucketPatch struct {
 	Keyed       *bool
 	Shadow      *bool
 	LeaseMillis *int64
+	// Reserve is the tokens kept for critical requests.
+	Reserve *int64
 	// Problems are fields the transport could not even parse (a capacity
 	// that is not a number). They are reported together with what
 	// validation finds, and nothing is saved.
@@ -102,6 +104,7 @@ func (p *BucketPatch) Apply(b *buckets.Bucket) error {
 	set(&b.Keyed, p.Keyed)
 	set(&b.Shadow, p.Shadow)
 	set(&b.LeaseMillis, p.LeaseMillis)
+	set(&b.Reserve, p.Reserve)
 	return checkPatch(p.Problems, &b.Rate, p.Rate, b.Validate)
 }
 
