@@ -100,6 +100,7 @@ type bucketForm struct {
 	Keyed       bool
 	Shadow      bool
 	LeaseMillis string
+	Reserve     string
 	Version     int64
 }
 
@@ -147,6 +148,17 @@ func (p *bucketFormPage) Summary() string {
 	return buckets.Summary(n, r)
 }
 
+// ReserveSummary is what the form's reserve does in plain words ("" while
+// the form holds none, or no valid one).
+func (p *bucketFormPage) ReserveSummary() string {
+	n, err1 := buckets.ParseMaxPermits(p.Form.MaxPermits)
+	r, err2 := buckets.ParseReserve(p.Form.Reserve)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	return buckets.ReserveSummary(n, r)
+}
+
 // patternField is one input of the preview's pattern.
 type patternField struct{ ID, Label, Value string }
 
@@ -182,7 +194,7 @@ func (s *server) previewBucket(c *gin.Context, name string) {
 		p.Form.Name, p.Form.OwnerApp = name, owner
 	}
 	p.Pattern = patternOf(c)
-	pv, err := s.svc.PreviewLimit(manage.PreviewLimit{Capacity: p.Form.MaxPermits, Rate: p.Form.Rate,
+	pv, err := s.svc.PreviewLimit(manage.PreviewLimit{Capacity: p.Form.MaxPermits, Rate: p.Form.Rate, Reserve: p.Form.Reserve,
 		Steady: p.Pattern.Steady, Burst: p.Pattern.Burst, Every: p.Pattern.Every, Duration: p.Pattern.Duration})
 	if err != nil {
 		if status(err) != http.StatusUnprocessableEntity {
@@ -197,6 +209,10 @@ func (s *server) previewBucket(c *gin.Context, name string) {
 	p.Preview = chart.Preview(sim, pv.Rate, "")
 	p.PreviewText = chart.Count(sim.TotalAllowed) + " allowed, " + chart.Count(sim.TotalDenied) + " denied (" +
 		chart.Share(sim.TotalAllowed, sim.TotalDenied) + ")."
+	if pv.Reserve > 0 {
+		p.PreviewText += " These requests are not marked critical: they leave the reserve of " + chart.Count(pv.Reserve) +
+			" tokens, which only critical requests may take."
+	}
 	s.renderBucketForm(c, http.StatusOK, p)
 }
 
@@ -227,10 +243,14 @@ type liveState struct {
 	Whole    int64
 	Gauge    template.HTML
 	Capacity int64
-	Refilled time.Time
-	Version  int64
-	Now      time.Time
-	Message  string
+	// Reserve is the tokens kept for critical requests, ReserveLeft how
+	// many of them are there.
+	Reserve     int64
+	ReserveLeft int64
+	Refilled    time.Time
+	Version     int64
+	Now         time.Time
+	Message     string
 }
 
 type bucketPage struct {
@@ -349,6 +369,7 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 		Keyed:       c.PostForm("keyed") == "true",
 		Shadow:      c.PostForm("shadow") == "true",
 		LeaseMillis: postValue(c, "lease_ms"),
+		Reserve:     postValue(c, "reserve"),
 	}
 	f.Version, _ = strconv.ParseInt(c.PostForm("version"), 10, 64)
 	allowed := splitApps(f.AllowedApps)
@@ -366,6 +387,11 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 		p.Problems.Add("lease_ms", buckets.LeaseRule)
 	} else {
 		p.LeaseMillis = &n
+	}
+	if n, err := buckets.ParseReserve(f.Reserve); err != nil {
+		p.Problems.Fields = append(p.Problems.Fields, errs.Fields(err).Fields...)
+	} else {
+		p.Reserve = &n
 	}
 	return f, p
 }
@@ -449,7 +475,8 @@ func liveOf(d *manage.BucketDetail) liveState {
 			Message: "Redis has no config for this bucket yet. The sync worker writes it within a second of a change; if this persists, check that the sync worker is running."}
 	}
 	l := liveState{Status: "pending", Exists: true, Tokens: d.Live.Tokens, Capacity: d.Live.Config.Capacity,
-		Refilled: d.Live.Refilled, Version: d.Live.Config.Version, Now: d.Live.RedisTime}
+		Refilled: d.Live.Refilled, Version: d.Live.Config.Version, Now: d.Live.RedisTime, Reserve: d.Live.Config.Reserve,
+		ReserveLeft: d.Live.Config.ReserveLeft(d.Live.Tokens)}
 	l.Whole = int64(math.Floor(d.Live.Tokens))
 	l.Gauge = chart.Gauge(d.Live.Tokens, d.Live.Config.Capacity)
 	if d.Live.Sync == manage.InSync {
@@ -462,7 +489,7 @@ func formOf(b *buckets.Bucket) bucketForm {
 	return bucketForm{Name: b.Name, OwnerApp: b.OwnerApp, Description: b.Description,
 		MaxPermits: strconv.FormatInt(b.MaxPermits, 10), Rate: b.Rate.Human(),
 		AllowedApps: strings.Join(b.AllowedApps, ", "), Keyed: b.Keyed, Shadow: b.Shadow,
-		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), Version: b.Version}
+		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), Reserve: strconv.FormatInt(b.Reserve, 10), Version: b.Version}
 }
 
 func (s *server) editBucket(c *gin.Context) {
@@ -560,6 +587,8 @@ type bucketState struct {
 	Keyed    bool    `json:"keyed,omitempty"`
 	Tokens   float64 `json:"tokens"`
 	Capacity int64   `json:"capacity"`
+	// Reserve is the tokens kept for critical requests (0: none).
+	Reserve int64 `json:"reserve"`
 	// Refilled is when an acquire last refilled the bucket (absent:
 	// never), Now the Redis clock at the read, both RFC 3339 in UTC, so
 	// that every live figure of a page updates together.
@@ -570,7 +599,7 @@ type bucketState struct {
 func stateOf(name string, st redisscript.State) bucketState {
 	out := bucketState{Name: name, Exists: st.Exists}
 	if st.Exists {
-		out.Tokens, out.Capacity = st.Tokens, st.Config.Capacity
+		out.Tokens, out.Capacity, out.Reserve = st.Tokens, st.Config.Capacity, st.Config.Reserve
 	}
 	return out
 }
@@ -584,7 +613,7 @@ func (s *server) bucketStateJSON(c *gin.Context) {
 	}
 	out := bucketState{Name: b.Name, Exists: st.InRedis && !st.Keyed, Keyed: st.Keyed}
 	if st.InRedis {
-		out.Tokens, out.Capacity = st.Tokens, st.Config.Capacity
+		out.Tokens, out.Capacity, out.Reserve = st.Tokens, st.Config.Capacity, st.Config.Reserve
 	}
 	if !st.Refilled.IsZero() {
 		out.Refilled = st.Refilled.UTC().Format(time.RFC3339Nano)
