@@ -157,6 +157,7 @@ type bucketView struct {
 	Keyed       bool     `json:"keyed"`
 	Shadow      bool     `json:"shadow"`
 	LeaseMillis int64    `json:"lease_ms"`
+	Reserve     int64    `json:"reserve"`
 	Version     int64    `json:"version"`
 }
 
@@ -196,7 +197,8 @@ func (c *apiClient) live(ctx context.Context, only map[string]bool) (*limitsfile
 			return nil, fmt.Errorf("bucket %q: rate %q: %w", bv.Name, bv.Rate, err)
 		}
 		b := &buckets.Bucket{Name: bv.Name, OwnerApp: bv.OwnerApp, Description: bv.Description, MaxPermits: bv.MaxPermits,
-			Rate: rate, AllowedApps: bv.AllowedApps, Keyed: bv.Keyed, Shadow: bv.Shadow, LeaseMillis: bv.LeaseMillis}
+			Rate: rate, AllowedApps: bv.AllowedApps, Keyed: bv.Keyed, Shadow: bv.Shadow, LeaseMillis: bv.LeaseMillis,
+			Reserve: bv.Reserve}
 		b.Version = bv.Version
 		d.Buckets = append(d.Buckets, b)
 		if !b.Keyed || !want(b.OwnerApp) {
@@ -279,7 +281,7 @@ func (c *apiClient) apply(ctx context.Context, ch *limitsfile.Change) error {
 func bucketBody(b *buckets.Bucket, create bool) map[string]any {
 	body := map[string]any{"name": b.Name, "owner_app": b.OwnerApp, "description": b.Description,
 		"max_permits": b.MaxPermits, "rate": b.Rate.String(), "allowed_apps": b.AllowedApps,
-		"shadow": b.Shadow, "lease_ms": b.LeaseMillis}
+		"shadow": b.Shadow, "lease_ms": b.LeaseMillis, "reserve": b.Reserve}
 	if create {
 		body["keyed"] = b.Keyed
 	}

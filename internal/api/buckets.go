@@ -20,6 +20,7 @@ type bucketJSON struct {
 	Keyed       bool     `json:"keyed"`
 	Shadow      bool     `json:"shadow"`
 	LeaseMillis int64    `json:"lease_ms"`
+	Reserve     int64    `json:"reserve"`
 	stampJSON
 }
 
@@ -44,7 +45,8 @@ func toBucketJSON(b *buckets.Bucket) bucketJSON {
 	}
 	return bucketJSON{
 		Name: b.Name, OwnerApp: b.OwnerApp, Description: b.Description, MaxPermits: b.MaxPermits, rateJSON: toRateJSON(b.Rate),
-		AllowedApps: allowed, Keyed: b.Keyed, Shadow: b.Shadow, LeaseMillis: b.LeaseMillis, stampJSON: toStampJSON(b.Stamp),
+		AllowedApps: allowed, Keyed: b.Keyed, Shadow: b.Shadow, LeaseMillis: b.LeaseMillis, Reserve: b.Reserve,
+		stampJSON: toStampJSON(b.Stamp),
 	}
 }
 
@@ -63,13 +65,14 @@ type bucketInput struct {
 	Keyed       *bool  `json:"keyed"`
 	Shadow      *bool  `json:"shadow"`
 	LeaseMillis *int64 `json:"lease_ms"`
+	Reserve     *int64 `json:"reserve"`
 }
 
 // patch is the input as the application layer reads it.
 func (in *bucketInput) patch() manage.BucketPatch {
 	return manage.BucketPatch{Name: in.Name, OwnerApp: in.OwnerApp, Description: in.Description,
 		MaxPermits: in.MaxPermits, Rate: in.Rate, AllowedApps: in.AllowedApps,
-		Keyed: in.Keyed, Shadow: in.Shadow, LeaseMillis: in.LeaseMillis}
+		Keyed: in.Keyed, Shadow: in.Shadow, LeaseMillis: in.LeaseMillis, Reserve: in.Reserve}
 }
 
 // listBuckets: GET /buckets?search=&app=&cursor=&limit=, the buckets the

@@ -53,6 +53,8 @@ type Bucket struct {
 	Keyed       bool     `yaml:"keyed,omitempty" json:"keyed,omitempty"`
 	Shadow      bool     `yaml:"shadow,omitempty" json:"shadow,omitempty"`
 	LeaseMillis int64    `yaml:"lease_ms,omitempty" json:"lease_ms,omitempty"`
+	// Reserve is the tokens kept for critical requests (0, absent: none).
+	Reserve int64 `yaml:"reserve,omitempty" json:"reserve,omitempty"`
 	// Version, when set, is the version the file was based on (export
 	// writes it): apply changes the bucket only if it is still at that
 	// version, so an edit made in the console since is reported as a
@@ -280,7 +282,8 @@ func Check(f *File, lines *Lines) (*Desired, error) {
 		line := at(lines.buckets, i)
 		what := fmt.Sprintf("bucket %q", fb.Name)
 		b := &buckets.Bucket{Name: fb.Name, OwnerApp: fb.OwnerApp, Description: fb.Description, MaxPermits: fb.MaxPermits,
-			AllowedApps: slices.Clone(fb.AllowedApps), Keyed: fb.Keyed, Shadow: fb.Shadow, LeaseMillis: fb.LeaseMillis}
+			AllowedApps: slices.Clone(fb.AllowedApps), Keyed: fb.Keyed, Shadow: fb.Shadow, LeaseMillis: fb.LeaseMillis,
+			Reserve: fb.Reserve}
 		b.Version = fb.Version
 		var v errs.Validation
 		rate, err := buckets.ParseRate(fb.Rate)
@@ -436,7 +439,7 @@ func ToFile(d *Desired, versions bool, only []string) *File {
 		}
 		fb := Bucket{Name: b.Name, OwnerApp: b.OwnerApp, Description: b.Description, MaxPermits: b.MaxPermits,
 			Rate: b.Rate.String(), AllowedApps: b.AllowedApps, Keyed: b.Keyed, Shadow: b.Shadow,
-			LeaseMillis: b.LeaseMillis, Version: v(b.Version)}
+			LeaseMillis: b.LeaseMillis, Reserve: b.Reserve, Version: v(b.Version)}
 		for _, o := range d.Overrides[b.Name] {
 			fb.Overrides = append(fb.Overrides, Override{Match: string(o.Match), Key: o.Key, Description: o.Description,
 				MaxPermits: o.MaxPermits, Rate: o.Rate.String(), Shadow: o.Shadow, Version: v(o.Version)})

@@ -252,6 +252,7 @@ func bucketFields(live, want *buckets.Bucket) []string {
 	f = field(f, "allowed_apps", strings.Join(live.AllowedApps, ","), strings.Join(want.AllowedApps, ","))
 	f = field(f, "shadow", live.Shadow, want.Shadow)
 	f = field(f, "lease_ms", live.LeaseMillis, want.LeaseMillis)
+	f = field(f, "reserve", live.Reserve, want.Reserve)
 	return f
 }
 
@@ -291,6 +292,9 @@ func (p *Plan) Write(w *strings.Builder) {
 			}
 			if b.LeaseMillis != 0 {
 				fmt.Fprintf(w, ", lease_ms %d", b.LeaseMillis)
+			}
+			if b.Reserve != 0 {
+				fmt.Fprintf(w, ", reserve %d", b.Reserve)
 			}
 		case c.Op == Delete && c.Bucket != nil && c.Bucket.Keyed:
 			w.WriteString(" (with its overrides)")

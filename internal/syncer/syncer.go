@@ -346,7 +346,7 @@ func bucketConfig(b *buckets.Bucket) redisscript.Config {
 	return redisscript.Config{
 		Name: b.Name, ID: b.ID, Version: b.Version, Capacity: b.MaxPermits,
 		PermitsMicro: b.Rate.PermitsMicro, PeriodSeconds: int64(b.Rate.Period / time.Second),
-		Apps: b.AllowedApps, LeaseMillis: b.LeaseMillis, Shadow: b.Shadow,
+		Apps: b.AllowedApps, LeaseMillis: b.LeaseMillis, Shadow: b.Shadow, Reserve: b.Reserve,
 	}
 }
 
