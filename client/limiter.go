@@ -73,7 +73,11 @@ type Result struct {
 //
 // F runs from when the first failed call of a streak was sent to Redis's
 // next answer (Stats.Fallback), plus the time a bucket's state was lost
-// (Stats.StateLost). A Redis that lost its data (restarted without
+// (Stats.StateLost). A bucket's reserve: FailLocal keeps its share of it
+// (the reserve scaled to the local capacity) for critical requests, so the
+// others get at most the allowance less that share, and critical ones the
+// whole allowance; FailOpen grants every request, critical or not;
+// FailClosed none. A Redis that lost its data (restarted without
 // persistence) starts every bucket full again once the sync worker
 // restores it: that adds up to one capacity per loss, whatever the policy.
 type FailurePolicy int

@@ -1,0 +1,192 @@
+package client_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/redisscript"
+)
+
+// defineReserved creates bucket name for apps: capacity tokens of which
+// reserve are kept for critical requests, refilled one an hour (nothing
+// comes back while a test runs), in lease mode when leaseMillis is not 0.
+func (e env) defineReserved(t testing.TB, name string, capacity, reserve, leaseMillis int64, apps ...string) {
+	t.Helper()
+	cfg := redisscript.Config{Name: name, ID: 1, Version: 1, Capacity: capacity, PermitsMicro: 1_000_000,
+		PeriodSeconds: 3600, Apps: apps, Reserve: reserve, LeaseMillis: leaseMillis}
+	if out, err := redisscript.Apply(context.Background(), e.rdb, e.ks(), cfg, false); err != nil || out != redisscript.Created {
+		t.Fatalf("define %s: %v %v", name, out, err)
+	}
+}
+
+func TestCriticalContext(t *testing.T) {
+	ctx := context.Background()
+	if client.IsCritical(ctx) {
+		t.Fatal("a plain context is critical")
+	}
+	c := client.Critical(ctx)
+	if !client.IsCritical(c) || client.Critical(c) != c {
+		t.Fatal("Critical marks once")
+	}
+	child, cancel := context.WithCancel(c)
+	defer cancel()
+	if !client.IsCritical(child) {
+		t.Fatal("the mark is inherited")
+	}
+}
+
+// TestReserveAcquire: requests not marked critical leave the reserve, and
+// are answered with what they could take; critical ones take it, also
+// right after a denial the denial cache keeps.
+func TestReserveAcquire(t *testing.T) {
+	e := sharedRedis(t)
+	e.defineReserved(t, "pay", 5, 2, 0, "svc")
+	l := e.limiter(t, "svc")
+	ctx := context.Background()
+	res, err := l.Acquire(ctx, "pay", 3)
+	if err != nil || !res.Allowed || res.Remaining != 0 || res.Limit != 5 {
+		t.Fatalf("3 of 5, 2 kept: %+v %v", res, err)
+	}
+	for i := range 2 {
+		if res, err := l.Acquire(ctx, "pay", 1); err != nil || res.Allowed || res.RetryAfter <= 0 {
+			t.Fatalf("not critical, %d: %+v %v", i, res, err)
+		}
+	}
+	if _, err := l.Acquire(ctx, "pay", 4); err != client.ErrExceedsCapacity {
+		t.Fatalf("4 not critical, above capacity - reserve: %v", err)
+	}
+	crit := client.Critical(ctx)
+	if res, err := l.Acquire(crit, "pay", 1); err != nil || !res.Allowed || res.Remaining != 1 {
+		t.Fatalf("critical after cached denials: %+v %v", res, err)
+	}
+	if res, err := l.Acquire(crit, "pay", 1); err != nil || !res.Allowed || res.Remaining != 0 {
+		t.Fatalf("the last critical: %+v %v", res, err)
+	}
+	if res, err := l.Acquire(crit, "pay", 1); err != nil || res.Allowed {
+		t.Fatalf("an empty bucket: %+v %v", res, err)
+	}
+	if l.Stats().CachedDenials == 0 {
+		t.Error("the denial cache answered nothing")
+	}
+}
+
+// TestReserveAcquireAll: a set marked critical takes the reserves; one not
+// marked leaves them, all or nothing.
+func TestReserveAcquireAll(t *testing.T) {
+	e := sharedRedis(t)
+	e.defineReserved(t, "a", 4, 2, 0, "svc")
+	e.defineReserved(t, "b", 4, 0, 0, "svc")
+	l := e.limiter(t, "svc")
+	ctx := context.Background()
+	set := []client.Request{{Bucket: "a", N: 2}, {Bucket: "b", N: 2}}
+	if res, err := l.AcquireAll(ctx, set); err != nil || !res.Allowed {
+		t.Fatalf("first set: %+v %v", res, err)
+	}
+	if res, err := l.AcquireAll(ctx, set); err != nil || res.Allowed || res.Each[1].RetryAfter != 0 {
+		t.Fatalf("second set, not critical: %+v %v", res, err)
+	}
+	if res, err := l.AcquireAll(client.Critical(ctx), set); err != nil || !res.Allowed {
+		t.Fatalf("second set, critical: %+v %v", res, err)
+	}
+}
+
+// TestReserveKeyedConcurrent: many goroutines take keys of a keyed bucket
+// at once, half of them critical, so that the client merges critical and
+// other acquires into one call of the keyed script: per key, those not
+// critical never take more than capacity - reserve, the critical ones get
+// at least the reserve, and together exactly the capacity.
+func TestReserveKeyedConcurrent(t *testing.T) {
+	e := sharedRedis(t)
+	cfg := redisscript.Config{Name: "per-user", ID: 1, Version: 1, Capacity: 4, PermitsMicro: 1_000_000,
+		PeriodSeconds: 3600, Apps: []string{"svc"}, Reserve: 2}
+	if _, err := redisscript.ApplyKeyed(context.Background(), e.rdb, e.ks(), cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	l := e.limiter(t, "svc")
+	const keys, calls = 20, 4
+	var plain, crit [keys]atomic.Int64
+	var wg sync.WaitGroup
+	for k := range keys {
+		for c := range 2 * calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, count := context.Background(), &plain[k]
+				if c%2 == 1 {
+					ctx, count = client.Critical(ctx), &crit[k]
+				}
+				res, err := l.AcquireKey(ctx, "per-user", "user-"+strconv.Itoa(k), 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					count.Add(1)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for k := range keys {
+		p, c := plain[k].Load(), crit[k].Load()
+		if p > 2 || c < 2 || p+c != 4 {
+			t.Errorf("key %d: %d granted not critical, %d critical; want at most 2, at least 2, 4 in all", k, p, c)
+		}
+	}
+}
+
+// TestReserveLeaseMode: leases never hold the reserve; a critical call
+// finding the lease dry takes the reserve from Redis.
+func TestReserveLeaseMode(t *testing.T) {
+	e := sharedRedis(t)
+	e.defineReserved(t, "leased", 10, 4, 1000, "svc")
+	l := e.limiter(t, "svc")
+	ctx := context.Background()
+	granted := 0
+	for range 50 {
+		res, err := l.Acquire(ctx, "leased", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Allowed {
+			granted++
+		}
+	}
+	if granted > 6 {
+		t.Fatalf("%d granted not critical, at most 6 (10 less the reserve of 4)", granted)
+	}
+	crit := 0
+	for range 10 {
+		if res, err := l.Acquire(client.Critical(ctx), "leased", 1); err == nil && res.Allowed {
+			crit++
+		}
+	}
+	if granted+crit != 10 || crit < 4 {
+		t.Fatalf("%d not critical and %d critical granted, want 10 in all and the reserve to critical ones", granted, crit)
+	}
+}
+
+func TestCriticalWhenMiddleware(t *testing.T) {
+	e := sharedRedis(t)
+	e.defineReserved(t, "api", 3, 2, 0, "web")
+	l := e.limiter(t, "web")
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})
+	h := client.CriticalWhen(func(r *http.Request) bool { return r.URL.Path == "/pay" })(
+		client.Middleware(l, func(*http.Request) string { return "api" })(ok))
+	for i, s := range []struct {
+		path string
+		want int
+	}{{"/browse", 200}, {"/browse", 429}, {"/pay", 200}, {"/pay", 200}, {"/pay", 429}} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, s.path, nil))
+		if rec.Code != s.want {
+			t.Fatalf("request %d, %s: %d, want %d", i+1, s.path, rec.Code, s.want)
+		}
+	}
+}
