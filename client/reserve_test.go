@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/redisscript"
@@ -188,5 +189,106 @@ func TestCriticalWhenMiddleware(t *testing.T) {
 		if rec.Code != s.want {
 			t.Fatalf("request %d, %s: %d, want %d", i+1, s.path, rec.Code, s.want)
 		}
+	}
+}
+
+// TestReserveUnderFlood is the reserve's acceptance test on a real Redis:
+// four processes (Limiters) of 25 goroutines each flood a bucket with
+// requests not marked critical while a fifth takes the reserve in
+// critical rounds. Each round starts once the reserve is whole again (read
+// from Redis) and asks for all of it, one token at a time: every critical
+// request of every round is granted, however the flood and the scheduler
+// interleave, since the flood never takes a bucket below its reserve.
+// Counted against Redis's clock over the whole run (T): the flood got at
+// most capacity - reserve + rate x T, both classes together at most
+// capacity + rate x T. Nothing is timed: a slow machine only makes T
+// longer.
+func TestReserveUnderFlood(t *testing.T) {
+	e := sharedRedis(t)
+	const (
+		capacity, reserve = 50, 10
+		rate              = 200.0 // tokens a second
+		rounds            = 10
+	)
+	cfg := redisscript.Config{Name: "flooded", ID: 1, Version: 1, Capacity: capacity, PermitsMicro: 200_000_000,
+		PeriodSeconds: 1, Apps: []string{"svc"}, Reserve: reserve}
+	ctx := context.Background()
+	if _, err := redisscript.Apply(ctx, e.rdb, e.ks(), cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	redisNow := func() time.Time {
+		now, err := e.rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
+	start := redisNow()
+
+	var flood atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 4 {
+		l := e.limiter(t, "svc")
+		for range 25 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					res, err := l.Acquire(ctx, "flooded", 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if res.Allowed {
+						flood.Add(1)
+					} else if res.Fallback {
+						t.Errorf("the failure policy answered: %+v", res)
+						return
+					}
+				}
+			}()
+		}
+	}
+
+	crit := e.limiter(t, "svc")
+	critical := int64(0)
+	for r := range rounds {
+		// Wait, without a clock, until the reserve is whole: the flood
+		// keeps the bucket just above it, and refill brings it back.
+		for {
+			st, err := redisscript.Read(ctx, e.rdb, e.ks(), "flooded")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Tokens >= reserve {
+				break
+			}
+			if t.Failed() {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		for i := range reserve {
+			res, err := crit.Acquire(client.Critical(ctx), "flooded", 1)
+			if err != nil || !res.Allowed {
+				t.Fatalf("round %d, critical request %d: %+v %v", r+1, i+1, res, err)
+			}
+			critical++
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	elapsed := redisNow().Sub(start).Seconds()
+	f := flood.Load()
+	t.Logf("T %.2f s on Redis's clock: %d critical (the reserve %d times), %d not critical", elapsed, critical, rounds, f)
+	if f == 0 {
+		t.Fatal("the flood got nothing: it did not run against the bucket")
+	}
+	if bound := float64(capacity-reserve) + rate*elapsed; float64(f) > bound {
+		t.Errorf("not critical: %d granted, more than capacity - reserve + rate x T = %.1f", f, bound)
+	}
+	if bound := float64(capacity) + rate*elapsed; float64(f+critical) > bound {
+		t.Errorf("in all: %d granted, more than capacity + rate x T = %.1f", f+critical, bound)
 	}
 }
