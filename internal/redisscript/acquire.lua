@@ -147,18 +147,20 @@ end
 if not app_ok(ARGV[1], f[4]) then
   return {-2, 0, 0, 0, capacity, pm, period}
 end
-local r = kept(f[9], capacity, ARGV[4] == '1')
+local res = kept(f[9], capacity, false)
+local r = res
+if ARGV[4] == '1' then r = 0 end
 if n > capacity - r then
   return {-3, 0, 0, 0, capacity, pm, period}
 end
 local tokens, ts = refill(f[5], f[6], now_us(), capacity, pm, period)
 local shadow = f[8] == '1'
-local lease, sh, res
+local lease, sh
 if ARGV[3] == '2' or ARGV[3] == '3' then
   lease, sh = tonumber(f[7]) or 0, 0
   if shadow then sh = 1 end
-  if ARGV[3] == '3' then res = kept(f[9], capacity, false) end
 end
+if ARGV[3] ~= '3' then res = nil end
 local left, answer = take(tokens, n, capacity, pm, period, shadow, r, lease, sh, res)
 -- A denial writes nothing: refill is a pure function of time, so the
 -- stored (tokens, ts) pair still yields the same count later.
