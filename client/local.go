@@ -69,7 +69,9 @@ type bucket struct {
 	tokens float64 // local tokens
 	last   int64   // µs since the Limiter started up to which tokens are filled
 
-	waiters waitQueue
+	// waiters and criticalWaiters queue the callers of Wait, those marked
+	// critical apart: they never wait behind calls that leave the reserve.
+	waiters, criticalWaiters waitQueue
 }
 
 // learn records the config of a Redis answer; an answer with tokens ends

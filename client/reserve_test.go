@@ -292,3 +292,44 @@ func TestReserveUnderFlood(t *testing.T) {
 		t.Errorf("in all: %d granted, more than capacity + rate x T = %.1f", f+critical, bound)
 	}
 }
+
+// TestCriticalWaitNotBehindOthers: a critical Wait is not queued behind a
+// waiter that must leave the reserve, which the reserve holds back.
+func TestCriticalWaitNotBehindOthers(t *testing.T) {
+	e := sharedRedis(t)
+	e.defineReserved(t, "queue", 3, 2, 0, "svc")
+	// The observer tells when the waiter not marked critical has been
+	// denied: it holds the queue's turn from then on.
+	denied := make(chan struct{}, 1)
+	l := e.limiter(t, "svc", client.WithObserver(func(d client.Decision) {
+		if d.Err == nil && !d.Result.Allowed {
+			select {
+			case denied <- struct{}{}:
+			default:
+			}
+		}
+	}))
+	ctx := context.Background()
+	if res, err := l.Acquire(ctx, "queue", 1); err != nil || !res.Allowed {
+		t.Fatalf("the one token above the reserve: %+v %v", res, err)
+	}
+	// A waiter not marked critical: its token comes in an hour.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waiting := make(chan error, 1)
+	go func() { waiting <- l.Wait(wctx, "queue", 1) }()
+	<-denied
+	// The critical waiter gets the reserve at once. The generous deadline
+	// only keeps a regression (queued behind the other) from hanging.
+	cctx, ccancel := context.WithTimeout(client.Critical(ctx), time.Minute)
+	defer ccancel()
+	for i := range 2 {
+		if err := l.Wait(cctx, "queue", 1); err != nil {
+			t.Fatalf("critical wait %d: %v", i+1, err)
+		}
+	}
+	cancel()
+	if err := <-waiting; err == nil {
+		t.Fatal("the waiter not marked critical was granted the reserve")
+	}
+}
