@@ -101,6 +101,7 @@ type bucketForm struct {
 	Keyed       bool
 	Shadow      bool
 	LeaseMillis string
+	Reserve     string
 	Version     int64
 }
 
@@ -158,6 +159,17 @@ type limitPreview struct {
 	PreviewAction string
 }
 
+// ReserveSummary is what the form's reserve does in plain words ("" while
+// the form holds none, or no valid one).
+func (p *bucketFormPage) ReserveSummary() string {
+	n, err1 := buckets.ParseMaxPermits(p.Form.MaxPermits)
+	r, err2 := buckets.ParseReserve(p.Form.Reserve)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	return buckets.ReserveSummary(n, r)
+}
+
 // patternField is one input of the preview's pattern.
 type patternField struct{ ID, Label, Value string }
 
@@ -185,9 +197,9 @@ func (p *bucketFormPage) Summary() string { return limitSummary(p.Form.MaxPermit
 // simulate draws the preview of the posted pattern against a limit of
 // capacity and rate as typed. Invalid input is an error matching
 // errs.ErrInvalid, naming the fields, for the form to show.
-func (s *server) simulate(c *gin.Context, capacity, rate string) (limitPreview, error) {
+func (s *server) simulate(c *gin.Context, capacity, rate, reserve string) (limitPreview, error) {
 	p := limitPreview{Pattern: patternOf(c)}
-	pv, err := s.svc.PreviewLimit(manage.PreviewLimit{Capacity: capacity, Rate: rate,
+	pv, err := s.svc.PreviewLimit(manage.PreviewLimit{Capacity: capacity, Rate: rate, Reserve: reserve,
 		Steady: p.Pattern.Steady, Burst: p.Pattern.Burst, Every: p.Pattern.Every, Duration: p.Pattern.Duration})
 	if err != nil {
 		return p, err
@@ -196,6 +208,10 @@ func (s *server) simulate(c *gin.Context, capacity, rate string) (limitPreview, 
 	p.Preview = chart.Preview(sim, pv.Rate, "")
 	p.PreviewText = chart.Count(sim.TotalAllowed) + " allowed, " + chart.Count(sim.TotalDenied) + " denied (" +
 		chart.Share(sim.TotalAllowed, sim.TotalDenied) + ")."
+	if pv.Reserve > 0 {
+		p.PreviewText += " These requests are not marked critical: they leave the reserve of " + chart.Count(pv.Reserve) +
+			" tokens, which only critical requests may take."
+	}
 	return p, nil
 }
 
@@ -224,7 +240,7 @@ func (s *server) previewBucket(c *gin.Context, name string) {
 	if !p.New {
 		p.Form.Name, p.Form.OwnerApp = name, owner
 	}
-	lp, err := s.simulate(c, p.Form.MaxPermits, p.Form.Rate)
+	lp, err := s.simulate(c, p.Form.MaxPermits, p.Form.Rate, p.Form.Reserve)
 	p.limitPreview = lp
 	if err != nil {
 		if status(err) != http.StatusUnprocessableEntity {
@@ -265,10 +281,14 @@ type liveState struct {
 	Whole    int64
 	Gauge    template.HTML
 	Capacity int64
-	Refilled time.Time
-	Version  int64
-	Now      time.Time
-	Message  string
+	// Reserve is the tokens kept for critical requests, ReserveLeft how
+	// many of them are there.
+	Reserve     int64
+	ReserveLeft int64
+	Refilled    time.Time
+	Version     int64
+	Now         time.Time
+	Message     string
 }
 
 type bucketPage struct {
@@ -388,6 +408,7 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 		Keyed:       c.PostForm("keyed") == "true",
 		Shadow:      c.PostForm("shadow") == "true",
 		LeaseMillis: postValue(c, "lease_ms"),
+		Reserve:     postValue(c, "reserve"),
 	}
 	f.Version, _ = strconv.ParseInt(c.PostForm("version"), 10, 64)
 	allowed := splitApps(f.AllowedApps)
@@ -405,6 +426,11 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 		p.Problems.Add("lease_ms", buckets.LeaseRule)
 	} else {
 		p.LeaseMillis = &n
+	}
+	if n, err := buckets.ParseReserve(f.Reserve); err != nil {
+		p.Problems.Fields = append(p.Problems.Fields, errs.Fields(err).Fields...)
+	} else {
+		p.Reserve = &n
 	}
 	return f, p
 }
@@ -488,7 +514,8 @@ func liveOf(d *manage.BucketDetail) liveState {
 			Message: "Redis has no config for this bucket yet. The sync worker writes it within a second of a change; if this persists, check that the sync worker is running."}
 	}
 	l := liveState{Status: "pending", Exists: true, Tokens: d.Live.Tokens, Capacity: d.Live.Config.Capacity,
-		Refilled: d.Live.Refilled, Version: d.Live.Config.Version, Now: d.Live.RedisTime}
+		Refilled: d.Live.Refilled, Version: d.Live.Config.Version, Now: d.Live.RedisTime, Reserve: d.Live.Config.Reserve,
+		ReserveLeft: d.Live.Config.ReserveLeft(d.Live.Tokens)}
 	l.Whole = int64(math.Floor(d.Live.Tokens))
 	l.Gauge = chart.Gauge(d.Live.Tokens, d.Live.Config.Capacity)
 	if d.Live.Sync == manage.InSync {
@@ -501,7 +528,7 @@ func formOf(b *buckets.Bucket) bucketForm {
 	return bucketForm{Name: b.Name, OwnerApp: b.OwnerApp, Kind: string(b.Kind.Or()), Description: b.Description,
 		MaxPermits: strconv.FormatInt(b.MaxPermits, 10), Rate: b.Rate.Human(),
 		AllowedApps: strings.Join(b.AllowedApps, ", "), Keyed: b.Keyed, Shadow: b.Shadow,
-		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), Version: b.Version}
+		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), Reserve: strconv.FormatInt(b.Reserve, 10), Version: b.Version}
 }
 
 func (s *server) editBucket(c *gin.Context) {
@@ -599,6 +626,8 @@ type bucketState struct {
 	Keyed    bool    `json:"keyed,omitempty"`
 	Tokens   float64 `json:"tokens"`
 	Capacity int64   `json:"capacity"`
+	// Reserve is the tokens kept for critical requests (0: none).
+	Reserve int64 `json:"reserve"`
 	// Refilled is when an acquire last refilled the bucket (absent:
 	// never), Now the Redis clock at the read, both RFC 3339 in UTC, so
 	// that every live figure of a page updates together.
@@ -609,7 +638,7 @@ type bucketState struct {
 func stateOf(name string, st redisscript.State) bucketState {
 	out := bucketState{Name: name, Exists: st.Exists}
 	if st.Exists {
-		out.Tokens, out.Capacity = st.Tokens, st.Config.Capacity
+		out.Tokens, out.Capacity, out.Reserve = st.Tokens, st.Config.Capacity, st.Config.Reserve
 	}
 	return out
 }
@@ -623,7 +652,7 @@ func (s *server) bucketStateJSON(c *gin.Context) {
 	}
 	out := bucketState{Name: b.Name, Exists: st.InRedis && !st.Keyed, Keyed: st.Keyed}
 	if st.InRedis {
-		out.Tokens, out.Capacity = st.Tokens, st.Config.Capacity
+		out.Tokens, out.Capacity, out.Reserve = st.Tokens, st.Config.Capacity, st.Config.Reserve
 	}
 	if !st.Refilled.IsZero() {
 		out.Refilled = st.Refilled.UTC().Format(time.RFC3339Nano)

@@ -178,7 +178,7 @@ func (s *server) previewOverride(c *gin.Context, name string, form overrideForm)
 		s.fail(c, err)
 		return
 	}
-	lp, err := s.simulate(c, form.MaxPermits, form.Rate)
+	lp, err := s.simulate(c, form.MaxPermits, form.Rate, "")
 	st := http.StatusOK
 	var v *errs.Validation
 	if err != nil {
@@ -323,7 +323,7 @@ func (s *server) updateOverride(c *gin.Context) {
 		if version > 0 {
 			p.Version = version
 		}
-		lp, err := s.simulate(c, form.MaxPermits, form.Rate)
+		lp, err := s.simulate(c, form.MaxPermits, form.Rate, "")
 		p.limitPreview = lp
 		st := http.StatusOK
 		if err != nil {

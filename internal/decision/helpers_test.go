@@ -69,6 +69,7 @@ type bucketDef struct {
 	capacity          int64
 	allowed           []string
 	keyed, shadow     bool
+	reserve           int64
 }
 
 func newStack(t *testing.T, cfg ServerConfig, bs []bucketDef, ms []descriptors.Mapping) *stack {
@@ -104,7 +105,7 @@ func newStackOn(t *testing.T, addr string, cfg ServerConfig, bs []bucketDef, ms 
 		}
 		if err := buckets.NewStore(db).Create(bg, alice, &buckets.Bucket{
 			Name: b.name, OwnerApp: b.owner, MaxPermits: b.capacity, Rate: rate, AllowedApps: b.allowed,
-			Keyed: b.keyed, Shadow: b.shadow,
+			Keyed: b.keyed, Shadow: b.shadow, Reserve: b.reserve,
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -258,6 +258,7 @@ func bucketFields(live, want *buckets.Bucket) []string {
 	f = field(f, "lease_ms", live.LeaseMillis, want.LeaseMillis)
 	f = field(f, "quota_period", string(live.QuotaPeriod), string(want.QuotaPeriod))
 	f = field(f, "time_zone", live.TimeZone, want.TimeZone)
+	f = field(f, "reserve", live.Reserve, want.Reserve)
 	return f
 }
 
@@ -300,6 +301,9 @@ func (p *Plan) Write(w *strings.Builder) {
 			}
 			if b.QuotaPeriod != "" {
 				fmt.Fprintf(w, ", quota_period %s, time_zone %s", b.QuotaPeriod, b.TimeZone)
+			}
+			if b.Reserve != 0 {
+				fmt.Fprintf(w, ", reserve %d", b.Reserve)
 			}
 		case c.Op == Delete && c.Bucket != nil && c.Bucket.Keyed:
 			w.WriteString(" (with its overrides)")

@@ -94,6 +94,8 @@ type BucketPatch struct {
 	// from 0 when its start moves).
 	QuotaPeriod *string
 	TimeZone    *string
+	// Reserve is the tokens kept for critical requests.
+	Reserve *int64
 	// Problems are fields the transport could not even parse (a capacity
 	// that is not a number). They are reported together with what
 	// validation finds, and nothing is saved.
@@ -118,6 +120,7 @@ func (p *BucketPatch) Apply(b *buckets.Bucket) error {
 		b.QuotaPeriod = quota.Period(*p.QuotaPeriod)
 	}
 	set(&b.TimeZone, p.TimeZone)
+	set(&b.Reserve, p.Reserve)
 	return checkPatch(p.Problems, &b.Rate, p.Rate, b.Validate)
 }
 
