@@ -56,7 +56,8 @@ type Results struct {
 // one hash slot (see docs/decisions.md).
 // While Redis is unavailable FailOpen grants the set, and FailClosed and
 // FailLocal refuse it with ErrUnavailable: local buckets are per instance
-// and cannot take from several buckets atomically.
+// and cannot take from several buckets atomically. A ctx marked Critical
+// marks every request of the set critical: they may take the reserves.
 func (l *Limiter) AcquireAll(ctx context.Context, reqs []Request) (Results, error) {
 	var start time.Time
 	if l.opt.observe != nil {
@@ -93,7 +94,10 @@ func (l *Limiter) acquireAll(ctx context.Context, reqs []Request) (Results, erro
 		entries[i] = redisscript.Entry{Bucket: r.Bucket, Key: r.Key, N: r.N}
 	}
 	keys, argv := redisscript.AcquireAllArgs(l.ks, l.app, entries, make([]string, 0, 2*len(reqs)),
-		make([]any, 0, 2+3*len(reqs)))
+		make([]any, 0, 3+3*len(reqs)))
+	if IsCritical(ctx) {
+		argv = append(argv, redisscript.CriticalArg(true))
+	}
 	if err := l.oneSlot(reqs, keys); err != nil {
 		return Results{}, err
 	}

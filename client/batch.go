@@ -51,7 +51,7 @@ type call struct {
 	// args are the command: "evalsha" sha numkeys keys... argv..., of
 	// which the first nargs are sent; src is the script's source, sent
 	// with "eval" after NOSCRIPT.
-	args  [9]any
+	args  [10]any
 	nargs int
 	src   any
 	reply []int64
@@ -83,7 +83,7 @@ func getCall() *call {
 
 func putCall(c *call) {
 	c.reply, c.err, c.probe = nil, nil, false
-	c.args, c.nargs, c.src = [9]any{}, 0, nil
+	c.args, c.nargs, c.src = [10]any{}, 0, nil
 	clear(c.batch)
 	c.batch = c.batch[:0]
 	clear(c.xargs)

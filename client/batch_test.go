@@ -75,7 +75,7 @@ func (f *fakeTransport) recorded() [][]int64 {
 
 func newCall(n int64) *call {
 	c := getCall()
-	c.args, c.nargs = [9]any{"evalsha", "sha", "1", "key", "app", n, "2"}, 7
+	c.args, c.nargs = [10]any{"evalsha", "sha", "1", "key", "app", n, "2"}, 7
 	return c
 }
 

@@ -111,6 +111,7 @@ func fallbackApply(t *testing.T, where string, buckets map[string]*bucket, step,
 		Shadow   bool    `json:"shadow"`
 		Kind     string  `json:"kind"`
 		BoundsS  []int64 `json:"bounds_s"`
+		Reserve  int64   `json:"reserve"`
 	}
 	if err := json.Unmarshal(step, &a); err != nil {
 		t.Fatalf("%s: %v", where, err)
@@ -165,15 +166,16 @@ func fallbackApply(t *testing.T, where string, buckets map[string]*bucket, step,
 	default:
 		t.Fatalf("%s: the fallback cannot express the apply outcome %s; list the case's implementations", where, want)
 	}
-	b.cfg.Store(&learned{capacity: a.Capacity, permitsMicro: pm, period: a.Period, shadow: a.Shadow})
+	b.cfg.Store(&learned{capacity: a.Capacity, permitsMicro: pm, period: a.Period, shadow: a.Shadow, reserve: a.Reserve})
 }
 
 func fallbackAcquire(t *testing.T, where string, buckets map[string]*bucket, step, want json.RawMessage, now int64) {
 	t.Helper()
 	var q struct {
-		Bucket string `json:"bucket"`
-		App    string `json:"app"`
-		N      string `json:"n"`
+		Bucket   string `json:"bucket"`
+		App      string `json:"app"`
+		N        string `json:"n"`
+		Critical bool   `json:"critical"`
 	}
 	if err := json.Unmarshal(step, &q); err != nil {
 		t.Fatalf("%s: %v", where, err)
@@ -187,12 +189,12 @@ func fallbackAcquire(t *testing.T, where string, buckets map[string]*bucket, ste
 	if b == nil {
 		t.Fatalf("%s: the fallback refuses a bucket it never learned; list the case's implementations", where)
 	}
-	checkFallback(t, where, b, n, want, now)
+	checkFallback(t, where, b, n, q.Critical, want, now)
 }
 
-// checkFallback takes n tokens from the local bucket b at now and checks
-// the answer against want.
-func checkFallback(t *testing.T, where string, b *bucket, n int64, want json.RawMessage, now int64) {
+// checkFallback takes n tokens, critical or not, from the local bucket b
+// at now and checks the answer against want.
+func checkFallback(t *testing.T, where string, b *bucket, n int64, critical bool, want json.RawMessage, now int64) {
 	t.Helper()
 	var w struct {
 		Code      string          `json:"code"`
@@ -205,7 +207,7 @@ func checkFallback(t *testing.T, where string, b *bucket, n int64, want json.Raw
 		t.Fatalf("%s: %v", where, err)
 	}
 	// The policy answers from the start of time: the bucket fills all along.
-	res, err := b.localAt(b.cfg.Load(), 1, n, now, 0, time.Second)
+	res, err := b.localAt(b.cfg.Load(), 1, n, now, 0, time.Second, critical)
 	code := "denied"
 	switch {
 	case errors.Is(err, ErrExceedsCapacity):
@@ -270,6 +272,7 @@ func (f *fallbackKeyed) apply(t *testing.T, where string, step, want json.RawMes
 		Permits  string `json:"permits"`
 		Period   int64  `json:"period"`
 		Shadow   bool   `json:"shadow"`
+		Reserve  int64  `json:"reserve"`
 	}
 	if err := json.Unmarshal(step, &a); err != nil {
 		t.Fatalf("%s: %v", where, err)
@@ -297,16 +300,17 @@ func (f *fallbackKeyed) apply(t *testing.T, where string, step, want json.RawMes
 	default:
 		t.Fatalf("%s: the fallback cannot express the keyed apply outcome %s; list the case's implementations", where, want)
 	}
-	kb.def.Store(&learned{capacity: a.Capacity, permitsMicro: pm, period: a.Period, shadow: a.Shadow})
+	kb.def.Store(&learned{capacity: a.Capacity, permitsMicro: pm, period: a.Period, shadow: a.Shadow, reserve: a.Reserve})
 }
 
 func (f *fallbackKeyed) acquire(t *testing.T, where string, step, want json.RawMessage, now int64) {
 	t.Helper()
 	var q struct {
-		Bucket string `json:"bucket"`
-		Key    string `json:"key"`
-		App    string `json:"app"`
-		N      string `json:"n"`
+		Bucket   string `json:"bucket"`
+		Key      string `json:"key"`
+		App      string `json:"app"`
+		N        string `json:"n"`
+		Critical bool   `json:"critical"`
 	}
 	if err := json.Unmarshal(step, &q); err != nil {
 		t.Fatalf("%s: %v", where, err)
@@ -325,7 +329,7 @@ func (f *fallbackKeyed) acquire(t *testing.T, where string, step, want json.RawM
 		f.fresh[k] = true
 		b.tokens, b.last = float64(b.cfg.Load().capacity), now
 	}
-	checkFallback(t, where, b, n, want, now)
+	checkFallback(t, where, b, n, q.Critical, want, now)
 }
 
 // fallbackSlotApply learns an apply or keyed apply of a concurrency limit

@@ -22,6 +22,10 @@ import (
 // caller of the process asks Redis for it, not all of them. The cache only
 // ever denies: it never admits more than Redis would.
 //
+// A bucket's reserve is left to critical calls, which never meet the
+// cache: the denials of other calls count what the bucket holds above its
+// reserve, and the cache answers in those terms, as the script does.
+//
 // Every other call goes to Redis as before. What gives tokens back (a
 // refund, a raised limit, a bucket reset or deleted, shadow mode turned
 // on) is seen at most maxAge late: an entry lives maxAge from the denial
@@ -63,6 +67,7 @@ type denial struct {
 	perMicro float64 // refill in tokens per microsecond
 	until    int64   // the entry ends (ns since the Limiter started)
 	capacity int64
+	reserve  int64 // the tokens kept for critical calls: level counts those above it
 	pm, per  int64 // permits (millionths) and period, as Redis reported them
 }
 
@@ -118,10 +123,11 @@ func (d *denials) answer(key string, n, now int64) (Result, bool, claim) {
 // reset-after are rounded as the acquire script rounds them. The caller
 // holds the shard's lock.
 func (e *denial) deny(n, now int64) (Result, bool) {
-	if n > e.capacity {
+	top := float64(e.capacity - e.reserve) // the most level can be
+	if float64(n) > top {
 		return Result{}, false // ErrExceedsCapacity is Redis's to say
 	}
-	level := min(e.level+e.perMicro*float64(now-e.at)/1e3, float64(e.capacity)) - float64(e.claimed)
+	level := min(e.level+e.perMicro*float64(now-e.at)/1e3, top) - float64(e.claimed)
 	if level >= float64(n) {
 		return Result{}, false
 	}
@@ -129,7 +135,7 @@ func (e *denial) deny(n, now int64) (Result, bool) {
 		Remaining:  int64(math.Floor(max(level, 0))),
 		RetryAfter: e.untilMicros(float64(n) - level),
 		Limit:      e.capacity,
-		ResetAfter: e.untilMicros(float64(e.capacity) - level),
+		ResetAfter: e.untilMicros(top - level),
 	}, true
 }
 
@@ -156,7 +162,7 @@ func (d *denials) learn(key string, n int64, sent int64, c claim, a redisscript.
 		s.mu.Lock()
 		if e := s.m[key]; e != nil {
 			switch {
-			case e.capacity != a.Capacity || e.pm != a.PermitsMicro || e.per != a.PeriodSeconds:
+			case e.capacity != a.Capacity || e.pm != a.PermitsMicro || e.per != a.PeriodSeconds || e.reserve != a.Reserve:
 				delete(s.m, key)
 				d.n.Add(-1)
 			case e == c.e:
@@ -175,11 +181,12 @@ func (d *denials) learn(key string, n int64, sent int64, c claim, a redisscript.
 // store makes the entry of a denial of n tokens sent at `sent`.
 func (d *denials) store(key string, sent, n int64, a redisscript.Answer) {
 	perMicro := float64(a.PermitsMicro) / (float64(a.PeriodSeconds) * 1e12)
-	// Redis rounds the retry-after up to a whole microsecond: the level was
-	// below n - rate x (retry - 1 µs), and below remaining + 1.
+	// Redis rounds the retry-after up to a whole microsecond: the level
+	// above the reserve was below n - rate x (retry - 1 µs), and below
+	// remaining + 1.
 	level := min(float64(n)-perMicro*float64(a.RetryAfterMicros-1), float64(a.Remaining+1))
 	e := &denial{at: sent, level: level, perMicro: perMicro, until: sent + d.maxAge, capacity: a.Capacity,
-		pm: a.PermitsMicro, per: a.PeriodSeconds}
+		reserve: a.Reserve, pm: a.PermitsMicro, per: a.PeriodSeconds}
 	s := d.shard(key)
 	s.mu.Lock()
 	if s.m == nil {

@@ -39,6 +39,21 @@
 // KeyConcurrencyMiddleware hold a slot for the length of a request.
 // Failure policies answer takes too (see FailurePolicy for what each
 // allows in slots).
+// # Critical requests and reserves
+//
+// A bucket may keep a reserve: tokens that only requests marked critical
+// may take. Mark them in their context with Critical (CriticalWhen, and
+// ginlimit.CriticalWhen, do it for HTTP routes): Acquire, AcquireKey,
+// AcquireAll (the whole set), Allow, Wait and the middleware all read it.
+// Any other request is refused when taking its tokens would leave less than
+// the reserve, and its Result counts what it could take (Remaining above
+// the reserve, RetryAfter until the reserve and its n are there); n above
+// capacity - reserve is ErrExceedsCapacity for it. A keyed bucket's
+// overrides keep the bucket's share of their capacity. Leases never hold
+// reserved tokens: a critical call that finds its lease dry asks Redis.
+// While the policy answers, FailLocal's local bucket keeps its share of
+// the reserve for critical requests, FailOpen grants everyone and
+// FailClosed no one (docs/protocol.md, "Failure policies").
 //
 // # How a call works
 //

@@ -186,3 +186,27 @@ func ExampleWithFailurePolicy() {
 	// closed: false true sluice: redis unavailable
 	// local: false true 5 true <nil>
 }
+
+// A bucket with a reserve keeps tokens for requests marked critical:
+// here "payments" holds 3 tokens, 2 of them for critical requests.
+func ExampleCritical() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	cfg := redisscript.Config{Name: "payments", ID: 1, Version: 1, Capacity: 3, PermitsMicro: 1_000_000,
+		PeriodSeconds: 60, Apps: []string{"checkout"}, Reserve: 2}
+	if _, err := redisscript.Apply(context.Background(), rdb, redisscript.Keyspace{}, cfg, false); err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := client.New(rdb, "checkout", exampleTimeout)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+
+	ctx := context.Background()
+	refresh, _ := limiter.Acquire(ctx, "payments", 1) // a background refresh: not critical
+	again, _ := limiter.Acquire(ctx, "payments", 1)
+	pay, _ := limiter.Acquire(client.Critical(ctx), "payments", 1) // a customer paying
+	fmt.Println("refresh:", refresh.Allowed, "again:", again.Allowed, "pay:", pay.Allowed, pay.Remaining, "left")
+	// Output: refresh: true again: false pay: true 1 left
+}

@@ -85,9 +85,9 @@ func (l *Limiter) keyedBucket(name string) *keyedBucket {
 // AcquireKey takes n tokens for key from keyed bucket bucket: each key has
 // its own tokens, with the bucket's limit or the most specific override's.
 // key is any 1 to 256 bytes (ErrInvalidKey otherwise); it reaches Redis
-// only hashed. Results and errors are those of Acquire; a bucket that is
-// not keyed answers ErrUnknownBucket, as a plain Acquire of a keyed bucket
-// does.
+// only hashed. Results and errors are those of Acquire (a ctx marked
+// Critical may take the key's reserve); a bucket that is not keyed answers
+// ErrUnknownBucket, as a plain Acquire of a keyed bucket does.
 func (l *Limiter) AcquireKey(ctx context.Context, bucket, key string, n int64) (Result, error) {
 	if l.opt.observe == nil {
 		return l.acquireKey(ctx, bucket, key, n)
@@ -137,23 +137,31 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 	sb.Write(digits[:])
 	stateKey := sb.String()
 	state := stateKey[len(grp.statePrefix):]
+	critical := IsCritical(ctx)
 	if l.open.Load() {
-		return l.keyFallback(kb, name, key, state, n)
+		return l.keyFallback(kb, name, key, state, n, critical)
 	}
 	sent := int64(l.now())
-	res, denied, cl := l.denied.answer(stateKey, n, sent)
-	if denied {
-		l.cachedDenials.Add(1)
-		return res, nil
+	var cl claim
+	if !critical {
+		var res Result
+		var denied bool
+		if res, denied, cl = l.denied.answer(stateKey, n, sent); denied {
+			l.cachedDenials.Add(1)
+			return res, nil
+		}
 	}
 	ka := keyedArgsPool.Get().(*keyedArgs)
 	ka.state, ka.key = stateKey, key
 	c := getCall()
 	c.args[0], c.args[1], c.args[2], c.args[3], c.args[4] = "evalsha", keyedSHAArg, "2", grp.configArg, &ka.state
-	// Protocol 2: the answer carries the key's shadow mode, which FailLocal
-	// keeps with the limit it learns.
-	c.args[5], c.args[6], c.args[7], c.args[8] = l.appArg, n, &ka.key, "2"
+	// Protocol 3: the answer carries the key's shadow mode and reserve,
+	// which FailLocal keeps with the limit it learns.
+	c.args[5], c.args[6], c.args[7], c.args[8] = l.appArg, n, &ka.key, redisscript.ProtocolReserve
 	c.nargs, c.src = 9, keyedSrcArg
+	if critical {
+		c.args[9], c.nargs = "1", 10
+	}
 	reply, err := l.batch.do(ctx, c, l.opt.timeout)
 	if err != nil {
 		l.denied.release(stateKey, cl)
@@ -172,16 +180,18 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 		if l.settle(err) {
 			l.opt.log.Debug("sluice: keyed acquire failed", "bucket", name, "err", err)
 		}
-		return l.keyFallback(kb, name, key, state, n)
+		return l.keyFallback(kb, name, key, state, n, critical)
 	}
 	a, err := redisscript.KeyedAnswerOf(reply)
 	if err != nil {
 		l.denied.release(stateKey, cl)
 		l.failed()
-		return l.keyFallback(kb, name, key, state, n)
+		return l.keyFallback(kb, name, key, state, n, critical)
 	}
 	l.answered()
-	l.denied.learn(stateKey, n, sent, cl, a.Answer)
+	if !critical {
+		l.denied.learn(stateKey, n, sent, cl, a.Answer)
+	}
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny, redisscript.ExceedsCapacity:
 		if kb.gone.Load() {
@@ -220,9 +230,9 @@ func (kb *keyedBucket) learn(a redisscript.Answer) {
 // every local bucket it starts empty and fills only while the policy
 // answers, so each key keeps the FailLocal allowance. A bucket whose limit
 // this process never saw is refused.
-func (l *Limiter) keyFallback(kb *keyedBucket, name, key, state string, n int64) (Result, error) {
+func (l *Limiter) keyFallback(kb *keyedBucket, name, key, state string, n int64, critical bool) (Result, error) {
 	if l.opt.policy != FailLocal {
-		return l.fallback(nil, n)
+		return l.fallback(nil, n, critical)
 	}
 	if kb.gone.Load() {
 		return Result{RetryAfter: l.opt.probe, Fallback: true}, ErrUnavailable
@@ -236,7 +246,7 @@ func (l *Limiter) keyFallback(kb *keyedBucket, name, key, state string, n int64)
 		// Every key of a quota has the same periods.
 		noteEnd(&b.qend, end)
 	}
-	return l.fallback(b, n)
+	return l.fallback(b, n, critical)
 }
 
 func (k *keyedBuckets) shard(state string) *recentKeys {
@@ -276,7 +286,8 @@ type recentEntry struct {
 // bucket's own limit, which the answer applied.
 func (r *recentKeys) learn(l *Limiter, name, key string, a redisscript.Answer, def *learned) {
 	k := recentKey{name, key}
-	if def != nil && def.capacity == a.Capacity && def.permitsMicro == a.PermitsMicro && def.period == a.PeriodSeconds {
+	if def != nil && def.capacity == a.Capacity && def.permitsMicro == a.PermitsMicro && def.period == a.PeriodSeconds &&
+		(!a.HasReserve || def.reserve == a.Reserve) {
 		if r.own.Load() == 0 {
 			return
 		}

@@ -21,8 +21,10 @@ import (
 // never blocks Redis for long.
 const maxKeyedMerge = 128
 
-// isKeyed tells a single keyed acquire call.
-func (c *call) isKeyed() bool { return c.nargs == 9 && len(c.xargs) == 0 && c.src == keyedSrcArg }
+// isKeyed tells a single keyed acquire call (ten arguments when critical).
+func (c *call) isKeyed() bool {
+	return (c.nargs == 9 || c.nargs == 10) && len(c.xargs) == 0 && c.src == keyedSrcArg
+}
 
 // mergeKeyed returns the calls to send for calls: the same when fewer than
 // two are keyed, else the others followed by merged calls, each holding
@@ -82,23 +84,38 @@ func (s *sender) mergeKeyed(calls []*call) []*call {
 }
 
 // buildKeyedMany sets the merged call's command from its keyed calls:
-// EVALSHA sha 2k group1 state1 ... app n1 key1 ... 2 (protocol 2: nine
-// integers per answer, the ninth the key's shadow mode).
+// EVALSHA sha 2k group1 state1 ... app n1 key1 ... 3 (protocol 3: ten
+// integers per answer, the ninth the key's shadow mode, the tenth its
+// reserve), followed by the critical flags when some call is critical
+// ("0110": the second and third).
 func (m *call) buildKeyedMany(app any) {
 	args := append(m.xargs[:0], "evalsha", keyedSHAArg, strconv.Itoa(2*len(m.batch)))
+	critical := false
 	for _, c := range m.batch {
 		args = append(args, c.args[3], c.args[4])
+		critical = critical || c.nargs == 10
 	}
 	args = append(args, app)
 	for _, c := range m.batch {
 		args = append(args, c.args[6], c.args[7])
 	}
-	m.xargs = append(args, "2")
+	args = append(args, redisscript.ProtocolReserve)
+	if critical {
+		flags := make([]byte, len(m.batch))
+		for i, c := range m.batch {
+			flags[i] = '0'
+			if c.nargs == 10 {
+				flags[i] = '1'
+			}
+		}
+		args = append(args, string(flags))
+	}
+	m.xargs = args
 }
 
 // splitKeyed hands the answers of the merged calls among sent out to their
-// keyed calls, and recycles the merged calls. An answer has nine integers
-// (protocol 2), or eight from a script of an older release.
+// keyed calls, and recycles the merged calls. An answer has ten integers
+// (protocol 3), or nine or eight from a script of an older release.
 func splitKeyed(sent []*call) {
 	for _, m := range sent {
 		if len(m.xargs) == 0 {
@@ -106,6 +123,8 @@ func splitKeyed(sent []*call) {
 		}
 		w := 0
 		switch len(m.reply) {
+		case 10 * len(m.batch):
+			w = 10
 		case 9 * len(m.batch):
 			w = 9
 		case 8 * len(m.batch):

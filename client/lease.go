@@ -72,7 +72,22 @@ func (ls *lease) configure(leaseMillis, capacity, permitsMicro, period int64) {
 	ls.rate = tokens.Limit{Capacity: capacity, PermitsMicro: permitsMicro, Period: float64(max(period, 1))}.PerSecond()
 }
 
-// take answers an acquire of n tokens in lease mode.
+// takeLeased answers an acquire of n tokens from the current lease, if it
+// holds them: ok false when the call must go elsewhere.
+func (ls *lease) takeLeased(n int64) (Result, bool) {
+	if now := int64(ls.l.now()); now >= ls.expires.Load() {
+		return Result{}, false
+	}
+	left, ok := ls.takeTokens(n)
+	if !ok {
+		return Result{}, false
+	}
+	ls.asked.Add(n)
+	return Result{Allowed: true, Remaining: left, Limit: ls.capacity.Load()}, true
+}
+
+// take answers an acquire of n tokens in lease mode. A lease is never
+// critical: it leaves the bucket's reserve (docs/protocol.md, "Leases").
 func (ls *lease) take(ctx context.Context, n int64) (Result, error) {
 	ls.asked.Add(n)
 	if now := int64(ls.l.now()); now < ls.expires.Load() {
@@ -103,9 +118,9 @@ func (ls *lease) takeTokens(n int64) (left int64, ok bool) {
 // moments ago (then it denies).
 func (ls *lease) slow(ctx context.Context, n int64) (Result, error) {
 	if ls.l.open.Load() {
-		return ls.l.fallback(ls.b, n)
+		return ls.l.fallback(ls.b, n, false)
 	}
-	if c := ls.capacity.Load(); n > c {
+	if c := ls.capacity.Load(); n > c-ls.reserve() {
 		return Result{Limit: c}, ErrExceedsCapacity
 	}
 	deadline := time.Now().Add(ls.l.opt.timeout)
@@ -132,7 +147,7 @@ func (ls *lease) slow(ctx context.Context, n int64) (Result, error) {
 				return Result{}, err
 			}
 			if time.Now().After(deadline) {
-				return ls.l.fallback(ls.b, n)
+				return ls.l.fallback(ls.b, n, false)
 			}
 			continue
 		}
@@ -173,7 +188,7 @@ func (ls *lease) renew(ctx context.Context, now, n int64) (Result, error) {
 	}()
 	ls.l.settle(err)
 	if err != nil {
-		return ls.l.fallback(ls.b, n)
+		return ls.l.fallback(ls.b, n, false)
 	}
 	switch a.Code {
 	case redisscript.UnknownBucket, redisscript.AppNotAllowed, redisscript.InvalidN:
@@ -221,6 +236,15 @@ func (ls *lease) renew(ctx context.Context, now, n int64) (Result, error) {
 		ls.armExpiry(ls.dur)
 	}
 	return res, nil
+}
+
+// reserve is the bucket's reserve as Redis last reported it: a lease leaves
+// it, so a call of more than capacity - reserve can never be leased.
+func (ls *lease) reserve() int64 {
+	if cfg := ls.b.cfg.Load(); cfg != nil {
+		return tokens.Limit{Capacity: cfg.capacity, Reserve: cfg.reserve}.Kept(false)
+	}
+	return 0
 }
 
 // size returns how many tokens to ask for: the demand over one lease

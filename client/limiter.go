@@ -73,7 +73,11 @@ type Result struct {
 //
 // F runs from when the first failed call of a streak was sent to Redis's
 // next answer (Stats.Fallback), plus the time a bucket's state was lost
-// (Stats.StateLost). A Redis that lost its data (restarted without
+// (Stats.StateLost). A bucket's reserve: FailLocal keeps its share of it
+// (the reserve scaled to the local capacity) for critical requests, so the
+// others get at most the allowance less that share, and critical ones the
+// whole allowance; FailOpen grants every request, critical or not;
+// FailClosed none. A Redis that lost its data (restarted without
 // persistence) starts every bucket full again once the sync worker
 // restores it: that adds up to one capacity per loss, whatever the policy.
 //
@@ -341,7 +345,9 @@ func (l *Limiter) Close() error {
 // never succeed, ErrUnavailable when Redis did not answer and the failure
 // policy refuses (the Result then has Fallback set), and ctx's error when
 // ctx ended first. Otherwise the error is nil and Result.Allowed says
-// whether the tokens were granted.
+// whether the tokens were granted. A ctx marked Critical may take the
+// bucket's reserve; any other call is refused when it would leave less than
+// the reserve, and gets ErrExceedsCapacity for n above capacity - reserve.
 func (l *Limiter) Acquire(ctx context.Context, bucket string, n int64) (Result, error) {
 	if l.opt.observe == nil {
 		return l.acquire(ctx, bucket, n)
@@ -378,22 +384,42 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		return Result{}, err
 	}
 	b := l.bucket(name)
+	critical := IsCritical(ctx)
 	if ls := b.lease.Load(); ls != nil {
-		return ls.take(ctx, n)
+		if !critical {
+			return ls.take(ctx, n)
+		}
+		// A lease never holds reserved tokens: a critical call takes
+		// leased ones when there are, else asks Redis.
+		if res, ok := ls.takeLeased(n); ok {
+			return res, nil
+		}
 	}
 	if l.open.Load() {
-		return l.fallback(b, n)
+		return l.fallback(b, n, critical)
 	}
 	key, _ := b.keyArg.(string)
 	sent := int64(l.now())
-	res, denied, cl := l.denied.answer(key, n, sent)
-	if denied {
-		l.cachedDenials.Add(1)
-		return res, nil
+	var cl claim
+	if !critical {
+		// A critical call may take what the denials of others left: it
+		// never meets the cache.
+		var res Result
+		var denied bool
+		if res, denied, cl = l.denied.answer(key, n, sent); denied {
+			l.cachedDenials.Add(1)
+			return res, nil
+		}
 	}
 	c := getCall()
-	c.args[0], c.args[1], c.args[2], c.args[3], c.args[4], c.args[5], c.args[6] = "evalsha", l.shaArg, "1", b.keyArg, l.appArg, n, "2"
+	// Protocol 3: the answer carries the lease time, the shadow mode and
+	// the reserve, which FailLocal keeps with the limit it learns.
+	c.args[0], c.args[1], c.args[2], c.args[3], c.args[4], c.args[5], c.args[6] = "evalsha", l.shaArg, "1", b.keyArg, l.appArg, n,
+		redisscript.ProtocolReserve
 	c.nargs, c.src = 7, l.srcArg
+	if critical {
+		c.args[7], c.nargs = "1", 8
+	}
 	reply, err := l.batch.do(ctx, c, l.opt.timeout)
 	if err != nil {
 		l.denied.release(key, cl)
@@ -410,23 +436,25 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		if l.settle(err) {
 			l.opt.log.Debug("sluice: acquire failed", "bucket", name, "err", err)
 		}
-		return l.fallback(b, n)
+		return l.fallback(b, n, critical)
 	}
 	a, err := redisscript.AnswerOf(reply)
 	if err != nil {
 		l.denied.release(key, cl)
 		l.failed()
-		return l.fallback(b, n)
+		return l.fallback(b, n, critical)
 	}
 	l.answered()
-	l.denied.learn(key, n, sent, cl, a)
+	if !critical {
+		l.denied.learn(key, n, sent, cl, a)
+	}
 	switch a.Code {
 	case redisscript.Allowed, redisscript.Denied, redisscript.WouldDeny, redisscript.ExceedsCapacity:
 		b.learn(l, name, a) // the app may use the bucket: remember it for FailLocal
 		l.startLease(b, name, a)
 	case redisscript.UnknownBucket:
 		if l.stateLost(ctx, b, name) {
-			return l.fallback(b, n)
+			return l.fallback(b, n, critical)
 		}
 		b.forget() // the bucket is gone: FailLocal must refuse it
 		l.misconfigured(&b.logged, name, ErrUnknownBucket)

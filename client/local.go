@@ -13,12 +13,14 @@ import (
 )
 
 // learned is a bucket config as the acquire script reported it, with its
-// shadow mode: a bucket in shadow mode is never refused by FailLocal
-// either. A quota reports no rate (permitsMicro 0), its quota as the
-// capacity and the length of its current period as the period.
+// shadow mode and reserve: a bucket in shadow mode is never refused by
+// FailLocal either, and its local bucket keeps its share of the reserve for
+// critical requests. A quota reports no rate (permitsMicro 0), its quota
+// as the capacity and the length of its current period as the period.
 type learned struct {
 	capacity, permitsMicro, period int64
 	shadow                         bool
+	reserve                        int64
 }
 
 // quota reports whether c is a calendar quota's.
@@ -26,7 +28,8 @@ func (c *learned) quota() bool { return c.permitsMicro == 0 }
 
 // learnedOf is the config of answer a. Shadow mode is in a protocol 2
 // answer of the acquire script; other answers tell it only by their code
-// (would deny: in shadow mode; denied: not), else prev's holds.
+// (would deny: in shadow mode; denied: not), else prev's holds. The
+// reserve is in a protocol 3 answer, else prev's holds.
 func learnedOf(a redisscript.Answer, prev *learned) *learned {
 	c := learned{capacity: a.Capacity, permitsMicro: a.PermitsMicro, period: a.PeriodSeconds}
 	switch {
@@ -37,6 +40,12 @@ func learnedOf(a redisscript.Answer, prev *learned) *learned {
 	case a.Code == redisscript.Denied:
 	case prev != nil:
 		c.shadow = prev.shadow
+	}
+	switch {
+	case a.HasReserve:
+		c.reserve = a.Reserve
+	case prev != nil:
+		c.reserve = prev.reserve
 	}
 	if prev != nil && *prev == c {
 		return prev // no allocation on the hot path: the config rarely changes
@@ -69,7 +78,9 @@ type bucket struct {
 	tokens float64 // local tokens; for a quota, the local count of the local period
 	last   int64   // µs since the Limiter started up to which tokens are filled; for a quota, the local period's end
 
-	waiters waitQueue
+	// waiters and criticalWaiters queue the callers of Wait, those marked
+	// critical apart: they never wait behind calls that leave the reserve.
+	waiters, criticalWaiters waitQueue
 }
 
 // learn records the config of a Redis answer; an answer with tokens ends
@@ -215,15 +226,16 @@ func (l *Limiter) misconfigured(last *atomic.Int64, name string, err error) {
 	l.opt.log.Error("sluice: bucket cannot serve this app; its calls are refused (logged once a minute)", args...)
 }
 
-// fallback answers by the failure policy.
-func (l *Limiter) fallback(b *bucket, n int64) (Result, error) {
+// fallback answers a request of n tokens, critical or not, by the failure
+// policy.
+func (l *Limiter) fallback(b *bucket, n int64, critical bool) (Result, error) {
 	switch l.opt.policy {
 	case FailOpen:
 		return Result{Allowed: true, Fallback: true}, nil
 	case FailClosed:
 		return Result{RetryAfter: l.opt.probe, Fallback: true}, ErrUnavailable
 	}
-	return b.local(l, n)
+	return b.local(l, n, critical)
 }
 
 // local takes n tokens from the in-process bucket, which holds
@@ -239,8 +251,10 @@ func (l *Limiter) fallback(b *bucket, n int64) (Result, error) {
 // A bucket whose config this process never saw is refused: there is no
 // safe rate to guess. The arithmetic is the Go core's (package tokens),
 // the scripts' own; a bucket in shadow mode is never refused: where it
-// would be, the answer is a would-deny, as Redis gives.
-func (b *bucket) local(l *Limiter, n int64) (Result, error) {
+// would be, the answer is a would-deny, as Redis gives. The local bucket
+// keeps its share of the bucket's reserve (localShare) for critical
+// requests, as Redis keeps the reserve.
+func (b *bucket) local(l *Limiter, n int64, critical bool) (Result, error) {
 	cfg := b.cfg.Load()
 	if cfg == nil {
 		return Result{RetryAfter: l.opt.probe, Fallback: true}, ErrUnavailable
@@ -254,14 +268,15 @@ func (b *bucket) local(l *Limiter, n int64) (Result, error) {
 	if at := b.lostAt.Load(); at != 0 && (from < 0 || (at-1)/1000 < from) {
 		from = (at - 1) / 1000
 	}
-	return b.localAt(cfg, l.opt.instances, n, now, from, l.opt.probe)
+	return b.localAt(cfg, l.opt.instances, n, now, from, l.opt.probe, critical)
 }
 
 // localAt is local's decision at now (µs since the Limiter started), the
 // bucket filling from from (µs; -1 when the policy does not answer it
 // now): what the conformance table checks of the fallback.
-func (b *bucket) localAt(cfg *learned, instances int, n, now, from int64, probe time.Duration) (Result, error) {
-	if n > cfg.capacity {
+func (b *bucket) localAt(cfg *learned, instances int, n, now, from int64, probe time.Duration, critical bool) (Result, error) {
+	full := tokens.Limit{Capacity: cfg.capacity, Reserve: cfg.reserve}
+	if full.Exceeds(n, critical) {
 		return Result{Limit: cfg.capacity, Fallback: true}, ErrExceedsCapacity
 	}
 	if cfg.quota() {
@@ -275,15 +290,16 @@ func (b *bucket) localAt(cfg *learned, instances int, n, now, from int64, probe 
 		b.last = max(b.last, now)
 	}
 	b.tokens = math.Min(b.tokens, float64(share.Capacity)) // the capacity may have shrunk
-	if n > share.Capacity {
+	if share.Exceeds(n, critical) {
 		// Grantable in Redis but not by this instance's share.
-		res := Result{Limit: share.Capacity, Fallback: true, RetryAfter: probe, Remaining: int64(math.Max(b.tokens, 0))}
+		res := Result{Limit: share.Capacity, Fallback: true, RetryAfter: probe,
+			Remaining: int64(math.Max(math.Floor(b.tokens-float64(share.Kept(critical))), 0))}
 		if cfg.shadow {
 			res.Allowed, res.WouldDeny = true, true
 		}
 		return res, nil
 	}
-	left, _, a := share.Take(b.tokens, n, cfg.shadow)
+	left, _, a := share.Take(b.tokens, n, cfg.shadow, critical)
 	b.tokens = left
 	return Result{Allowed: a.Code != tokens.Denied, WouldDeny: a.Code == tokens.WouldDeny, Remaining: a.Remaining,
 		RetryAfter: time.Duration(a.RetryMicros) * time.Microsecond, Limit: share.Capacity,
@@ -291,12 +307,13 @@ func (b *bucket) localAt(cfg *learned, instances int, n, now, from int64, probe 
 }
 
 // localShare is one instance's share of a bucket's limit: capacity /
-// instances (at least 1) and rate / instances (the period times instances,
-// exact).
+// instances (at least 1), rate / instances (the period times instances,
+// exact) and the reserve's share of that capacity.
 func localShare(cfg *learned, instances int) tokens.Limit {
 	inst := int64(max(instances, 1))
-	return tokens.Limit{Capacity: max(1, cfg.capacity/inst), PermitsMicro: cfg.permitsMicro,
-		Period: float64(cfg.period) * float64(inst)}
+	c := max(1, cfg.capacity/inst)
+	return tokens.Limit{Capacity: c, PermitsMicro: cfg.permitsMicro, Period: float64(cfg.period) * float64(inst),
+		Reserve: tokens.ScaleReserve(cfg.reserve, cfg.capacity, c)}
 }
 
 // quotaAt is the local decision of a calendar quota at now (µs since the

@@ -31,7 +31,9 @@ const maxWaitStep = time.Second
 // starts when it was granted or gave up. So a waiter is never overtaken by
 // a later one of the same process, and it waits for the tokens asked for
 // by the waiters ahead of it (a large n ahead holds up small ones behind,
-// which in return are never starved by a stream of small ones). Across
+// which in return are never starved by a stream of small ones). Critical
+// waiters (a ctx marked Critical) queue apart, in their own order: they
+// never wait behind waiters that must leave the bucket's reserve. Across
 // processes, each process's first waiter competes for the refill on equal
 // terms.
 //
@@ -44,6 +46,9 @@ func (l *Limiter) Wait(ctx context.Context, bucket string, n int64) error {
 		return err
 	}
 	q := &l.bucket(bucket).waiters
+	if IsCritical(ctx) {
+		q = &l.bucket(bucket).criticalWaiters
+	}
 	w := q.join()
 	defer q.leave(w)
 	select {

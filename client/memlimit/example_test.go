@@ -1,6 +1,7 @@
 package memlimit_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -42,4 +43,28 @@ func Example() {
 	// 200 remaining=0 retry-after=
 	// 429 remaining=0 retry-after=1
 	// 200 remaining=0 retry-after=
+}
+
+// A bucket's reserve: requests not marked critical leave it; those whose
+// context is marked with client.Critical may take it.
+func Example_reserve() {
+	lim := memlimit.New("shop", memlimit.WithClock(memlimit.NewManualClock(time.Unix(0, 0))))
+	if err := lim.Define("orders", memlimit.Bucket{Capacity: 3, Permits: 1, Per: time.Minute, Reserve: 2}); err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for _, critical := range []bool{false, false, true, true, true} {
+		c := ctx
+		if critical {
+			c = client.Critical(ctx)
+		}
+		res, _ := lim.Acquire(c, "orders", 1)
+		fmt.Printf("critical=%v allowed=%v remaining=%d\n", critical, res.Allowed, res.Remaining)
+	}
+	// Output:
+	// critical=false allowed=true remaining=0
+	// critical=false allowed=false remaining=0
+	// critical=true allowed=true remaining=1
+	// critical=true allowed=true remaining=0
+	// critical=true allowed=false remaining=0
 }

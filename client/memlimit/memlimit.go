@@ -82,6 +82,11 @@ type Bucket struct {
 	// Shadow puts the bucket in shadow mode: where it would deny, it
 	// allows with Result.WouldDeny set and takes nothing.
 	Shadow bool
+	// Reserve is the tokens kept for requests marked critical
+	// (client.Critical): any other request is refused when taking its
+	// tokens would leave fewer. 0 (none) to Capacity - 1. Each override of
+	// a keyed bucket keeps the bucket's share of its capacity.
+	Reserve int64
 	// Keyed makes it a keyed bucket: every key has its own tokens under
 	// the bucket's limit, or an override's (Override); take them with
 	// AcquireKey or a Request with a Key. As in Redis, a plain call on a
@@ -199,15 +204,17 @@ func (l *Limiter) As(app string) *Limiter {
 	return &c
 }
 
-func limitOf(what string, capacity int64, permits float64, per time.Duration, shadow bool) (limit, error) {
+func limitOf(what string, capacity int64, permits float64, per time.Duration, shadow bool, reserve int64) (limit, error) {
 	pm := math.Round(permits * 1e6)
 	switch {
 	case capacity < 1 || capacity > maxN:
 		return limit{}, fmt.Errorf("memlimit: %s: capacity %d must be between 1 and 1000000000", what, capacity)
 	case !(pm >= 1) || pm > 1e15 || per <= 0:
 		return limit{}, fmt.Errorf("memlimit: %s: permits (at least 0.000001) and per must be positive", what)
+	case reserve < 0 || reserve >= capacity:
+		return limit{}, fmt.Errorf("memlimit: %s: reserve %d must be between 0 and the capacity less one", what, reserve)
 	}
-	return limit{tokens.Limit{Capacity: capacity, PermitsMicro: int64(pm), Period: per.Seconds()}, shadow}, nil
+	return limit{tokens.Limit{Capacity: capacity, PermitsMicro: int64(pm), Period: per.Seconds(), Reserve: reserve}, shadow}, nil
 }
 
 func (l *Limiter) now() int64 { return l.clock.Now().UnixMicro() }
@@ -219,6 +226,9 @@ func (l *Limiter) now() int64 { return l.clock.Now().UnixMicro() }
 // bucket. A quota keeps its counts.
 func (l *Limiter) Define(name string, def Bucket) error {
 	quotaDef := def.Period != "" || def.Boundaries != nil
+	if def.Reserve != 0 && (quotaDef || def.SlotLease != 0) {
+		return fmt.Errorf("memlimit: bucket %s: only a token bucket has a reserve", name)
+	}
 	if def.SlotLease != 0 {
 		if quotaDef {
 			return fmt.Errorf("memlimit: bucket %s: a concurrency limit (SlotLease) has no Period, Zone or Boundaries", name)
@@ -239,7 +249,7 @@ func (l *Limiter) Define(name string, def Bucket) error {
 			lim, err = quotaLimitOf("quota "+name, def.Capacity, def.Shadow)
 		}
 	} else {
-		lim, err = limitOf("bucket "+name, def.Capacity, def.Permits, def.Per, def.Shadow)
+		lim, err = limitOf("bucket "+name, def.Capacity, def.Permits, def.Per, def.Shadow, def.Reserve)
 	}
 	if err != nil {
 		return err
@@ -348,7 +358,7 @@ func (l *Limiter) Override(name string, o Override) error {
 	if b.q != nil {
 		lim, err = quotaLimitOf("override of "+name, o.Capacity, o.Shadow)
 	} else {
-		lim, err = limitOf("override of "+name, o.Capacity, o.Permits, o.Per, o.Shadow)
+		lim, err = limitOf("override of "+name, o.Capacity, o.Permits, o.Per, o.Shadow, 0)
 	}
 	if err != nil {
 		return err
@@ -443,7 +453,8 @@ func (l *Limiter) lookup(name string, keyed bool, n int64) (*bucket, int64, erro
 
 // keyLimit is the limit of key: the exact override, else the longest
 // matching prefix override, else the bucket's. Shadow mode: the bucket's
-// covers every key, an override's its keys.
+// covers every key, an override's its keys. An override keeps the
+// bucket's share of its capacity as its reserve.
 func (b *bucket) keyLimit(key string) limit {
 	lim, ok := b.exact[key]
 	if !ok {
@@ -458,11 +469,12 @@ func (b *bucket) keyLimit(key string) limit {
 		return b.lim
 	}
 	lim.shadow = lim.shadow || b.lim.shadow
+	lim.Reserve = tokens.ScaleReserve(b.lim.Reserve, b.lim.Capacity, lim.Capacity)
 	return lim
 }
 
 // Acquire takes n tokens from bucket, with client.Limiter's results and
-// errors.
+// errors; a ctx marked client.Critical may take the bucket's reserve.
 func (l *Limiter) Acquire(ctx context.Context, bucket string, n int64) (client.Result, error) {
 	res, err := l.one(ctx, bucket, "", false, n)
 	if l.observe != nil {
@@ -560,6 +572,7 @@ func (l *Limiter) acquireAll(ctx context.Context, reqs []request) (client.Result
 		return res, -1, err
 	}
 	now := l.now()
+	critical := client.IsCritical(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	type id struct {
@@ -616,7 +629,7 @@ func (l *Limiter) acquireAll(ctx context.Context, reqs []request) (client.Result
 		}
 		// Alone or with the earlier requests of this bucket or key, more
 		// than it ever holds.
-		if s.want+r.N > s.lim.Capacity {
+		if s.lim.Exceeds(s.want+r.N, critical) {
 			res.Each[i].Limit = s.lim.Capacity
 			return res, i, client.ErrExceedsCapacity
 		}
@@ -627,9 +640,9 @@ func (l *Limiter) acquireAll(ctx context.Context, reqs []request) (client.Result
 		case s.quota:
 			s.qcount, ok, a = quota.Take(s.lim.Capacity, s.qcount, r.N, s.pe, now, s.lim.shadow)
 		case plain:
-			s.tokens, ok, a = s.lim.Take(s.tokens, r.N, s.lim.shadow)
+			s.tokens, ok, a = s.lim.Take(s.tokens, r.N, s.lim.shadow, critical)
 		default:
-			s.fullAt, ok, a = s.lim.KeyTake(s.fullAt, r.N, now, s.lim.shadow)
+			s.fullAt, ok, a = s.lim.KeyTake(s.fullAt, r.N, now, s.lim.shadow, critical)
 		}
 		s.took = s.took || ok
 		res.Each[i] = resultOf(a, s.lim.Capacity)

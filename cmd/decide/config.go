@@ -20,6 +20,7 @@ type config struct {
 	httpAddr        string
 	metricsAddr     string
 	unmatched       decision.Unmatched
+	criticalEntry   string
 	headers         decision.Headers
 	policy          client.FailurePolicy
 	timeout         time.Duration
@@ -74,6 +75,7 @@ func bind(cfg *config, str *strSettings, getenv func(string) string, output io.W
 	s.String(&cfg.httpAddr, "http-addr", "SLUICE_HTTP_ADDR", "address of /v1/acquire, /healthz and /readyz")
 	s.String(&cfg.metricsAddr, "metrics-addr", "SLUICE_METRICS_ADDR", "address of a separate listener serving Prometheus /metrics; empty disables")
 	s.String(&str.unmatched, "unmatched", "SLUICE_UNMATCHED", "answer for a descriptor no mapping matches: allow or deny")
+	s.String(&cfg.criticalEntry, "critical-entry", "SLUICE_CRITICAL_ENTRY", "descriptor entry that marks a descriptor critical (value true or 1): it may take the bucket's reserve")
 	s.String(&str.headers, "headers", "SLUICE_HEADERS", "rate limit headers sent back: draft (RateLimit-*), x (X-RateLimit-*), both or none")
 	s.String(&str.policy, "failure-policy", "SLUICE_FAILURE_POLICY", "answer while Redis is unreachable: local, open or closed")
 	s.Duration(&cfg.timeout, "timeout", "SLUICE_TIMEOUT", "how long a decision waits for Redis before the failure policy answers")
@@ -101,6 +103,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		instances:       1,
 		countUsage:      true,
 		refreshInterval: decision.DefaultRefreshInterval,
+		criticalEntry:   decision.DefaultCriticalEntry,
 		startupTimeout:  15 * time.Second,
 		shutdownTimeout: 10 * time.Second,
 		limits:          startup.DecisionLimits(),
@@ -126,6 +129,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	switch {
 	case cfg.grpcAddr == "" || cfg.httpAddr == "":
 		return cfg, usagef("both the gRPC and the HTTP address are required")
+	case strings.TrimSpace(cfg.criticalEntry) == "":
+		return cfg, usagef("critical entry must not be empty")
 	case cfg.timeout <= 0:
 		return cfg, usagef("timeout must be positive")
 	case cfg.instances < 1:

@@ -45,7 +45,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	srv, err := decision.Start(loadCtx, decision.ServerConfig{
 		DB: db, Redis: rdb, KeyPrefix: cfg.stores.KeyPrefix, GRPCAddr: cfg.grpcAddr, HTTPAddr: cfg.httpAddr,
 		MetricsAddr: cfg.metricsAddr,
-		Unmatched:   cfg.unmatched, Headers: cfg.headers,
+		Unmatched:   cfg.unmatched, Headers: cfg.headers, CriticalEntry: cfg.criticalEntry,
 		Client: []client.Option{
 			client.WithFailurePolicy(cfg.policy), client.WithTimeout(cfg.timeout), client.WithInstances(cfg.instances),
 		},

@@ -162,6 +162,7 @@ type bucketView struct {
 	QuotaPeriod string   `json:"quota_period"`
 	TimeZone    string   `json:"time_zone"`
 	SlotMillis  int64    `json:"slot_ms"`
+	Reserve     int64    `json:"reserve"`
 	Version     int64    `json:"version"`
 }
 
@@ -202,7 +203,7 @@ func (c *apiClient) live(ctx context.Context, only map[string]bool) (*limitsfile
 		}
 		b := &buckets.Bucket{Name: bv.Name, OwnerApp: bv.OwnerApp, Kind: buckets.Kind(bv.Kind).Or(), Description: bv.Description, MaxPermits: bv.MaxPermits,
 			Rate: rate, AllowedApps: bv.AllowedApps, Keyed: bv.Keyed, Shadow: bv.Shadow, LeaseMillis: bv.LeaseMillis,
-			SlotMillis: bv.SlotMillis, QuotaPeriod: quota.Period(bv.QuotaPeriod), TimeZone: bv.TimeZone}
+			SlotMillis: bv.SlotMillis, QuotaPeriod: quota.Period(bv.QuotaPeriod), TimeZone: bv.TimeZone, Reserve: bv.Reserve}
 		b.Version = bv.Version
 		d.Buckets = append(d.Buckets, b)
 		if !b.Keyed || !want(b.OwnerApp) {
@@ -289,6 +290,10 @@ func bucketBody(b *buckets.Bucket, create bool) map[string]any {
 	if b.Kind.Or() == buckets.KindQuota {
 		// Only a quota has them: the API refuses them on the other kinds.
 		body["quota_period"], body["time_zone"] = string(b.QuotaPeriod), b.TimeZone
+	}
+	if b.Kind.Or() == buckets.KindBucket {
+		// Only a token bucket has a reserve.
+		body["reserve"] = b.Reserve
 	}
 	if create {
 		body["keyed"] = b.Keyed

@@ -137,7 +137,7 @@ func (c *console) arrange() {
 		body map[string]any
 	}{
 		{"/buckets", map[string]any{"name": "orders", "owner_app": "checkout", "max_permits": 100, "rate": "10/s",
-			"allowed_apps": []string{"checkout", "gateway"}, "lease_ms": 100}},
+			"allowed_apps": []string{"checkout", "gateway"}, "lease_ms": 100, "reserve": 5}},
 		{"/buckets", map[string]any{"name": "per-ip", "owner_app": "gateway", "max_permits": 20, "rate": "0.5/s",
 			"keyed": true, "shadow": true, "description": "per client address"}},
 		{"/buckets/per-ip/overrides", map[string]any{"match": "exact", "key": "10.0.0.1", "max_permits": 1000, "rate": "100/s"}},
@@ -159,7 +159,7 @@ func TestExportApplyRoundTrip(t *testing.T) {
 	c.arrange()
 
 	exported := c.mustTool(0, "export")
-	for _, want := range []string{"name: orders", "keyed: true", "shadow: true", "lease_ms: 100", "match: prefix",
+	for _, want := range []string{"name: orders", "keyed: true", "shadow: true", "lease_ms: 100", "reserve: 5", "match: prefix",
 		"key: 192.168.", "domain: edge", "key_from: remote_address", "rate: 0.5/s", "version: 1"} {
 		if !strings.Contains(exported, want) {
 			t.Errorf("export lacks %q:\n%s", want, exported)
@@ -272,6 +272,7 @@ buckets:
     rate: 10/s
     allowed_apps: [checkout, gateway]
     lease_ms: 100
+    reserve: 5
 mappings:
   - app: gateway
     domain: edge

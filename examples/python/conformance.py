@@ -201,7 +201,8 @@ class Run:
 
     def kind_args(self, a):
         """The kind, the quota's table (the eleventh argument) and the slot
-        lease time (the twelfth) of an apply."""
+        lease time (the twelfth) of an apply; the reserve follows, the
+        thirteenth."""
         table = ""
         if "bounds_s" in a:
             if self.base is None:
@@ -214,7 +215,7 @@ class Run:
         b = a["bucket"]
         args = [str(a["id"]), str(a["version"]), str(a["capacity"]), a["permits"], str(a["period"]),
                 "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", str(a.get("lease_ms", 0)),
-                "1" if a.get("shadow") else "0"] + self.kind_args(a)
+                "1" if a.get("shadow") else "0"] + self.kind_args(a) + [str(a.get("reserve", 0))]
         want = step["want"]
         try:
             got = APPLY_OUTCOMES.get(self.apply.run(self.r, [sluice.bucket_key(b, prefix),
@@ -259,7 +260,7 @@ class Run:
         a = step["apply_keyed"]
         args = [str(a["id"]), str(a["version"]), str(a["capacity"]), a["permits"], str(a["period"]),
                 "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", "0",
-                "1" if a.get("shadow") else "0"] + self.kind_args(a)
+                "1" if a.get("shadow") else "0"] + self.kind_args(a) + [str(a.get("reserve", 0))]
         got = set()
         for g in range(KEY_GROUPS):
             k = group_key(a["bucket"], g, prefix)
@@ -291,12 +292,17 @@ class Run:
         base, state = keyed_keys(q["bucket"], q["key"], prefix)
         # The limiter mode asks for protocol 2 (a ninth integer, the key's
         # shadow mode, as a client with a local fallback does); the script
-        # mode sends the arguments of the first version, eight integers.
+        # mode sends the arguments of the first version, eight integers (a
+        # critical acquire with the protocol "1" before its flag).
         args = [q["app"], q["n"], q["key"]]
         width = 8
         if mode == "limiter":
             args.append("2")
             width = 9
+        elif q.get("critical"):
+            args.append("1")
+        if q.get("critical"):
+            args.append("1")
         reply = self.keyed_acquire.run(self.r, [base, state], args)
         if not isinstance(reply, list) or len(reply) != width:
             self.fail(where, "malformed answer %r" % (reply,))
@@ -348,6 +354,8 @@ class Run:
             else:
                 keys += list(keyed_keys(e["bucket"], e["key"], prefix))
                 argv += ["k", e["key"], e["n"]]
+        if q.get("critical"):
+            argv.append("1")
         reply = self.acquire_all.run(self.r, keys, argv)
         # A malformed call as a whole answers [-4]; else the overall code
         # and seven integers per entry.
@@ -459,7 +467,8 @@ class Run:
 
     def check_script(self, q, want, prefix, where):
         try:
-            a = sluice.acquire_answer(self.r, self.acquire, sluice.bucket_key(q["bucket"], prefix), q["app"], q["n"])
+            a = sluice.acquire_answer(self.r, self.acquire, sluice.bucket_key(q["bucket"], prefix), q["app"], q["n"],
+                                      q.get("critical", False))
         except sluice.WrongType as e:
             if "error" not in want or want["error"] not in str(e):
                 self.fail(where, "%s, want %r" % (e, want))
@@ -493,7 +502,7 @@ class Run:
                 return
         got = {}
         try:
-            res = limiters[app].acquire(q["bucket"], v)
+            res = limiters[app].acquire(q["bucket"], v, critical=q.get("critical", False))
             code = "would_deny" if res.would_deny else "allowed" if res.allowed else "denied"
             got = {"code": code, "remaining": res.remaining,
                    "retry_us": res.retry_after_us, "reset_us": res.reset_after_us, "capacity": res.limit}

@@ -15,6 +15,9 @@ or a local bucket).
         ...
     if not res.allowed:
         time.sleep(res.retry_after)
+
+A request marked critical (acquire(bucket, n, critical=True)) may take the
+bucket's reserve, which every other request leaves.
 """
 
 import base64
@@ -158,17 +161,22 @@ class Answer:
         return cls(*reply)
 
 
-def acquire_answer(r, script, key, app, n):
+def acquire_answer(r, script, key, app, n, critical=False):
     """Runs the acquire script once: app takes n tokens from the hash at key.
 
     app and n are sent as given (n as a string, or an int written in
     decimal), so this is also how to send a malformed argument on purpose.
-    A key of another type raises WrongType; other Redis errors propagate.
+    A critical request may take the bucket's reserve: it adds the protocol
+    argument of the first version ("1") and the critical flag ("1"). A key
+    of another type raises WrongType; other Redis errors propagate.
     """
     if isinstance(n, bool) or not isinstance(n, (int, str)):
         raise TypeError("n must be an int or a string, not %s" % type(n).__name__)
+    args = [app, str(n)]
+    if critical:
+        args += ["1", "1"]
     try:
-        reply = script.run(r, [key], [app, str(n)])
+        reply = script.run(r, [key], args)
     except redis.exceptions.ResponseError as e:
         # Redis 7 starts the reply with WRONGTYPE; 6.2 wraps it in
         # "ERR Error running script".
@@ -315,18 +323,21 @@ class Limiter:
         self.script = script if script is not None else Script.load(ACQUIRE_LUA)
         self.slot_script = slot_script if slot_script is not None else Script.load(SLOT_LUA)
 
-    def acquire(self, bucket, n=1):
+    def acquire(self, bucket, n=1, critical=False):
         """Takes n tokens from bucket.
 
-        Returns a Result (allowed or denied); raises UnknownBucket,
-        AppNotAllowed, ExceedsCapacity, InvalidN or WrongType for the other
-        answers, and redis-py's errors when Redis fails (never resent).
+        A critical request may take the bucket's reserve; any other is
+        refused when it would leave less than the reserve (and n above
+        capacity - reserve raises ExceedsCapacity). Returns a Result
+        (allowed or denied); raises UnknownBucket, AppNotAllowed,
+        ExceedsCapacity, InvalidN or WrongType for the other answers, and
+        redis-py's errors when Redis fails (never resent).
         """
         if isinstance(n, bool) or not isinstance(n, int):
             raise TypeError("n must be an int, not %s" % type(n).__name__)
         if not valid_name(bucket):
             raise UnknownBucket("unknown bucket %r" % (bucket,))  # no such name can exist
-        a = acquire_answer(self.r, self.script, bucket_key(bucket, self.prefix), self.app, n)
+        a = acquire_answer(self.r, self.script, bucket_key(bucket, self.prefix), self.app, n, critical)
         if a.code in (ALLOWED, DENIED, WOULD_DENY):
             return Result(a.code != DENIED, a.remaining, a.retry_us, a.reset_us, a.capacity, a.code == WOULD_DENY)
         if a.code == UNKNOWN_BUCKET:

@@ -27,6 +27,7 @@ type bucketJSON struct {
 	// the refill's.
 	QuotaPeriod string `json:"quota_period"`
 	TimeZone    string `json:"time_zone"`
+	Reserve     int64  `json:"reserve"`
 	stampJSON
 }
 
@@ -52,7 +53,7 @@ func toBucketJSON(b *buckets.Bucket) bucketJSON {
 	return bucketJSON{
 		Name: b.Name, OwnerApp: b.OwnerApp, Kind: string(b.Kind.Or()), Description: b.Description, MaxPermits: b.MaxPermits, rateJSON: toRateJSON(b.Rate),
 		AllowedApps: allowed, Keyed: b.Keyed, Shadow: b.Shadow, LeaseMillis: b.LeaseMillis, SlotMillis: b.SlotMillis,
-		QuotaPeriod: string(b.QuotaPeriod), TimeZone: b.TimeZone, stampJSON: toStampJSON(b.Stamp),
+		QuotaPeriod: string(b.QuotaPeriod), TimeZone: b.TimeZone, Reserve: b.Reserve, stampJSON: toStampJSON(b.Stamp),
 	}
 }
 
@@ -77,13 +78,15 @@ type bucketInput struct {
 	SlotMillis  *int64  `json:"slot_ms"`
 	QuotaPeriod *string `json:"quota_period"`
 	TimeZone    *string `json:"time_zone"`
+	Reserve     *int64  `json:"reserve"`
 }
 
 // patch is the input as the application layer reads it.
 func (in *bucketInput) patch() manage.BucketPatch {
 	return manage.BucketPatch{Name: in.Name, OwnerApp: in.OwnerApp, Kind: in.Kind, Description: in.Description,
 		MaxPermits: in.MaxPermits, Rate: in.Rate, AllowedApps: in.AllowedApps,
-		Keyed: in.Keyed, Shadow: in.Shadow, LeaseMillis: in.LeaseMillis, SlotMillis: in.SlotMillis, QuotaPeriod: in.QuotaPeriod, TimeZone: in.TimeZone}
+		Keyed: in.Keyed, Shadow: in.Shadow, LeaseMillis: in.LeaseMillis, SlotMillis: in.SlotMillis, QuotaPeriod: in.QuotaPeriod,
+		TimeZone: in.TimeZone, Reserve: in.Reserve}
 }
 
 // listBuckets: GET /buckets?search=&app=&cursor=&limit=, the buckets the

@@ -272,6 +272,7 @@ type bucketJSON struct {
 	Keyed             bool     `json:"keyed"`
 	Shadow            bool     `json:"shadow"`
 	LeaseMillis       int64    `json:"lease_ms"`
+	Reserve           int64    `json:"reserve"`
 	Version           int64    `json:"version"`
 	CreatedBy         string   `json:"created_by"`
 	UpdatedBy         string   `json:"updated_by"`

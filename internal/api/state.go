@@ -30,6 +30,10 @@ type stateJSON struct {
 	Rate            string      `json:"rate,omitempty"`
 	AllowedApps     []string    `json:"allowed_apps,omitempty"`
 	Tokens          json.Number `json:"tokens,omitempty"`
+	// Reserve is the tokens Redis keeps for critical requests, ReserveLeft
+	// how many of them are there now.
+	Reserve     int64  `json:"reserve"`
+	ReserveLeft *int64 `json:"reserve_left,omitempty"`
 	// LastRefill is when an acquire last refilled the bucket, RedisTime
 	// the Redis clock at this read; both come from Redis TIME.
 	LastRefill *time.Time `json:"last_refill,omitempty"`
@@ -59,9 +63,12 @@ func (s *server) bucketState(w http.ResponseWriter, r *http.Request, c manage.Ca
 		out.Capacity = cfg.Capacity
 		out.Rate = rateText(cfg.PermitsMicro, cfg.PeriodSeconds)
 		out.AllowedApps = cfg.Apps
+		out.Reserve = cfg.Reserve
 	}
 	if st.InRedis && !st.Keyed {
 		out.Tokens = tokens(st.Tokens)
+		left := st.Config.ReserveLeft(st.Tokens)
+		out.ReserveLeft = &left
 		if !st.Refilled.IsZero() {
 			t := st.Refilled.UTC()
 			out.LastRefill = &t

@@ -69,6 +69,7 @@ type keyStateJSON struct {
 	MaxPermits int64         `json:"max_permits"`
 	Rate       buckets.Rate  `json:"rate"`
 	Shadow     bool          `json:"shadow"`
+	Reserve    int64         `json:"reserve"`
 	Tokens     json.Number   `json:"tokens"`
 	FullAt     *time.Time    `json:"full_at,omitempty"`
 	RedisTime  time.Time     `json:"redis_time"`
@@ -89,7 +90,7 @@ func (s *server) keyState(w http.ResponseWriter, r *http.Request, c manage.Calle
 		return err
 	}
 	out := keyStateJSON{Bucket: b.Name, Key: st.Key, MaxPermits: st.MaxPermits, Rate: st.Rate, Shadow: st.Shadow,
-		Tokens: tokens(st.Tokens), RedisTime: st.RedisTime.UTC()}
+		Reserve: st.Reserve, Tokens: tokens(st.Tokens), RedisTime: st.RedisTime.UTC()}
 	if st.Override != nil {
 		o := toOverrideJSON(st.Override)
 		out.Override = &o

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redisscript/limits"
 	"github.com/sluicehq/sluice/internal/redisscript/names"
 	"github.com/sluicehq/sluice/internal/redisscript/quota"
+	"github.com/sluicehq/sluice/internal/redisscript/tokens"
 )
 
 // Limits of a Bucket.
@@ -86,12 +87,18 @@ type Bucket struct {
 	// Validate makes 0 DefaultSlotMillis. 0 for the other kinds. Not
 	// LeaseMillis: that is a token bucket's lease mode.
 	SlotMillis int64 `json:"slot_ms"`
+	// Reserve is the tokens kept for requests their callers mark critical:
+	// any other request is refused when taking its tokens would leave
+	// fewer. A count of permits from 0 (none, the default) to MaxPermits -
+	// 1; only a token bucket has one. An override of a keyed bucket keeps
+	// the same share of its own capacity (ReserveOf).
+	Reserve int64 `json:"reserve"`
 	database.Stamp
 }
 
 // Validate checks every field a user sets and returns a *errs.Validation
 // naming each invalid one (name, owner_app, kind, description, max_permits,
-// rate, lease_ms, slot_ms, quota_period, time_zone, allowed_apps), or nil. It first puts Kind and AllowedApps
+// rate, lease_ms, slot_ms, quota_period, time_zone, reserve, allowed_apps), or nil. It first puts Kind and AllowedApps
 // in canonical form: an empty Kind is KindBucket; AllowedApps sorted,
 // without duplicates, and [OwnerApp] when empty; a concurrency limit's
 // SlotMillis DefaultSlotMillis when 0; a quota's empty TimeZone "UTC".
@@ -129,6 +136,14 @@ func (b *Bucket) Validate() error {
 		v.Add("slot_ms", SlotRule)
 	case b.Kind != KindConcurrency && b.SlotMillis != 0:
 		v.Add("slot_ms", "must be empty: only a concurrency limit has a slot lease time")
+	}
+	switch {
+	case b.Reserve != 0 && b.Kind != KindBucket:
+		v.Add("reserve", "must be 0: only a token bucket keeps a reserve, and a "+string(b.Kind)+" limit has none")
+	default:
+		if r := ReserveProblem(b.Reserve, b.MaxPermits); r != "" {
+			v.Add("reserve", r)
+		}
 	}
 	if r := allowedAppsProblem(b.AllowedApps); r != "" {
 		v.Add("allowed_apps", r)
@@ -207,6 +222,28 @@ func checkLimit(v *errs.Validation, k Kind, description string, maxPermits int64
 // SlotRule is what a slot lease time must be, in words.
 var SlotRule = fmt.Sprintf("must be a whole number of milliseconds from %d to %d (a day)", MinSlotMillis, MaxSlotMillis)
 
+// ReserveProblem says what is wrong with a reserve for a bucket of
+// capacity maxPermits, or "": it is a whole number of permits below the
+// capacity, so that requests not marked critical can always take some.
+func ReserveProblem(reserve, maxPermits int64) string {
+	switch {
+	case reserve < 0:
+		return "must be 0 (none) or a whole number of permits"
+	case maxPermits >= 1 && maxPermits <= MaxCapacity && reserve >= maxPermits:
+		return fmt.Sprintf("must be less than max_permits (%d): requests not marked critical need some permits", maxPermits)
+	case reserve > MaxCapacity-1:
+		return fmt.Sprintf("must be at most %d", MaxCapacity-1)
+	}
+	return ""
+}
+
+// ReserveOf is the reserve of a limit of capacity maxPermits under the
+// bucket's reserve: the bucket's share of it, rounded down. It is the
+// reserve of an override's keys (and the bucket's own for its capacity).
+func (b *Bucket) ReserveOf(maxPermits int64) int64 {
+	return tokens.ScaleReserve(b.Reserve, b.MaxPermits, maxPermits)
+}
+
 // LeaseRule is what a lease time must be, in words.
 var LeaseRule = fmt.Sprintf("must be 0 (off) or a whole number of milliseconds from %d to %d",
 	MinLeaseMillis, MaxLeaseMillis)
@@ -226,13 +263,42 @@ func ParseMaxPermits(s string) (int64, error) {
 	return n, nil
 }
 
+// ParseReserve reads a reserve as people type it: "" is 0 (none), and the
+// separators of large numbers are allowed, as for ParseMaxPermits. A value
+// that is not a whole number is a *errs.Validation on reserve; the range
+// (below the capacity) is Validate's.
+func ParseReserve(s string) (int64, error) {
+	s = strings.NewReplacer(",", "", "_", "", " ", "").Replace(s)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > MaxCapacity {
+		return 0, errs.Invalid("reserve", "must be 0 (none) or a whole number of permits below the capacity")
+	}
+	return n, nil
+}
+
+// ReserveSummary says in plain words what a reserve does to a bucket of
+// capacity tokens: "keeps 4 of its 10 tokens for critical requests: the
+// others get at most 6 at once, and are refused while fewer than 4 would
+// be left". "" for no reserve or an invalid one.
+func ReserveSummary(capacity, reserve int64) string {
+	if reserve < 1 || capacity < 1 || capacity > MaxCapacity || reserve >= capacity {
+		return ""
+	}
+	return "keeps " + groupDigits(strconv.FormatInt(reserve, 10)) + " of its " + groupDigits(strconv.FormatInt(capacity, 10)) +
+		" tokens for critical requests: the others get at most " + groupDigits(strconv.FormatInt(capacity-reserve, 10)) +
+		" at once, and are refused while fewer than " + groupDigits(strconv.FormatInt(reserve, 10)) + " would be left"
+}
+
 // SameSettings reports whether b and o, both validated, have the same
 // user-set fields, so that saving b over o would change nothing.
 func (b *Bucket) SameSettings(o *Bucket) bool {
 	return b.Name == o.Name && b.OwnerApp == o.OwnerApp && b.Description == o.Description &&
 		b.MaxPermits == o.MaxPermits && b.Rate == o.Rate && slices.Equal(b.AllowedApps, o.AllowedApps) &&
 		b.Kind == o.Kind && b.Keyed == o.Keyed && b.Shadow == o.Shadow && b.LeaseMillis == o.LeaseMillis &&
-		b.QuotaPeriod == o.QuotaPeriod && b.TimeZone == o.TimeZone && b.SlotMillis == o.SlotMillis
+		b.QuotaPeriod == o.QuotaPeriod && b.TimeZone == o.TimeZone && b.SlotMillis == o.SlotMillis && b.Reserve == o.Reserve
 }
 
 // normalizeApps trims, sorts and dedupes names, defaulting to owner.

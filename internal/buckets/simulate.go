@@ -65,14 +65,18 @@ type Simulation struct {
 }
 
 // Simulate plays p against a bucket of capacity and rate r that starts
-// full, as the acquire script would answer (refill by elapsed time x
-// rate, never above capacity; a request of one token is allowed when one
-// whole token is there). It is pure and deterministic. An invalid
-// capacity, rate or pattern gives an error matching errs.ErrInvalid.
-func Simulate(capacity int64, r Rate, p Pattern) (Simulation, error) {
+// full and keeps reserve tokens for critical requests, as the acquire
+// script would answer requests not marked critical (refill by elapsed
+// time x rate, never above capacity; a request of one token is allowed
+// when one whole token is there above the reserve). It is pure and
+// deterministic. An invalid capacity, reserve, rate or pattern gives an
+// error matching errs.ErrInvalid.
+func Simulate(capacity, reserve int64, r Rate, p Pattern) (Simulation, error) {
 	v := &errs.Validation{}
 	if capacity < 1 || capacity > MaxCapacity {
 		v.Add("max_permits", fmt.Sprintf("must be between 1 and %d", MaxCapacity))
+	} else if pr := ReserveProblem(reserve, capacity); pr != "" {
+		v.Add("reserve", pr)
 	}
 	if err := r.Validate(); err != nil {
 		v.Add("rate", errs.Fields(err).For("rate"))
@@ -92,7 +96,7 @@ func Simulate(capacity int64, r Rate, p Pattern) (Simulation, error) {
 	take := func(at float64, n int64) {
 		tokens = math.Min(capF, tokens+(at-last)*perSec)
 		last = at
-		got := min(n, int64(math.Floor(tokens+1e-9)))
+		got := min(n, int64(math.Floor(tokens-float64(reserve)+1e-9)))
 		got = max(got, 0)
 		tokens = math.Max(tokens-float64(got), 0)
 		i := min(int(at), steps-1)

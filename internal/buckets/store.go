@@ -78,6 +78,7 @@ type row struct {
 	QuotaPeriod string `db:"quota_period"`
 	TimeZone    string `db:"time_zone"`
 	SlotMillis  int64  `db:"slot_ms"`
+	Reserve     int64  `db:"reserve"`
 	database.Stamp
 }
 
@@ -94,7 +95,8 @@ const countBuckets = `SELECT COUNT(*) FROM buckets b JOIN apps o ON o.id = b.own
 
 // bucketColumns selects a row of buckets b with its owner app o.
 const bucketColumns = `SELECT b.id, b.name, o.name AS owner_app, b.kind, b.description, b.max_permits,
-	b.rate_permits, b.rate_period_seconds, b.keyed, b.shadow, b.lease_ms, b.slot_ms, b.quota_period, b.time_zone, b.version, b.created_by, b.updated_by, b.created_at, b.updated_at`
+	b.rate_permits, b.rate_period_seconds, b.keyed, b.shadow, b.lease_ms, b.slot_ms, b.quota_period, b.time_zone, b.reserve, b.version,
+	b.created_by, b.updated_by, b.created_at, b.updated_at`
 
 func (r *row) bucket() (*Bucket, error) {
 	rate, err := storedRate(r.RatePermits, r.RatePeriod)
@@ -104,7 +106,7 @@ func (r *row) bucket() (*Bucket, error) {
 	return &Bucket{
 		ID: r.ID, Name: r.Name, OwnerApp: r.OwnerApp, Kind: Kind(r.Kind), Description: r.Description,
 		MaxPermits: r.MaxPermits, Rate: rate, AllowedApps: []string{}, Keyed: r.Keyed, Shadow: r.Shadow, LeaseMillis: r.LeaseMillis,
-		SlotMillis: r.SlotMillis, QuotaPeriod: quota.Period(r.QuotaPeriod), TimeZone: r.TimeZone, Stamp: r.Stamp,
+		SlotMillis: r.SlotMillis, QuotaPeriod: quota.Period(r.QuotaPeriod), TimeZone: r.TimeZone, Reserve: r.Reserve, Stamp: r.Stamp,
 	}, nil
 }
 
@@ -501,10 +503,11 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return err
 		}
 		id, err := database.Insert(ctx, tx, `INSERT INTO buckets (name, owner_app_id, kind, description, max_permits,
-			rate_permits, rate_period_seconds, keyed, shadow, lease_ms, slot_ms, quota_period, time_zone, version, created_by, created_at, updated_by, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			rate_permits, rate_period_seconds, keyed, shadow, lease_ms, slot_ms, quota_period, time_zone, reserve, version, created_by,
+			created_at, updated_by, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			n.Name, owner, string(n.Kind), n.Description, n.MaxPermits, n.Rate.Permits(), n.Rate.PeriodSeconds(), n.Keyed, n.Shadow, n.LeaseMillis,
-			n.SlotMillis, string(n.QuotaPeriod), n.TimeZone,
+			n.SlotMillis, string(n.QuotaPeriod), n.TimeZone, n.Reserve,
 			n.Version, n.CreatedBy, n.CreatedAt, n.UpdatedBy, n.UpdatedAt)
 		if database.IsDuplicate(err) {
 			// Bucket names are one namespace across Sluice, so a taken name
@@ -527,8 +530,8 @@ func (s *Store) Create(ctx context.Context, actor audit.Actor, b *Bucket) error 
 	return nil
 }
 
-// Update saves the description, capacity, rate, shadow mode, lease and
-// allowed apps of the bucket named b.Name; the fields fixed at creation
+// Update saves the description, capacity, rate, shadow mode, lease,
+// reserve and allowed apps of the bucket named b.Name; the fields fixed at creation
 // (Bucket.CheckFixed, which the application layer checks) are kept as
 // stored. b.Version must be the version the caller read: when the bucket
 // changed since, nothing changes and the error is an *errs.Stale. b.ID,
@@ -554,7 +557,7 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 		}
 		saved = *old
 		saved.Description, saved.MaxPermits, saved.Rate, saved.Shadow = b.Description, b.MaxPermits, b.Rate, b.Shadow
-		saved.LeaseMillis, saved.SlotMillis, saved.QuotaPeriod, saved.TimeZone = b.LeaseMillis, b.SlotMillis, b.QuotaPeriod, b.TimeZone
+		saved.LeaseMillis, saved.SlotMillis, saved.QuotaPeriod, saved.TimeZone, saved.Reserve = b.LeaseMillis, b.SlotMillis, b.QuotaPeriod, b.TimeZone, b.Reserve
 		saved.AllowedApps = slices.Clone(b.AllowedApps)
 		saved.Stamp = old.Stamp.Next(actor.User)
 		_, allowed, err := appIDs(ctx, tx, &saved)
@@ -562,10 +565,10 @@ func (s *Store) Update(ctx context.Context, actor audit.Actor, b *Bucket) error 
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE buckets SET description = ?, max_permits = ?, rate_permits = ?,
-			rate_period_seconds = ?, shadow = ?, lease_ms = ?, slot_ms = ?, quota_period = ?, time_zone = ?, version = ?, updated_by = ?,
-			updated_at = ? WHERE id = ? AND version = ?`,
+			rate_period_seconds = ?, shadow = ?, lease_ms = ?, slot_ms = ?, quota_period = ?, time_zone = ?, reserve = ?, version = ?,
+			updated_by = ?, updated_at = ? WHERE id = ? AND version = ?`,
 			saved.Description, saved.MaxPermits, saved.Rate.Permits(), saved.Rate.PeriodSeconds(), saved.Shadow, saved.LeaseMillis,
-			saved.SlotMillis, string(saved.QuotaPeriod), saved.TimeZone,
+			saved.SlotMillis, string(saved.QuotaPeriod), saved.TimeZone, saved.Reserve,
 			saved.Version, saved.UpdatedBy, saved.UpdatedAt, old.ID, old.Version); err != nil {
 			return fmt.Errorf("update bucket %q: %w", b.Name, database.Translate(err))
 		}

@@ -59,7 +59,7 @@ func TestSimulate(t *testing.T) {
 	}
 	// 10 requests per second against 10 tokens and 5/s: the first
 	// second drains the full bucket partly, then 5 per second get through.
-	sim, err := Simulate(10, rate("5/s"), Pattern{Steady: 10, Duration: 60 * time.Second})
+	sim, err := Simulate(10, 0, rate("5/s"), Pattern{Steady: 10, Duration: 60 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestSimulate(t *testing.T) {
 
 	// Bursts of 25 every 10 s against 20 tokens and 1/s: the first burst
 	// gets 20, each next one the 10 refilled.
-	sim, err = Simulate(20, rate("1/s"), Pattern{Burst: 25, Every: 10 * time.Second, Duration: 30 * time.Second})
+	sim, err = Simulate(20, 0, rate("1/s"), Pattern{Burst: 25, Every: 10 * time.Second, Duration: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestSimulate(t *testing.T) {
 	}
 
 	// Under the limit nothing is denied; a huge burst costs one step.
-	sim, err = Simulate(MaxCapacity, rate("1000000/s"), Pattern{Steady: MaxSteady, Burst: MaxBurst, Every: time.Second, Duration: MaxSimulated})
+	sim, err = Simulate(MaxCapacity, 0, rate("1000000/s"), Pattern{Steady: MaxSteady, Burst: MaxBurst, Every: time.Second, Duration: MaxSimulated})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestSimulateRejects(t *testing.T) {
 		"long":      {1, r, Pattern{Steady: 1, Duration: time.Hour}, "duration"},
 		"zero time": {1, r, Pattern{Steady: 1}, "duration"},
 	} {
-		_, err := Simulate(tc.cap, tc.r, tc.p)
+		_, err := Simulate(tc.cap, 0, tc.r, tc.p)
 		if !errors.Is(err, errs.ErrInvalid) || errs.Fields(err).For(tc.want) == "" {
 			t.Errorf("%s: %v, want a reason for %s", name, err, tc.want)
 		}
@@ -173,7 +173,7 @@ func FuzzSimulate(f *testing.F) {
 		if p.Steady*p.Duration.Seconds() > 20_000 {
 			return // bounded, but slow under the fuzzer
 		}
-		sim, err := Simulate(capacity, r, p)
+		sim, err := Simulate(capacity, 0, r, p)
 		if err != nil {
 			return
 		}

@@ -95,7 +95,7 @@ func TestPreview(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim, err := buckets.Simulate(10, r, buckets.Pattern{Steady: 10, Duration: 90 * time.Second})
+	sim, err := buckets.Simulate(10, 0, r, buckets.Pattern{Steady: 10, Duration: 90 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestPreview(t *testing.T) {
 	}
 	// A slow rate is said as given, never "0 per second".
 	slow, _ := buckets.ParseRate("1/hour")
-	sim, err = buckets.Simulate(3, slow, buckets.Pattern{Steady: 1, Duration: 30 * time.Second})
+	sim, err = buckets.Simulate(3, 0, slow, buckets.Pattern{Steady: 1, Duration: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

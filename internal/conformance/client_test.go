@@ -69,6 +69,8 @@ type applyArgs struct {
 	// (Redis's clock, in whole seconds, when the case's first step with a
 	// table ran: see caseBase).
 	BoundsS []int64 `json:"bounds_s"`
+	// Reserve is a token bucket's reserve.
+	Reserve int64 `json:"reserve"`
 }
 
 // periodsStep asks for count period starts of a quota, from the one
@@ -140,9 +142,10 @@ type conformanceStep struct {
 		Version int64  `json:"version"`
 	} `json:"delete"`
 	Acquire *struct {
-		Bucket string `json:"bucket"`
-		App    string `json:"app"`
-		N      string `json:"n"`
+		Bucket   string `json:"bucket"`
+		App      string `json:"app"`
+		N        string `json:"n"`
+		Critical bool   `json:"critical"`
 	} `json:"acquire"`
 	WaitUS  int64 `json:"wait_us"`
 	Foreign *struct {
@@ -164,10 +167,11 @@ type conformanceStep struct {
 		Shadow   bool   `json:"shadow"`
 	} `json:"override"`
 	AcquireKey *struct {
-		Bucket string `json:"bucket"`
-		Key    string `json:"key"`
-		App    string `json:"app"`
-		N      string `json:"n"`
+		Bucket   string `json:"bucket"`
+		Key      string `json:"key"`
+		App      string `json:"app"`
+		N        string `json:"n"`
+		Critical bool   `json:"critical"`
 	} `json:"acquire_key"`
 	Adjust     *adjustStep     `json:"adjust"`
 	AcquireAll *acquireAllStep `json:"acquire_all"`
@@ -287,7 +291,8 @@ func loadConformance(t *testing.T) conformanceTable {
 // answer in the table's terms. fields says which of the seven fields it
 // can see; skip, that the step cannot be expressed through it.
 // A keyed acquire passes its key; a plain one passes key "" (no valid key
-// is empty). A keyed answer carries its source as the eighth field.
+// is empty). A keyed answer carries its source as the eighth field. A
+// critical acquire comes with a ctx marked client.Critical.
 type acquirer func(ctx context.Context, bucket, key, app, n string) (a redisscript.KeyedAnswer, fields int, skip bool, err error)
 
 // TestConformance runs docs/conformance.json through the acquire script as
@@ -323,14 +328,36 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// scriptAcquirer sends the arguments as the table gives them; a critical
+// acquire adds the protocol argument of the first version ("1") and the
+// critical flag ("1"), so its answer has the first version's integers.
 func scriptAcquirer(s server) acquirer {
 	return func(ctx context.Context, bucket, key, app, n string) (redisscript.KeyedAnswer, int, bool, error) {
+		var extra []any
+		if client.IsCritical(ctx) {
+			extra = []any{"1", "1"}
+		}
 		if key != "" {
-			k := s.ks.Keyed(bucket, key)
-			a, err := redisscript.AcquireKeyRaw(ctx, s.rdb, []string{k.Config, k.State}, app, n, key)
+			v, err := redisscript.KeyedAcquireScript.Run(ctx, s.rdb, []string{s.ks.Keyed(bucket, key).Config,
+				s.ks.Keyed(bucket, key).State}, append([]any{app, n, key}, extra...)...).Int64Slice()
+			if err != nil {
+				return redisscript.KeyedAnswer{}, 8, false, err
+			}
+			a, err := redisscript.KeyedAnswerOf(v)
+			if err == nil && len(v) != 8 {
+				err = fmt.Errorf("%d integers, want 8", len(v))
+			}
 			return a, 8, false, err
 		}
-		a, err := redisscript.AcquireRaw(ctx, s.rdb, s.ks, bucket, app, n)
+		v, err := redisscript.AcquireScript.Run(ctx, s.rdb, []string{s.ks.Bucket(bucket)},
+			append([]any{app, n}, extra...)...).Int64Slice()
+		if err != nil {
+			return redisscript.KeyedAnswer{}, 7, false, err
+		}
+		a, err := redisscript.AnswerOf(v)
+		if err == nil && len(v) != 7 {
+			err = fmt.Errorf("%d integers, want 7", len(v))
+		}
 		return redisscript.KeyedAnswer{Answer: a}, 7, false, err
 	}
 }
@@ -445,7 +472,7 @@ func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acq
 			}
 			out, err := redisscript.Apply(ctx, srv.rdb, srv.ks, redisscript.Config{Name: a.Bucket, ID: a.ID, Version: a.Version,
 				Capacity: a.Capacity, PermitsMicro: pm, PeriodSeconds: a.Period, Apps: a.Apps, Shadow: a.Shadow,
-				LeaseMillis: a.LeaseMS, Kind: a.Kind, SlotMillis: a.SlotMS, Bounds: base.bounds(a, redisNow)}, a.Force)
+				LeaseMillis: a.LeaseMS, Kind: a.Kind, SlotMillis: a.SlotMS, Bounds: base.bounds(a, redisNow), Reserve: a.Reserve}, a.Force)
 			var name string
 			if json.Unmarshal(s.Want, &name) == nil {
 				if want, ok := applyNames[name]; !ok || err != nil || out != want {
@@ -499,15 +526,16 @@ func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acq
 			}
 		case s.Acquire != nil:
 			q := s.Acquire
-			checkAcquire(t, fmt.Sprintf("%s: acquire %s %q n=%q", where, q.Bucket, q.App, q.N), s.Want,
+			checkAcquire(t, fmt.Sprintf("%s: acquire %s %q n=%q critical=%v", where, q.Bucket, q.App, q.N, q.Critical), s.Want,
 				func() (redisscript.KeyedAnswer, int, bool, error) {
-					return acquire(ctx, q.Bucket, "", q.App, q.N)
+					return acquire(criticalIf(ctx, q.Critical), q.Bucket, "", q.App, q.N)
 				})
 		case s.AcquireKey != nil:
 			q := s.AcquireKey
-			checkAcquire(t, fmt.Sprintf("%s: acquire %s[%q] %q n=%q", where, q.Bucket, q.Key, q.App, q.N), s.Want,
+			checkAcquire(t, fmt.Sprintf("%s: acquire %s[%q] %q n=%q critical=%v", where, q.Bucket, q.Key, q.App, q.N,
+				q.Critical), s.Want,
 				func() (redisscript.KeyedAnswer, int, bool, error) {
-					return acquire(ctx, q.Bucket, q.Key, q.App, q.N)
+					return acquire(criticalIf(ctx, q.Critical), q.Bucket, q.Key, q.App, q.N)
 				})
 		case s.ApplyKeyed != nil:
 			a := s.ApplyKeyed
@@ -517,7 +545,7 @@ func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acq
 			}
 			out, err := redisscript.ApplyKeyed(ctx, srv.rdb, srv.ks, redisscript.Config{Name: a.Bucket, ID: a.ID, Version: a.Version,
 				Capacity: a.Capacity, PermitsMicro: pm, PeriodSeconds: a.Period, Apps: a.Apps, Shadow: a.Shadow, Kind: a.Kind,
-				SlotMillis: a.SlotMS, Bounds: base.bounds(a, redisNow)}, a.Force)
+				SlotMillis: a.SlotMS, Bounds: base.bounds(a, redisNow), Reserve: a.Reserve}, a.Force)
 			var name string
 			if json.Unmarshal(s.Want, &name) != nil {
 				t.Fatalf("%s: bad want %s", where, s.Want)
@@ -554,7 +582,7 @@ func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acq
 				if mode == "script" {
 					return scriptAll(ctx, srv, s.AcquireAll)
 				}
-				return clientAll(ctx, limiterFor(t, srv, s.AcquireAll.App), s.AcquireAll)
+				return clientAll(criticalIf(ctx, s.AcquireAll.Critical), limiterFor(t, srv, s.AcquireAll.App), s.AcquireAll)
 			})
 		case s.Lease != nil:
 			if mode != "script" {
@@ -570,6 +598,14 @@ func runConformanceCase(t *testing.T, srv server, c conformanceCase, acquire acq
 			})
 		}
 	}
+}
+
+// criticalIf marks ctx critical when the step says so.
+func criticalIf(ctx context.Context, critical bool) context.Context {
+	if critical {
+		return client.Critical(ctx)
+	}
+	return ctx
 }
 
 func checkAcquire(t *testing.T, where string, want json.RawMessage, acquire func() (redisscript.KeyedAnswer, int, bool, error)) {

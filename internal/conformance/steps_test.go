@@ -23,8 +23,9 @@ type adjustStep struct {
 }
 
 type acquireAllStep struct {
-	App     string `json:"app"`
-	Entries []struct {
+	App      string `json:"app"`
+	Critical bool   `json:"critical"`
+	Entries  []struct {
 		Bucket string `json:"bucket"`
 		Key    string `json:"key"`
 		N      string `json:"n"`
@@ -212,6 +213,9 @@ func scriptAll(ctx context.Context, srv server, q *acquireAllStep) (redisscript.
 		keys = append(keys, kk.Config, kk.State)
 		argv = append(argv, redisscript.EntryKey, e.Key, e.N)
 	}
+	if q.Critical {
+		argv = append(argv, "1")
+	}
 	v, err := redisscript.AcquireAllScript.Run(ctx, srv.rdb, keys, argv...).Int64Slice()
 	if err != nil {
 		return redisscript.AllAnswer{}, 7, false, err
@@ -356,7 +360,7 @@ func runMemCase(t *testing.T, c conformanceCase) {
 				a, keyed = s.ApplyKeyed, true
 			}
 			existing(where, a.Bucket, s.Want, defined[a.Bucket])
-			def := memlimit.Bucket{Capacity: a.Capacity, Apps: a.Apps, Shadow: a.Shadow, Keyed: keyed}
+			def := memlimit.Bucket{Capacity: a.Capacity, Apps: a.Apps, Shadow: a.Shadow, Keyed: keyed, Reserve: a.Reserve}
 			switch a.Kind {
 			case "", "bucket":
 				def.Permits, def.Per = perOf(where, a.Permits, a.Period)
@@ -391,13 +395,14 @@ func runMemCase(t *testing.T, c conformanceCase) {
 		case s.Periods != nil:
 			checkPeriods(t, where, s.Periods, s.Want)
 		case s.Acquire != nil, s.AcquireKey != nil:
-			bucket, key, app, n := "", "", "", ""
+			bucket, key, app, n, critical := "", "", "", "", false
 			if q := s.Acquire; q != nil {
-				bucket, app, n = q.Bucket, q.App, q.N
+				bucket, app, n, critical = q.Bucket, q.App, q.N, q.Critical
 			} else {
 				q := s.AcquireKey
-				bucket, key, app, n = q.Bucket, q.Key, q.App, q.N
+				bucket, key, app, n, critical = q.Bucket, q.Key, q.App, q.N, q.Critical
 			}
+			ctx := criticalIf(ctx, critical)
 			checkAcquire(t, fmt.Sprintf("%s: acquire %s[%q] %q n=%q", where, bucket, key, app, n), s.Want,
 				func() (redisscript.KeyedAnswer, int, bool, error) {
 					v, ok := typedN(n)
@@ -420,7 +425,7 @@ func runMemCase(t *testing.T, c conformanceCase) {
 			})
 		case s.AcquireAll != nil:
 			checkAll(t, where, s.AcquireAll, s.Want, func() (redisscript.AllAnswer, int, bool, error) {
-				return clientAll(ctx, as(s.AcquireAll.App), s.AcquireAll)
+				return clientAll(criticalIf(ctx, s.AcquireAll.Critical), as(s.AcquireAll.App), s.AcquireAll)
 			})
 		case s.Slot != nil:
 			checkSlot(t, where, s.Slot, s.Want, func() (redisscript.SlotAnswer, int, error) {

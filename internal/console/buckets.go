@@ -108,6 +108,7 @@ type bucketForm struct {
 	// QuotaPeriod and TimeZone are a quota's; ignored for other kinds.
 	QuotaPeriod string
 	TimeZone    string
+	Reserve     string
 	Version     int64
 }
 
@@ -197,6 +198,17 @@ var periodChoices = []kindChoice{
 	{string(quota.Month), "Month (from the 1st, 00:00)"},
 }
 
+// ReserveSummary is what the form's reserve does in plain words ("" while
+// the form holds none, or no valid one).
+func (p *bucketFormPage) ReserveSummary() string {
+	n, err1 := buckets.ParseMaxPermits(p.Form.MaxPermits)
+	r, err2 := buckets.ParseReserve(p.Form.Reserve)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	return buckets.ReserveSummary(n, r)
+}
+
 // patternField is one input of the preview's pattern.
 type patternField struct{ ID, Label, Value string }
 
@@ -234,9 +246,9 @@ func (p *bucketFormPage) Summary() string {
 // simulate draws the preview of the posted pattern against a limit of
 // capacity and rate as typed. Invalid input is an error matching
 // errs.ErrInvalid, naming the fields, for the form to show.
-func (s *server) simulate(c *gin.Context, kind buckets.Kind, capacity, rate string) (limitPreview, error) {
+func (s *server) simulate(c *gin.Context, kind buckets.Kind, capacity, rate, reserve string) (limitPreview, error) {
 	p := limitPreview{Pattern: patternOf(c), Hold: kind.Or() == buckets.KindConcurrency}
-	pv, err := s.svc.PreviewLimit(manage.PreviewLimit{Kind: string(kind.Or()), Capacity: capacity, Rate: rate,
+	pv, err := s.svc.PreviewLimit(manage.PreviewLimit{Kind: string(kind.Or()), Capacity: capacity, Rate: rate, Reserve: reserve,
 		Steady: p.Pattern.Steady, Burst: p.Pattern.Burst, Every: p.Pattern.Every, Duration: p.Pattern.Duration,
 		Hold: p.Pattern.Hold})
 	if err != nil {
@@ -248,6 +260,10 @@ func (s *server) simulate(c *gin.Context, kind buckets.Kind, capacity, rate stri
 		chart.Share(sim.TotalAllowed, sim.TotalDenied) + ")."
 	if p.Hold {
 		p.PreviewText = pv.Summary + " " + p.PreviewText
+	}
+	if pv.Reserve > 0 {
+		p.PreviewText += " These requests are not marked critical: they leave the reserve of " + chart.Count(pv.Reserve) +
+			" tokens, which only critical requests may take."
 	}
 	return p, nil
 }
@@ -280,7 +296,7 @@ func (s *server) previewBucket(c *gin.Context, name string) {
 	if !p.New {
 		p.Form.Kind = kind
 	}
-	lp, err := s.simulate(c, buckets.Kind(p.Form.Kind), p.Form.MaxPermits, p.Form.Rate)
+	lp, err := s.simulate(c, buckets.Kind(p.Form.Kind), p.Form.MaxPermits, p.Form.Rate, p.Form.Reserve)
 	p.limitPreview = lp
 	if err != nil {
 		if status(err) != http.StatusUnprocessableEntity {
@@ -321,10 +337,14 @@ type liveState struct {
 	Whole    int64
 	Gauge    template.HTML
 	Capacity int64
-	Refilled time.Time
-	Version  int64
-	Now      time.Time
-	Message  string
+	// Reserve is the tokens kept for critical requests, ReserveLeft how
+	// many of them are there.
+	Reserve     int64
+	ReserveLeft int64
+	Refilled    time.Time
+	Version     int64
+	Now         time.Time
+	Message     string
 	// Slots tells a concurrency limit's state: Whole are its free slots,
 	// InUse the held ones, the first of which expires at NextExpiry.
 	Slots      bool
@@ -460,6 +480,7 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 		SlotLease:   postValue(c, "slot_ms"),
 		QuotaPeriod: postValue(c, "quota_period"),
 		TimeZone:    postValue(c, "time_zone"),
+		Reserve:     postValue(c, "reserve"),
 	}
 	f.Version, _ = strconv.ParseInt(c.PostForm("version"), 10, 64)
 	allowed := splitApps(f.AllowedApps)
@@ -491,6 +512,11 @@ func readBucketForm(c *gin.Context, editing bool) (bucketForm, manage.BucketPatc
 		p.Problems.Add("slot_ms", slotLeaseRule)
 	} else {
 		p.SlotMillis = &n
+	}
+	if n, err := buckets.ParseReserve(f.Reserve); err != nil {
+		p.Problems.Fields = append(p.Problems.Fields, errs.Fields(err).Fields...)
+	} else {
+		p.Reserve = &n
 	}
 	return f, p
 }
@@ -605,7 +631,8 @@ func liveOf(d *manage.BucketDetail) liveState {
 			Message: "Redis has no config for this bucket yet. The sync worker writes it within a second of a change; if this persists, check that the sync worker is running."}
 	}
 	l := liveState{Status: "pending", Exists: true, Tokens: d.Live.Tokens, Capacity: d.Live.Config.Capacity,
-		Refilled: d.Live.Refilled, Version: d.Live.Config.Version, Now: d.Live.RedisTime}
+		Refilled: d.Live.Refilled, Version: d.Live.Config.Version, Now: d.Live.RedisTime, Reserve: d.Live.Config.Reserve,
+		ReserveLeft: d.Live.Config.ReserveLeft(d.Live.Tokens)}
 	if d.Live.Config.Kind == redisscript.KindQuota {
 		l.Quota, l.Used, l.Reset = true, d.Live.Used, d.Live.PeriodEnd
 	}
@@ -626,7 +653,7 @@ func formOf(b *buckets.Bucket) bucketForm {
 		MaxPermits: strconv.FormatInt(b.MaxPermits, 10), Rate: b.Rate.Human(),
 		AllowedApps: strings.Join(b.AllowedApps, ", "), Keyed: b.Keyed, Shadow: b.Shadow,
 		LeaseMillis: strconv.FormatInt(b.LeaseMillis, 10), SlotLease: slotLeaseText(b.SlotMillis), QuotaPeriod: string(b.QuotaPeriod),
-		TimeZone: b.TimeZone, Version: b.Version}
+		TimeZone: b.TimeZone, Reserve: strconv.FormatInt(b.Reserve, 10), Version: b.Version}
 }
 
 func (s *server) editBucket(c *gin.Context) {
@@ -724,6 +751,8 @@ type bucketState struct {
 	Keyed    bool    `json:"keyed,omitempty"`
 	Tokens   float64 `json:"tokens"`
 	Capacity int64   `json:"capacity"`
+	// Reserve is the tokens kept for critical requests (0: none).
+	Reserve int64 `json:"reserve"`
 	// Refilled is when an acquire last refilled the bucket (absent:
 	// never), Now the Redis clock at the read, both RFC 3339 in UTC, so
 	// that every live figure of a page updates together.
@@ -738,7 +767,7 @@ type bucketState struct {
 func stateOf(name string, st redisscript.State) bucketState {
 	out := bucketState{Name: name, Exists: st.Exists}
 	if st.Exists {
-		out.Tokens, out.Capacity = st.Tokens, st.Config.Capacity
+		out.Tokens, out.Capacity, out.Reserve = st.Tokens, st.Config.Capacity, st.Config.Reserve
 	}
 	return out
 }
@@ -752,7 +781,7 @@ func (s *server) bucketStateJSON(c *gin.Context) {
 	}
 	out := bucketState{Name: b.Name, Exists: st.InRedis && !st.Keyed, Keyed: st.Keyed}
 	if st.InRedis {
-		out.Tokens, out.Capacity = st.Tokens, st.Config.Capacity
+		out.Tokens, out.Capacity, out.Reserve = st.Tokens, st.Config.Capacity, st.Config.Reserve
 	}
 	if !st.Refilled.IsZero() {
 		out.Refilled = st.Refilled.UTC().Format(time.RFC3339Nano)

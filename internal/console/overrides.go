@@ -179,7 +179,7 @@ func (s *server) previewOverride(c *gin.Context, name string, form overrideForm)
 		s.fail(c, err)
 		return
 	}
-	lp, err := s.simulate(c, b.Kind, form.MaxPermits, form.Rate)
+	lp, err := s.simulate(c, b.Kind, form.MaxPermits, form.Rate, "")
 	st := http.StatusOK
 	var v *errs.Validation
 	if err != nil {
@@ -324,7 +324,7 @@ func (s *server) updateOverride(c *gin.Context) {
 		if version > 0 {
 			p.Version = version
 		}
-		lp, err := s.simulate(c, buckets.KindBucket, form.MaxPermits, form.Rate)
+		lp, err := s.simulate(c, buckets.KindBucket, form.MaxPermits, form.Rate, "")
 		p.limitPreview = lp
 		st := http.StatusOK
 		if err != nil {

@@ -85,6 +85,7 @@ func parseViews() (*views, error) {
 		"count":      chart.Count,
 		"share":      share,
 		"add":        func(a, b int64) int64 { return a + b },
+		"sub":        func(a, b int64) int64 { return a - b },
 		"roledesc":   manage.RoleDescription,
 		"until":      until,
 		"gauge":      chart.Gauge,

@@ -84,7 +84,7 @@ func (e *env) rollUp() {
 func (e *env) applyBucket(b *buckets.Bucket) {
 	e.t.Helper()
 	cfg := redisscript.Config{Name: b.Name, ID: b.ID, Version: b.Version, Capacity: b.MaxPermits,
-		PermitsMicro: b.Rate.PermitsMicro, PeriodSeconds: b.Rate.PeriodSeconds(), Apps: b.AllowedApps}
+		PermitsMicro: b.Rate.PermitsMicro, PeriodSeconds: b.Rate.PeriodSeconds(), Apps: b.AllowedApps, Reserve: b.Reserve}
 	if _, err := redisscript.Apply(context.Background(), e.rdb, e.ks, cfg, false); err != nil {
 		e.t.Fatalf("apply %s: %v", b.Name, err)
 	}

@@ -63,6 +63,9 @@ func (u Unmatched) String() string {
 const (
 	DefaultRefreshInterval = 500 * time.Millisecond
 	DefaultLimitsInterval  = 10 * time.Second
+	// DefaultCriticalEntry is the descriptor entry that marks a descriptor
+	// critical (Config.CriticalEntry).
+	DefaultCriticalEntry = "sluice_critical"
 )
 
 // Config configures a Service.
@@ -74,6 +77,12 @@ type Config struct {
 	Unmatched Unmatched
 	// Headers selects the rate limit headers sent back (default HeadersDraft).
 	Headers Headers
+	// CriticalEntry is the key of the descriptor entry that marks a
+	// descriptor critical over gRPC (default DefaultCriticalEntry): with
+	// the value "true" or "1" its acquire may take the bucket's reserve
+	// (client.Critical). The entry is taken out of the descriptor before it
+	// is matched, whatever its value, so mappings never list it.
+	CriticalEntry string
 	// RefreshInterval is how often the decision revision is checked
 	// (default DefaultRefreshInterval): the delay until a new or revoked
 	// token or a changed mapping takes effect.
@@ -106,6 +115,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.LimitsInterval <= 0 {
 		cfg.LimitsInterval = DefaultLimitsInterval
+	}
+	if cfg.CriticalEntry == "" {
+		cfg.CriticalEntry = DefaultCriticalEntry
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -244,6 +256,36 @@ type Descriptor struct {
 	// Refund marks Envoy's negative hits: tokens given back, which a token
 	// bucket cannot take. Such a descriptor is not charged.
 	Refund bool
+	// Critical marks a descriptor whose acquire may take the bucket's
+	// reserve.
+	Critical bool
+}
+
+// SplitCritical takes the critical entry (Config.CriticalEntry) out of
+// entries: the entries left, in order, and whether the descriptor is
+// critical (the entry's value is "true" or "1"). Entries without it come
+// back as they are.
+func (s *Service) SplitCritical(entries []descriptors.Entry) ([]descriptors.Entry, bool) {
+	name := s.cfg.CriticalEntry
+	at := -1
+	for i, e := range entries {
+		if e.Key == name {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		return entries, false
+	}
+	v := entries[at].Value
+	critical := v == "1" || strings.EqualFold(v, "true")
+	rest := make([]descriptors.Entry, 0, len(entries)-1)
+	for _, e := range entries {
+		if e.Key != name {
+			rest = append(rest, e)
+		}
+	}
+	return rest, critical
 }
 
 // Status is the answer for one descriptor.
@@ -264,6 +306,15 @@ type Status struct {
 type want struct {
 	bucket, key string
 	n           int64
+	critical    bool
+}
+
+// ctxFor is the context of w's acquire: marked critical when w is.
+func (w want) ctxFor(ctx context.Context) context.Context {
+	if w.critical {
+		return client.Critical(ctx)
+	}
+	return ctx
 }
 
 type outcome struct {
@@ -279,10 +330,11 @@ type allAcquirer interface {
 
 // chargeAll charges a request whose descriptors all map to plain buckets
 // atomically: either every bucket is charged or none is. A request with a
-// keyed bucket, a single descriptor, more than client.MaxRequests, or
-// buckets the atomic call refuses (in different Redis Cluster hash slots,
-// unknown, not allowed, Redis unavailable) is charged one by one by
-// chargeEach, which also gives each descriptor its own answer.
+// keyed bucket, a single descriptor, more than client.MaxRequests, critical
+// and other descriptors mixed, or buckets the atomic call refuses (in
+// different Redis Cluster hash slots, unknown, not allowed, Redis
+// unavailable) is charged one by one by chargeEach, which also gives each
+// descriptor its own answer.
 func chargeAll(ctx context.Context, acq Acquirer, wants []want) []outcome {
 	all, ok := acq.(allAcquirer)
 	if !ok || len(wants) < 2 || len(wants) > client.MaxRequests {
@@ -290,12 +342,12 @@ func chargeAll(ctx context.Context, acq Acquirer, wants []want) []outcome {
 	}
 	reqs := make([]client.Request, len(wants))
 	for i, w := range wants {
-		if w.key != "" {
+		if w.key != "" || w.critical != wants[0].critical {
 			return chargeEach(ctx, acq, wants)
 		}
 		reqs[i] = client.Request{Bucket: w.bucket, N: w.n}
 	}
-	res, err := all.AcquireAll(ctx, reqs)
+	res, err := all.AcquireAll(wants[0].ctxFor(ctx), reqs)
 	if err != nil || len(res.Each) != len(wants) {
 		return chargeEach(ctx, acq, wants)
 	}
@@ -313,9 +365,9 @@ func chargeEach(ctx context.Context, acq Acquirer, wants []want) []outcome {
 	out := make([]outcome, len(wants))
 	for i, w := range wants {
 		if w.key != "" {
-			out[i].res, out[i].err = acq.AcquireKey(ctx, w.bucket, w.key, w.n)
+			out[i].res, out[i].err = acq.AcquireKey(w.ctxFor(ctx), w.bucket, w.key, w.n)
 		} else {
-			out[i].res, out[i].err = acq.Acquire(ctx, w.bucket, w.n)
+			out[i].res, out[i].err = acq.Acquire(w.ctxFor(ctx), w.bucket, w.n)
 		}
 	}
 	return out
@@ -368,7 +420,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, app, domain string, ds []
 			return nil, CodeUnknown, fmt.Errorf("descriptor %d: entry %q: %w", i+1, m.KeyFrom, err)
 		}
 		statuses[i].Bucket = m.Bucket
-		wants = append(wants, want{bucket: m.Bucket, key: key, n: d.Hits})
+		wants = append(wants, want{bucket: m.Bucket, key: key, n: d.Hits, critical: d.Critical})
 		at = append(at, i)
 	}
 	if len(wants) > 0 {
@@ -445,7 +497,8 @@ func CheckKey(key string) error {
 }
 
 // Acquire is the HTTP API's call: n tokens of bucket (of key, for a keyed
-// bucket) as app. Errors are the client's.
+// bucket) as app; a ctx marked client.Critical may take the bucket's
+// reserve. Errors are the client's.
 func (s *Service) Acquire(ctx context.Context, app, bucket, key string, n int64) (client.Result, error) {
 	acq, err := s.cfg.Acquirers.For(app)
 	if err != nil {

@@ -64,7 +64,8 @@ func (r *rlsServer) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*r
 		for j, e := range d.GetEntries() {
 			entries[j] = descriptors.Entry{Key: e.GetKey(), Value: e.GetValue()}
 		}
-		ds[i] = Descriptor{Entries: entries, Hits: hits, Refund: d.GetIsNegativeHits()}
+		entries, critical := r.s.SplitCritical(entries)
+		ds[i] = Descriptor{Entries: entries, Hits: hits, Refund: d.GetIsNegativeHits(), Critical: critical}
 	}
 	statuses, overall, err := r.s.ShouldRateLimit(ctx, app, req.GetDomain(), ds)
 	if err != nil {

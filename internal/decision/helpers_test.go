@@ -75,8 +75,9 @@ type bucketDef struct {
 	kind       buckets.Kind
 	slotMillis int64
 	// A quota: kind quota, no rate, its period and zone.
-	period quota.Period
-	zone   string
+	period  quota.Period
+	zone    string
+	reserve int64
 }
 
 func newStack(t *testing.T, cfg ServerConfig, bs []bucketDef, ms []descriptors.Mapping) *stack {
@@ -117,6 +118,7 @@ func newStackOn(t *testing.T, addr string, cfg ServerConfig, bs []bucketDef, ms 
 		if err := buckets.NewStore(db).Create(bg, alice, &buckets.Bucket{
 			Name: b.name, OwnerApp: b.owner, MaxPermits: b.capacity, Rate: rate, AllowedApps: b.allowed,
 			Keyed: b.keyed, Shadow: b.shadow, Kind: kind, SlotMillis: b.slotMillis, QuotaPeriod: b.period, TimeZone: b.zone,
+			Reserve: b.reserve,
 		}); err != nil {
 			t.Fatal(err)
 		}

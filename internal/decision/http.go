@@ -42,6 +42,8 @@ type AcquireRequest struct {
 	Key string `json:"key,omitempty"`
 	// N is the tokens to take; 0 or absent means 1.
 	N int64 `json:"n,omitempty"`
+	// Critical marks a request that may take the bucket's reserve.
+	Critical bool `json:"critical,omitempty"`
 }
 
 // AcquireResponse is the JSON answer of POST /v1/acquire, with status 200
@@ -142,6 +144,13 @@ func (s *Service) post(w http.ResponseWriter, r *http.Request, app string) strin
 func (s *Service) get(w http.ResponseWriter, r *http.Request, app string) string {
 	q := r.URL.Query()
 	req := AcquireRequest{Bucket: q.Get("bucket"), Key: q.Get("key")}
+	switch c := q.Get("critical"); strings.ToLower(c) {
+	case "", "false", "0":
+	case "true", "1":
+		req.Critical = true
+	default:
+		return s.writeError(w, errs.Invalid("critical", "must be true or false"))
+	}
 	if v := q.Get("n"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -190,7 +199,11 @@ func (s *Service) acquireHTTP(r *http.Request, app string, req AcquireRequest) (
 	if err := v.Err(); err != nil {
 		return client.Result{}, err
 	}
-	res, err := s.Acquire(r.Context(), app, req.Bucket, req.Key, req.N)
+	ctx := r.Context()
+	if req.Critical {
+		ctx = client.Critical(ctx)
+	}
+	res, err := s.Acquire(ctx, app, req.Bucket, req.Key, req.N)
 	switch {
 	case err == nil:
 		return res, nil
@@ -204,7 +217,8 @@ func (s *Service) acquireHTTP(r *http.Request, app string, req AcquireRequest) (
 	case errors.Is(err, client.ErrInvalidKey):
 		return res, errs.Invalid("key", "must be 1 to 256 bytes")
 	case errors.Is(err, client.ErrExceedsCapacity):
-		return res, errs.Invalid("n", fmt.Sprintf("is more than the capacity of bucket %q (%d): it can never be granted", req.Bucket, res.Limit))
+		return res, errs.Invalid("n", fmt.Sprintf("is more than bucket %q can ever grant (capacity %d, less its reserve for a request "+
+			"not marked critical)", req.Bucket, res.Limit))
 	}
 	return res, err
 }

@@ -43,6 +43,9 @@ type ServerConfig struct {
 	MetricsAddr string
 	Unmatched   Unmatched
 	Headers     Headers
+	// CriticalEntry names the descriptor entry that marks a descriptor
+	// critical (Config.CriticalEntry; default DefaultCriticalEntry).
+	CriticalEntry string
 	// Client options of the Limiters: failure policy, timeout, instances.
 	Client          []client.Option
 	CountUsage      bool
@@ -105,7 +108,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		Sources: Sources{
 			Mappings: descriptors.NewStore(cfg.DB), Tokens: apptokens.NewStore(cfg.DB), Buckets: buckets.NewStore(cfg.DB),
 		},
-		Acquirers: pool, Unmatched: cfg.Unmatched, Headers: cfg.Headers,
+		Acquirers: pool, Unmatched: cfg.Unmatched, Headers: cfg.Headers, CriticalEntry: cfg.CriticalEntry,
 		RefreshInterval: cfg.RefreshInterval, Metrics: metrics, Logger: log,
 	})
 	for {

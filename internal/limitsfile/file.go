@@ -59,6 +59,8 @@ type Bucket struct {
 	TimeZone    string   `yaml:"time_zone,omitempty" json:"time_zone,omitempty"`
 	// SlotMillis is a concurrency limit's slot lease time.
 	SlotMillis int64 `yaml:"slot_ms,omitempty" json:"slot_ms,omitempty"`
+	// Reserve is the tokens kept for critical requests (0, absent: none).
+	Reserve int64 `yaml:"reserve,omitempty" json:"reserve,omitempty"`
 	// Version, when set, is the version the file was based on (export
 	// writes it): apply changes the bucket only if it is still at that
 	// version, so an edit made in the console since is reported as a
@@ -287,7 +289,7 @@ func Check(f *File, lines *Lines) (*Desired, error) {
 		what := fmt.Sprintf("bucket %q", fb.Name)
 		b := &buckets.Bucket{Name: fb.Name, OwnerApp: fb.OwnerApp, Kind: buckets.Kind(fb.Kind), Description: fb.Description, MaxPermits: fb.MaxPermits,
 			AllowedApps: slices.Clone(fb.AllowedApps), Keyed: fb.Keyed, Shadow: fb.Shadow, LeaseMillis: fb.LeaseMillis,
-			SlotMillis: fb.SlotMillis, QuotaPeriod: quota.Period(fb.QuotaPeriod), TimeZone: fb.TimeZone}
+			SlotMillis: fb.SlotMillis, QuotaPeriod: quota.Period(fb.QuotaPeriod), TimeZone: fb.TimeZone, Reserve: fb.Reserve}
 		b.Version = fb.Version
 		var v errs.Validation
 		rate, err := buckets.ParseOptionalRate(fb.Rate)
@@ -443,7 +445,8 @@ func ToFile(d *Desired, versions bool, only []string) *File {
 		}
 		fb := Bucket{Name: b.Name, OwnerApp: b.OwnerApp, Kind: kindOf(b), Description: b.Description, MaxPermits: b.MaxPermits,
 			Rate: b.Rate.String(), AllowedApps: b.AllowedApps, Keyed: b.Keyed, Shadow: b.Shadow,
-			LeaseMillis: b.LeaseMillis, SlotMillis: b.SlotMillis, QuotaPeriod: string(b.QuotaPeriod), TimeZone: b.TimeZone, Version: v(b.Version)}
+			LeaseMillis: b.LeaseMillis, SlotMillis: b.SlotMillis, QuotaPeriod: string(b.QuotaPeriod), TimeZone: b.TimeZone,
+			Reserve: b.Reserve, Version: v(b.Version)}
 		for _, o := range d.Overrides[b.Name] {
 			fb.Overrides = append(fb.Overrides, Override{Match: string(o.Match), Key: o.Key, Description: o.Description,
 				MaxPermits: o.MaxPermits, Rate: o.Rate.String(), Shadow: o.Shadow, Version: v(o.Version)})

@@ -140,6 +140,7 @@ buckets:
     max_permits: 1
     rate: 1/s
     lease_ms: 5
+    reserve: 1
     overrides:
       - {match: fuzzy, key: k, max_permits: 1, rate: 1/s}
 mappings:
@@ -158,10 +159,11 @@ mappings:
 	for _, want := range []string{
 		`line 2: app "Bad Name": name `,
 		`line 4: bucket "b": lease_ms must be 0 (off)`,
+		`line 4: bucket "b": reserve must be less than max_permits (1)`,
 		`line 4: bucket "b": owner_app "a" is not one of the file's apps`,
 		`line 4: bucket "b": overrides need a keyed bucket`,
-		`line 10: bucket "b": override fuzzy "k": match must be "exact" or "prefix"`,
-		`line 12: mapping a/edge[ip="x"]: key_from entry "ip" has a fixed value`,
+		`line 11: bucket "b": override fuzzy "k": match must be "exact" or "prefix"`,
+		`line 13: mapping a/edge[ip="x"]: key_from entry "ip" has a fixed value`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Check lacks %q:\n%s", want, got)

@@ -259,6 +259,7 @@ func bucketFields(live, want *buckets.Bucket) []string {
 	f = field(f, "quota_period", string(live.QuotaPeriod), string(want.QuotaPeriod))
 	f = field(f, "time_zone", live.TimeZone, want.TimeZone)
 	f = field(f, "slot_ms", live.SlotMillis, want.SlotMillis)
+	f = field(f, "reserve", live.Reserve, want.Reserve)
 	return f
 }
 
@@ -304,6 +305,9 @@ func (p *Plan) Write(w *strings.Builder) {
 			}
 			if b.SlotMillis != 0 {
 				fmt.Fprintf(w, ", slot_ms %d", b.SlotMillis)
+			}
+			if b.Reserve != 0 {
+				fmt.Fprintf(w, ", reserve %d", b.Reserve)
 			}
 		case c.Op == Delete && c.Bucket != nil && c.Bucket.Keyed:
 			w.WriteString(" (with its overrides)")

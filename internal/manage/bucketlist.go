@@ -218,23 +218,28 @@ func (s *Service) BucketStates(ctx context.Context, c Caller, names []string) ([
 	return seen, st, nil
 }
 
-// PreviewLimit asks what a capacity and rate, as a form gives them, would
-// do to a traffic pattern. Empty pattern fields take ParsePattern's
-// defaults.
+// PreviewLimit asks what a capacity, reserve and rate, as a form gives
+// them, would do to a traffic pattern of requests not marked critical.
+// Empty pattern fields take ParsePattern's defaults; an empty reserve is
+// none.
 type PreviewLimit struct {
 	// Kind is the limit's kind: a token bucket when empty, or a
 	// concurrency limit, whose calls each last Hold seconds ("" is 1).
 	Kind                           string
-	Capacity, Rate                 string
+	Capacity, Rate, Reserve        string
 	Steady, Burst, Every, Duration string
 	Hold                           string
 }
 
 // LimitPreview is a limit in plain words and its simulation.
 type LimitPreview struct {
-	Rate       buckets.Rate
-	Summary    string
-	Simulation buckets.Simulation
+	Rate    buckets.Rate
+	Summary string
+	// Reserve is the reserve, and ReserveSummary what it does in plain
+	// words ("" for none).
+	Reserve        int64
+	ReserveSummary string
+	Simulation     buckets.Simulation
 }
 
 // PreviewLimit simulates req's pattern against its limit; it saves
@@ -253,6 +258,12 @@ func (s *Service) PreviewLimit(req PreviewLimit) (LimitPreview, error) {
 	if err != nil {
 		v.Add("rate", errs.Fields(err).For("rate"))
 	}
+	reserve, err := buckets.ParseReserve(req.Reserve)
+	if err != nil {
+		v.Fields = append(v.Fields, errs.Fields(err).Fields...)
+	} else if r := buckets.ReserveProblem(reserve, capacity); v.For("max_permits") == "" && r != "" {
+		v.Add("reserve", r)
+	}
 	p, err := buckets.ParsePattern(req.Steady, req.Burst, req.Every, req.Duration)
 	if err != nil {
 		v.Fields = append(v.Fields, errs.Fields(err).Fields...)
@@ -260,11 +271,12 @@ func (s *Service) PreviewLimit(req PreviewLimit) (LimitPreview, error) {
 	if err := v.Err(); err != nil {
 		return LimitPreview{}, err
 	}
-	sim, err := buckets.Simulate(capacity, rate, p)
+	sim, err := buckets.Simulate(capacity, reserve, rate, p)
 	if err != nil {
 		return LimitPreview{}, err
 	}
-	return LimitPreview{Rate: rate, Summary: buckets.Summary(capacity, rate), Simulation: sim}, nil
+	return LimitPreview{Rate: rate, Summary: buckets.Summary(capacity, rate), Reserve: reserve,
+		ReserveSummary: buckets.ReserveSummary(capacity, reserve), Simulation: sim}, nil
 }
 
 // previewSlots simulates req's pattern against a concurrency limit whose

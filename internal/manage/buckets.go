@@ -96,6 +96,8 @@ type BucketPatch struct {
 	TimeZone    *string
 	// SlotMillis is a concurrency limit's slot lease time.
 	SlotMillis *int64
+	// Reserve is the tokens kept for critical requests.
+	Reserve *int64
 	// Problems are fields the transport could not even parse (a capacity
 	// that is not a number). They are reported together with what
 	// validation finds, and nothing is saved.
@@ -121,6 +123,7 @@ func (p *BucketPatch) Apply(b *buckets.Bucket) error {
 	}
 	set(&b.TimeZone, p.TimeZone)
 	set(&b.SlotMillis, p.SlotMillis)
+	set(&b.Reserve, p.Reserve)
 	return checkPatch(p.Problems, &b.Rate, p.Rate, b.Validate)
 }
 

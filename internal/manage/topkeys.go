@@ -3,6 +3,7 @@ package manage
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/buckets"
@@ -52,12 +53,20 @@ type KeyState struct {
 	Rate       buckets.Rate
 	// Shadow tells that the key's acquires are decided in shadow mode.
 	Shadow bool
+	// Reserve is the tokens of the key kept for critical requests: the
+	// bucket's, or its share of the override's capacity.
+	Reserve int64
 	// Tokens is what the key holds at RedisTime; Full tells it is full
 	// (idle keys have no state in Redis), FullAt when it will be.
 	Tokens    float64
 	Full      bool
 	FullAt    time.Time
 	RedisTime time.Time
+}
+
+// ReserveLeft is how many of the key's reserved tokens it holds.
+func (ks KeyState) ReserveLeft() int64 {
+	return max(0, min(ks.Reserve, int64(math.Floor(ks.Tokens))))
 }
 
 // KeyState returns the live state of key in keyed bucket bucket, for
@@ -76,9 +85,10 @@ func (s *Service) KeyState(ctx context.Context, c Caller, bucket, key string) (*
 	if err != nil {
 		return nil, KeyState{}, err
 	}
-	ks := KeyState{Key: key, Override: o, MaxPermits: b.MaxPermits, Rate: b.Rate, Shadow: b.Shadow}
+	ks := KeyState{Key: key, Override: o, MaxPermits: b.MaxPermits, Rate: b.Rate, Shadow: b.Shadow, Reserve: b.Reserve}
 	if o != nil {
 		ks.MaxPermits, ks.Rate, ks.Shadow = o.MaxPermits, o.Rate, b.Shadow || o.Shadow
+		ks.Reserve = b.ReserveOf(o.MaxPermits)
 	}
 	if s.rdb == nil {
 		return b, ks, ErrNoRedis

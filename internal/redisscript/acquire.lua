@@ -87,27 +87,46 @@ local function until_us(want, pm, period)
   return us(want * period * 1000000000000 / pm)
 end
 
--- take answers a request of n tokens from a bucket holding tokens: the
--- tokens left (nil when nothing is taken) and the answer {code, remaining,
--- retry_us, reset_us, capacity, permits_micro, period}, followed by x8 and
--- x9 when given (a nil ends the answer). Granted when tokens >= n.
--- Otherwise nothing is taken and the code is 0 denied, or 2 would deny for
--- a bucket in shadow mode; retry_us is the wait until the bucket holds n,
--- from its actual count: a bucket in debt waits for the debt and then n
--- (docs/protocol.md, "Debt"). remaining is never below 0. The answer is
--- built in one constructor: a table that grows after it is built is
--- rehashed, which costs more than the arithmetic.
-local function take(tokens, n, capacity, pm, period, shadow, x8, x9)
-  if tokens >= n then
+-- kept is what a request must leave in a bucket of capacity whose reserve
+-- field is r (docs/protocol.md, "Reserve"): the reserve, a whole number
+-- below the capacity (anything else is none), or nothing for a critical
+-- request. A request of more than capacity - kept can never be granted.
+local function kept(r, capacity, critical)
+  if critical or not r then return 0 end
+  r = tonumber(r)
+  if not r or r < 1 or r >= capacity or r ~= math.floor(r) then return 0 end
+  return r
+end
+
+-- above is the whole tokens a request that must leave r of them can take
+-- from a bucket holding tokens, never below 0: the remaining of its answer.
+local function above(tokens, r)
+  local rem = math.floor(tokens - r)
+  if rem < 0 then rem = 0 end
+  return rem
+end
+
+-- take answers a request of n tokens from a bucket holding tokens that must
+-- keep r of them (kept): the tokens left (nil when nothing is taken) and the
+-- answer {code, remaining, retry_us, reset_us, capacity, permits_micro,
+-- period}, followed by x8, x9 and x10 when given (a nil ends the answer).
+-- Granted when tokens - r >= n. Otherwise nothing is taken and the code is
+-- 0 denied, or 2 would deny for a bucket in shadow mode; retry_us is the
+-- wait until the bucket holds r + n, from its actual count: a bucket in
+-- debt waits for the debt and then r + n (docs/protocol.md, "Debt").
+-- remaining is what the request could still take, never below 0. The
+-- answer is built in one constructor: a table that grows after it is
+-- built is rehashed, which costs more than the arithmetic.
+local function take(tokens, n, capacity, pm, period, shadow, r, x8, x9, x10)
+  if tokens - r >= n then
     local left = tokens - n
-    return left, {1, math.floor(left), 0, until_us(capacity - left, pm, period), capacity, pm, period, x8, x9}
+    return left, {1, math.floor(left - r), 0, until_us(capacity - left, pm, period), capacity, pm, period, x8, x9,
+      x10}
   end
   local code = 0
   if shadow then code = 2 end
-  local rem = math.floor(tokens)
-  if rem < 0 then rem = 0 end
-  return nil, {code, rem, until_us(n - tokens, pm, period), until_us(capacity - tokens, pm, period), capacity, pm,
-    period, x8, x9}
+  return nil, {code, above(tokens, r), until_us(n + r - tokens, pm, period), until_us(capacity - tokens, pm, period),
+    capacity, pm, period, x8, x9, x10}
 end
 
 -- put writes a bucket's tokens and ts: a whole count prints the same with
@@ -162,23 +181,23 @@ end
 
 -- quota_take answers a request of n (1 <= n <= q) from a quota of q that
 -- counted used in the period [s, e) at now: the new count (nil when
--- nothing is counted) and the answer of seven integers (then x8, x9):
+-- nothing is counted) and the answer of seven integers (then x8, x9, x10):
 -- code, the whole requests left this period, the wait (a denial: until
 -- the period ends, when n fits again), the time until the count resets,
 -- q, 0 (a quota has no rate) and the period's length in seconds. The
 -- code is 1 allowed when used + n <= q, else 0 denied, or 2 would deny in
 -- shadow mode.
-local function quota_take(q, used, n, s, e, now, shadow, x8, x9)
+local function quota_take(q, used, n, s, e, now, shadow, x8, x9, x10)
   local reset = us(e * 1000000 - now)
   if used + n <= q then
     used = used + n
-    return used, {1, q - used, 0, reset, q, 0, e - s, x8, x9}
+    return used, {1, q - used, 0, reset, q, 0, e - s, x8, x9, x10}
   end
   local code = 0
   if shadow then code = 2 end
   local rem = q - used
   if rem < 0 then rem = 0 end
-  return nil, {code, rem, reset, reset, q, 0, e - s, x8, x9}
+  return nil, {code, rem, reset, reset, q, 0, e - s, x8, x9, x10}
 end
 
 -- Sluice acquire: take ARGV[2] tokens for app ARGV[1] from the bucket hash
@@ -186,18 +205,21 @@ end
 -- reset_us, capacity, permits_micro, period} (docs/protocol.md). A client
 -- that passes ARGV[3] = '2' (protocol 2) gets two more on allowed, denied
 -- and would-deny answers: lease_ms (0 when not in lease mode) and shadow
--- (1 in shadow mode, else 0). A bucket whose shadow field is '1' never
--- denies: where it would, it answers code 2 (would deny) and takes
--- nothing. A hash of kind 'quota' is a calendar quota (lua/quota.lua):
--- the same answer, counted per period.
+-- (1 in shadow mode, else 0); ARGV[3] = '3' (protocol 3) adds a third,
+-- the bucket's reserve. A bucket whose shadow field is '1' never denies:
+-- where it would, it answers code 2 (would deny) and takes nothing.
+-- ARGV[4] = '1' marks the request critical: it may take the bucket's
+-- reserve, which every other request must leave. A hash of kind 'quota'
+-- is a calendar quota (lua/quota.lua): the same answer, counted per
+-- period, with no reserve.
 local n = count(ARGV[2])
 if not n or n < 1 then
   return {-4, 0, 0, 0, 0, 0, 0}
 end
--- A quota's fields (10..12) come in the same HMGET: a second call would
--- cost a quota more than the three absent fields cost a bucket.
+-- A quota's fields (10..12) and the reserve (13) come in the same HMGET: a
+-- second call would cost more than the absent fields cost.
 local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms', 'shadow',
-  'kind', 'bounds', 'used', 'pstart')
+  'kind', 'bounds', 'used', 'pstart', 'reserve')
 -- A limit of another kind than a token bucket or a quota is not this
 -- script's to take from.
 local capacity, pm, period
@@ -208,19 +230,24 @@ end
 if not app_ok(ARGV[1], f[4]) then
   return {-2, 0, 0, 0, capacity, pm, period}
 end
-if n > capacity then
+local res = 0
+if f[9] ~= 'quota' then res = kept(f[13], capacity, false) end
+local r = res
+if ARGV[4] == '1' then r = 0 end
+if n > capacity - r then
   return {-3, 0, 0, 0, capacity, pm, period}
 end
 local shadow = f[8] == '1'
 local lease, sh
-if ARGV[3] == '2' then
+if ARGV[3] == '2' or ARGV[3] == '3' then
   lease, sh = tonumber(f[7]) or 0, 0
   if shadow then sh = 1 end
 end
+if ARGV[3] ~= '3' then res = nil end
 if f[9] == 'quota' then
   -- A quota (capacity is the quota): the count of the period containing
   -- now, kept with the period's start; a table that does not cover now
-  -- is no valid config. Quotas have no lease mode.
+  -- is no valid config. Quotas have no lease mode and no reserve.
   local now = now_us()
   local s, e = period_of(f[10], now)
   if not s then
@@ -229,12 +256,12 @@ if f[9] == 'quota' then
   local used = 0
   if tonumber(f[12]) == s then used = tonumber(f[11]) or 0 end
   if lease then lease = 0 end
-  local u, answer = quota_take(capacity, used, n, s, e, now, shadow, lease, sh)
+  local u, answer = quota_take(capacity, used, n, s, e, now, shadow, lease, sh, res)
   if u then redis.call('HSET', KEYS[1], 'used', string.format('%d', u), 'pstart', string.format('%d', s)) end
   return answer
 end
 local tokens, ts = refill(f[5], f[6], now_us(), capacity, pm, period)
-local left, answer = take(tokens, n, capacity, pm, period, shadow, lease, sh)
+local left, answer = take(tokens, n, capacity, pm, period, shadow, r, lease, sh, res)
 -- A denial writes nothing: refill is a pure function of time, so the
 -- stored (tokens, ts) pair still yields the same count later.
 if left then put(KEYS[1], left, ts) end

@@ -87,27 +87,46 @@ local function until_us(want, pm, period)
   return us(want * period * 1000000000000 / pm)
 end
 
--- take answers a request of n tokens from a bucket holding tokens: the
--- tokens left (nil when nothing is taken) and the answer {code, remaining,
--- retry_us, reset_us, capacity, permits_micro, period}, followed by x8 and
--- x9 when given (a nil ends the answer). Granted when tokens >= n.
--- Otherwise nothing is taken and the code is 0 denied, or 2 would deny for
--- a bucket in shadow mode; retry_us is the wait until the bucket holds n,
--- from its actual count: a bucket in debt waits for the debt and then n
--- (docs/protocol.md, "Debt"). remaining is never below 0. The answer is
--- built in one constructor: a table that grows after it is built is
--- rehashed, which costs more than the arithmetic.
-local function take(tokens, n, capacity, pm, period, shadow, x8, x9)
-  if tokens >= n then
+-- kept is what a request must leave in a bucket of capacity whose reserve
+-- field is r (docs/protocol.md, "Reserve"): the reserve, a whole number
+-- below the capacity (anything else is none), or nothing for a critical
+-- request. A request of more than capacity - kept can never be granted.
+local function kept(r, capacity, critical)
+  if critical or not r then return 0 end
+  r = tonumber(r)
+  if not r or r < 1 or r >= capacity or r ~= math.floor(r) then return 0 end
+  return r
+end
+
+-- above is the whole tokens a request that must leave r of them can take
+-- from a bucket holding tokens, never below 0: the remaining of its answer.
+local function above(tokens, r)
+  local rem = math.floor(tokens - r)
+  if rem < 0 then rem = 0 end
+  return rem
+end
+
+-- take answers a request of n tokens from a bucket holding tokens that must
+-- keep r of them (kept): the tokens left (nil when nothing is taken) and the
+-- answer {code, remaining, retry_us, reset_us, capacity, permits_micro,
+-- period}, followed by x8, x9 and x10 when given (a nil ends the answer).
+-- Granted when tokens - r >= n. Otherwise nothing is taken and the code is
+-- 0 denied, or 2 would deny for a bucket in shadow mode; retry_us is the
+-- wait until the bucket holds r + n, from its actual count: a bucket in
+-- debt waits for the debt and then r + n (docs/protocol.md, "Debt").
+-- remaining is what the request could still take, never below 0. The
+-- answer is built in one constructor: a table that grows after it is
+-- built is rehashed, which costs more than the arithmetic.
+local function take(tokens, n, capacity, pm, period, shadow, r, x8, x9, x10)
+  if tokens - r >= n then
     local left = tokens - n
-    return left, {1, math.floor(left), 0, until_us(capacity - left, pm, period), capacity, pm, period, x8, x9}
+    return left, {1, math.floor(left - r), 0, until_us(capacity - left, pm, period), capacity, pm, period, x8, x9,
+      x10}
   end
   local code = 0
   if shadow then code = 2 end
-  local rem = math.floor(tokens)
-  if rem < 0 then rem = 0 end
-  return nil, {code, rem, until_us(n - tokens, pm, period), until_us(capacity - tokens, pm, period), capacity, pm,
-    period, x8, x9}
+  return nil, {code, above(tokens, r), until_us(n + r - tokens, pm, period), until_us(capacity - tokens, pm, period),
+    capacity, pm, period, x8, x9, x10}
 end
 
 -- put writes a bucket's tokens and ts: a whole count prints the same with
@@ -162,23 +181,23 @@ end
 
 -- quota_take answers a request of n (1 <= n <= q) from a quota of q that
 -- counted used in the period [s, e) at now: the new count (nil when
--- nothing is counted) and the answer of seven integers (then x8, x9):
+-- nothing is counted) and the answer of seven integers (then x8, x9, x10):
 -- code, the whole requests left this period, the wait (a denial: until
 -- the period ends, when n fits again), the time until the count resets,
 -- q, 0 (a quota has no rate) and the period's length in seconds. The
 -- code is 1 allowed when used + n <= q, else 0 denied, or 2 would deny in
 -- shadow mode.
-local function quota_take(q, used, n, s, e, now, shadow, x8, x9)
+local function quota_take(q, used, n, s, e, now, shadow, x8, x9, x10)
   local reset = us(e * 1000000 - now)
   if used + n <= q then
     used = used + n
-    return used, {1, q - used, 0, reset, q, 0, e - s, x8, x9}
+    return used, {1, q - used, 0, reset, q, 0, e - s, x8, x9, x10}
   end
   local code = 0
   if shadow then code = 2 end
   local rem = q - used
   if rem < 0 then rem = 0 end
-  return nil, {code, rem, reset, reset, q, 0, e - s, x8, x9}
+  return nil, {code, rem, reset, reset, q, 0, e - s, x8, x9, x10}
 end
 
 -- The keyed part of the core: the key and override rules (docs/protocol.md,
@@ -211,8 +230,8 @@ end
 
 -- The fields of a group hash every keyed decision reads, in this order;
 -- the key's exact override 'e:<key>' follows them.
--- kind and bounds are a quota's (lua/quota.lua).
-local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'kind', 'bounds'}
+-- kind and bounds are a quota's (lua/quota.lua); reserve a token bucket's.
+local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'kind', 'bounds', 'reserve'}
 
 -- override parses an override value "<id> <version> <capacity> <permits>
 -- <period>", followed by " s" in shadow mode, into its limit (capacity,
@@ -228,19 +247,41 @@ local function override(v, k)
   return capacity, pm, period, s == ' s'
 end
 
+-- share is an override's reserve: floor(r * c / capacity), the bucket's
+-- share r / capacity of the override's capacity c, rounded down, exactly.
+-- r * c may pass 2^53, where doubles stop being exact, so it is taken in
+-- two parts of c (each product below 2^47); a quotient a double rounded up
+-- to the next whole number is taken back.
+local function share(r, c, capacity)
+  local hi, lo = math.floor(c / 65536), c % 65536
+  local a = r * hi
+  local q1 = math.floor(a / capacity)
+  local m = a - q1 * capacity
+  if m < 0 then q1, m = q1 - 1, m + capacity end
+  local b = m * 65536 + r * lo
+  local q2 = math.floor(b / capacity)
+  if b - q2 * capacity < 0 then q2 = q2 - 1 end
+  return q1 * 65536 + q2
+end
+
 -- key_limit decides the limit of key in the group hash base whose fields
 -- f are GROUP_FIELDS (f[8] the kind, see kind_limit) and whose exact
 -- override is exact: it returns a
 -- refusal code (-1 unknown bucket, -2 app not allowed, with the bucket's
--- limit) or 0, then capacity, permits in millionths, period, shadow and the
+-- limit) or 0, then capacity, permits in millionths, period, shadow, the
 -- source (0 the bucket's limit, 1 the exact override, 2 the longest
--- matching prefix override; lens lists the prefix lengths, longest first).
--- Shadow mode: the bucket's covers every key, an override's its keys.
+-- matching prefix override; lens lists the prefix lengths, longest first)
+-- and the reserve: the bucket's, or for an override the bucket's share of
+-- its capacity (share). Shadow mode: the bucket's covers every key, an
+-- override's its keys.
 local function key_limit(base, key, app, f, exact)
   local capacity, pm, period = kind_limit(f[8], f[1], f[2], f[3])
   if not capacity or not f[5] then return -1, 0, 0, 0 end
   if not app_ok(app, f[4]) then return -2, capacity, pm, period end
   local shadow = f[7] == '1'
+  -- Only a token bucket keeps a reserve.
+  local r = 0
+  if not f[8] or f[8] == 'bucket' then r = kept(f[10], capacity, false) end
   local oc, opm, od, osh = override(exact, f[8])
   local src = 1
   if not oc and f[6] and f[6] ~= '' then
@@ -258,8 +299,9 @@ local function key_limit(base, key, app, f, exact)
     end
     src = 2
   end
-  if not oc then return 0, capacity, pm, period, shadow, 0 end
-  return 0, oc, opm, od, shadow or osh, src
+  if not oc then return 0, capacity, pm, period, shadow, 0, r end
+  if r > 0 then r = share(r, oc, capacity) end
+  return 0, oc, opm, od, shadow or osh, src, r
 end
 
 -- b64num writes a whole number x >= 0 in base 64 with the digits of B64,
@@ -315,22 +357,22 @@ local function key_full_at(sv, id, now, capacity, pm, period)
 end
 
 -- key_take answers a request of n tokens of a key whose bucket is full at
--- full_at: the new full_at (nil when nothing is taken) and the seven
--- integers of take. A billionth of a token is the tolerance for the
--- rounding of full_at (a double).
-local function key_take(full_at, n, now, capacity, pm, period, shadow)
+-- full_at and must keep r tokens (kept): the new full_at (nil when nothing
+-- is taken) and the seven integers of take. A billionth of a token is the
+-- tolerance for the rounding of full_at (a double).
+local function key_take(full_at, n, now, capacity, pm, period, shadow, r)
   local per = per_token(pm, period)
   local tokens = capacity - (full_at - now) / per
   if tokens < 0 then tokens = 0 end
-  if tokens + 0.000000001 >= n then
+  if tokens - r + 0.000000001 >= n then
     full_at = full_at + n * per
     tokens = tokens - n
     if tokens < 0 then tokens = 0 end
-    return full_at, {1, math.floor(tokens), 0, us(full_at - now), capacity, pm, period}
+    return full_at, {1, above(tokens, r), 0, us(full_at - now), capacity, pm, period}
   end
   local code = 0
   if shadow then code = 2 end
-  return nil, {code, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period}
+  return nil, {code, above(tokens, r), us((n + r - tokens) * per), us(full_at - now), capacity, pm, period}
 end
 
 -- state_ttl is the expiry in milliseconds of a state written now that is
@@ -394,12 +436,14 @@ end
 -- one-element array {-4} (docs/protocol.md). A bucket (or an override) in
 -- shadow mode never refuses: an entry it would deny answers 2 and takes
 -- nothing. A quota (kind 'quota', lua/quota.lua) is an entry like a
--- bucket, counted in its period.
+-- bucket, counted in its period. ARGV[3m+3] = '1' marks the call critical:
+-- its entries may take the reserves of their buckets, which every other
+-- call must leave (a quota has none).
 local MAX_ENTRIES = 32
 local INVALID = {-4, 0, 0, 0, 0, 0, 0}
 
 local m = count(ARGV[2])
-if not m or m < 1 or m > MAX_ENTRIES or #ARGV ~= 2 + 3 * m then
+if not m or m < 1 or m > MAX_ENTRIES or (#ARGV ~= 2 + 3 * m and #ARGV ~= 3 + 3 * m) then
   return {-4}
 end
 -- Entry i's first key is KEYS[first[i]].
@@ -413,6 +457,7 @@ if #KEYS ~= nkeys then
   return {-4}
 end
 local app = ARGV[1]
+local critical = ARGV[3 + 3 * m] == '1'
 local now = now_us()
 
 -- One state per distinct key (a bucket hash, or a key's state), so that an
@@ -432,8 +477,9 @@ end
 local function plain(key, n)
   local s = state[key]
   if not s then
-    local f = redis.call('HMGET', key, 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'shadow', 'kind')
-    s = {want = 0}
+    local f = redis.call('HMGET', key, 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'shadow', 'kind',
+      'reserve')
+    s = {want = 0, r = 0}
     if not f[8] or f[8] == 'bucket' or f[8] == 'quota' then
       s.capacity, s.pm, s.period = kind_limit(f[8], f[1], f[2], f[3])
     end
@@ -455,21 +501,22 @@ local function plain(key, n)
     else
       s.tokens, s.ts = refill(f[5], f[6], now, s.capacity, s.pm, s.period)
       s.shadow = f[7] == '1'
+      s.r = kept(f[9], s.capacity, critical)
     end
     state[key] = s
     order[#order + 1] = key
   end
   if s.fail then return s.fail end
   -- Alone or together with the earlier entries of this bucket, more than
-  -- the bucket ever holds.
-  if s.want + n > s.capacity then return {-3, 0, 0, 0, s.capacity, s.pm, s.period} end
+  -- the bucket ever gives this call.
+  if s.want + n > s.capacity - s.r then return {-3, 0, 0, 0, s.capacity, s.pm, s.period} end
   s.want = s.want + n
   if s.ps then
     local used, a = quota_take(s.capacity, s.used, n, s.ps, s.pe, now, s.shadow)
     if used then s.used = used end
     return a
   end
-  local left, a = take(s.tokens, n, s.capacity, s.pm, s.period, s.shadow)
+  local left, a = take(s.tokens, n, s.capacity, s.pm, s.period, s.shadow, s.r)
   if left then s.tokens = left end
   return a
 end
@@ -487,8 +534,10 @@ local function keyed(base, skey, key, n)
     local fields = {unpack(GROUP_FIELDS)}
     fields[#fields + 1] = 'e:' .. key
     local f = redis.call('HMGET', base, unpack(fields))
-    local code
-    code, s.capacity, s.pm, s.period, s.shadow = key_limit(base, key, app, f, f[#fields])
+    local code, src, res
+    code, s.capacity, s.pm, s.period, s.shadow, src, res = key_limit(base, key, app, f, f[#fields])
+    s.r = res or 0
+    if critical then s.r = 0 end
     if code == 0 and f[8] and f[8] ~= 'bucket' and f[8] ~= 'quota' then code = -1 end
     if code == 0 and f[8] == 'quota' then
       s.ps, s.pe = period_of(f[9], now)
@@ -507,7 +556,7 @@ local function keyed(base, skey, key, n)
     end
   end
   if s.fail then return s.fail end
-  if s.want + n > s.capacity then return {-3, 0, 0, 0, s.capacity, s.pm, s.period} end
+  if s.want + n > s.capacity - s.r then return {-3, 0, 0, 0, s.capacity, s.pm, s.period} end
   s.want = s.want + n
   if s.ps then
     local used, a = quota_take(s.capacity, s.used, n, s.ps, s.pe, now, s.shadow)
@@ -517,7 +566,7 @@ local function keyed(base, skey, key, n)
     end
     return a
   end
-  local full_at, a = key_take(s.full_at, n, now, s.capacity, s.pm, s.period, s.shadow)
+  local full_at, a = key_take(s.full_at, n, now, s.capacity, s.pm, s.period, s.shadow, s.r)
   if full_at then
     s.full_at = full_at
     s.took = true

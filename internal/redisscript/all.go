@@ -52,7 +52,8 @@ type AllAnswer struct {
 //
 //	KEYS = per entry, in order: the bucket hash (plain), or the key
 //	       group's hash and the key's state (keyed: Key is not "")
-//	ARGV = app, m, then per entry: kind, key, n
+//	ARGV = app, m, then per entry: kind, key, n (and "1" when the call is
+//	       critical: see AcquireAllCritical)
 //
 // so that a client can send it in its own pipeline.
 func AcquireAllArgs(ks Keyspace, app string, entries []Entry, keys []string, argv []any) ([]string, []any) {
@@ -91,6 +92,18 @@ func AllAnswerOf(v []int64, m int) (AllAnswer, error) {
 		a.Entries[i] = e
 	}
 	return a, nil
+}
+
+// AcquireAllCritical is AcquireAll of a call that may be marked critical:
+// its entries may then take the reserves of their buckets.
+func AcquireAllCritical(ctx context.Context, rdb redis.Scripter, ks Keyspace, app string, entries []Entry,
+	critical bool) (AllAnswer, error) {
+	keys, argv := AcquireAllArgs(ks, app, entries, nil, nil)
+	v, err := AcquireAllScript.Run(ctx, rdb, keys, append(argv, CriticalArg(critical))...).Int64Slice()
+	if err != nil {
+		return AllAnswer{}, fmt.Errorf("acquire all: %w", err)
+	}
+	return AllAnswerOf(v, len(entries))
 }
 
 // AcquireAll runs the acquire-all script once: app takes every entry's

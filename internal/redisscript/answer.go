@@ -61,16 +61,22 @@ type Answer struct {
 	// HasShadow says the answer tells the bucket's shadow mode (the ninth
 	// integer of a protocol 2 answer), and Shadow what it is.
 	HasShadow, Shadow bool
+	// HasReserve says the answer tells the bucket's reserve (the tenth
+	// integer of a protocol 3 answer), and Reserve what it is: the tokens
+	// only critical requests may take.
+	HasReserve bool
+	Reserve    int64
 }
 
 // ErrBadAnswer is returned by AnswerOf for a malformed answer.
 var ErrBadAnswer = errors.New("malformed acquire answer")
 
-// AnswerOf interprets the acquire script's reply: seven integers, or
-// nine (the lease time and shadow mode) when the call passed protocol 2
-// (eight from a script of an older release).
+// AnswerOf interprets the acquire script's reply: seven integers, nine
+// (the lease time and shadow mode) when the call passed protocol 2 (eight
+// from a script of an older release), ten (and the reserve) under
+// protocol 3.
 func AnswerOf(v []int64) (Answer, error) {
-	if len(v) < 7 || len(v) > 9 || v[0] < int64(InvalidN) || v[0] > int64(WouldDeny) {
+	if len(v) < 7 || len(v) > 10 || v[0] < int64(InvalidN) || v[0] > int64(WouldDeny) {
 		return Answer{}, fmt.Errorf("%w: %v", ErrBadAnswer, v)
 	}
 	a := Answer{Code: Code(v[0]), Remaining: v[1], RetryAfterMicros: v[2], ResetAfterMicros: v[3],
@@ -78,8 +84,11 @@ func AnswerOf(v []int64) (Answer, error) {
 	if len(v) >= 8 {
 		a.LeaseMillis = v[7]
 	}
-	if len(v) == 9 {
+	if len(v) >= 9 {
 		a.HasShadow, a.Shadow = true, v[8] == 1
+	}
+	if len(v) == 10 {
+		a.HasReserve, a.Reserve = true, v[9]
 	}
 	return a, nil
 }
@@ -131,6 +140,31 @@ func Lease(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, app strin
 // used by tests and tools; services use the client package.
 func Acquire(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, app string, n int64) (Answer, error) {
 	return AcquireRaw(ctx, rdb, ks, name, app, strconv.FormatInt(n, 10))
+}
+
+// AcquireCritical is Acquire of a request marked critical, which may take
+// the bucket's reserve, under protocol 3: the answer tells the lease time,
+// shadow mode and reserve.
+func AcquireCritical(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, app string, n int64, critical bool) (Answer, error) {
+	v, err := AcquireScript.Run(ctx, rdb, []string{ks.Bucket(name)}, app, strconv.FormatInt(n, 10), ProtocolReserve,
+		CriticalArg(critical)).Int64Slice()
+	if err != nil {
+		return Answer{}, fmt.Errorf("acquire %q: %w", name, err)
+	}
+	return AnswerOf(v)
+}
+
+// ProtocolReserve is the protocol argument of protocol 3: the acquire
+// answers carry the lease time, shadow mode and reserve.
+const ProtocolReserve = "3"
+
+// CriticalArg is the critical argument of the acquire script: "1" marks a
+// request critical, "0" not.
+func CriticalArg(critical bool) string {
+	if critical {
+		return "1"
+	}
+	return "0"
 }
 
 // AcquireRaw is Acquire with n passed as the raw string argument, so that

@@ -6,8 +6,10 @@
 -- when absent; the other kinds send permits and period "0"), bounds (the
 -- eleventh: a quota's table of period starts, lua/quota.lua; "" or absent
 -- for the other kinds), slot_ms (the twelfth: a concurrency limit's slot
--- lease time; "0" or absent for the other kinds). A quota's count (used,
--- pstart) is kept by an update and dropped with a new incarnation.
+-- lease time; "0" or absent for the other kinds), reserve (the thirteenth:
+-- the tokens kept for critical requests, 0 to capacity - 1, "0" when
+-- absent; only a token bucket has one). A quota's count (used, pstart) is
+-- kept by an update and dropped with a new incarnation.
 -- Returns 1 created, 2 updated, 3 unchanged, 4 stale, 5 tombstoned.
 
 -- Arguments are checked by config_guards.lua, sent before this file: a bad
@@ -47,13 +49,19 @@ local bounds = bounds_arg(ARGV[11], kind)
 if not bounds then return invalid('bounds') end
 local slot_ms = slot_ms_arg(ARGV[12], kind)
 if not slot_ms then return invalid('slot_ms') end
+-- reserve: tokens only critical requests may take, below the capacity;
+-- only a token bucket has one.
+local reserve = ARGV[13] or '0'
+if not int_arg(reserve, 0, capacity - 1) or (kind ~= 'bucket' and reserve ~= '0') then
+  return invalid('reserve')
+end
 
 if tombstoned(id) then
   return 5
 end
 
 local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts',
-  'lease_ms', 'shadow', 'kind', 'slot_ms', 'bounds')
+  'lease_ms', 'shadow', 'kind', 'slot_ms', 'bounds', 'reserve')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
@@ -63,7 +71,7 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function write(tokens, ts)
   redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts),
     'capacity', ARGV[3], 'permits', ARGV[4], 'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'shadow', shadow,
-    'kind', kind, 'id', ARGV[1], 'version', ARGV[2])
+    'kind', kind, 'reserve', reserve, 'id', ARGV[1], 'version', ARGV[2])
   -- Only a concurrency limit has a slot lease time, only a quota a table:
   -- a bucket's hash keeps its fields.
   if kind == 'concurrency' then redis.call('HSET', KEYS[1], 'slot_ms', slot_ms) end
@@ -82,7 +90,7 @@ if stale(cid, tonumber(cur[2]) or -1, id, version, force) then
   return 4
 end
 if same_config(cur) and (cur[9] or '0') == lease and (cur[10] or '0') == shadow and (cur[11] or 'bucket') == kind
-    and (cur[12] or '0') == slot_ms and (cur[13] or '') == bounds then
+    and (cur[12] or '0') == slot_ms and (cur[13] or '') == bounds and (cur[14] or '0') == reserve then
   return 3
 end
 

@@ -66,6 +66,12 @@ type Config struct {
 	// expires that long after it was taken or renewed. 0 for the other
 	// kinds.
 	SlotMillis int64
+	// Reserve is the tokens kept for requests marked critical: any other
+	// request is refused when taking its tokens would leave fewer. 0 (none)
+	// to Capacity - 1; only a token bucket has one. The reserve of an
+	// override's keys is the bucket's share of the override's capacity
+	// (tokens.ScaleReserve).
+	Reserve int64
 }
 
 // The kinds of a Config, as the kind field holds them.
@@ -110,6 +116,11 @@ func (c Config) Validate() error {
 	case c.LeaseMillis != 0 && (c.LeaseMillis < MinLeaseMillis || c.LeaseMillis > MaxLeaseMillis):
 		return fmt.Errorf("%w: lease %d ms must be 0 (off) or between %d and %d", ErrInvalidConfig, c.LeaseMillis,
 			MinLeaseMillis, MaxLeaseMillis)
+	case c.Reserve < 0 || c.Reserve >= c.Capacity:
+		return fmt.Errorf("%w: reserve %d must be between 0 and the capacity less one, %d", ErrInvalidConfig, c.Reserve,
+			c.Capacity-1)
+	case c.Reserve != 0 && c.LimitKind() != KindBucket:
+		return fmt.Errorf("%w: only a token bucket has a reserve", ErrInvalidConfig)
 	case len(c.Apps) == 0:
 		return fmt.Errorf("%w: at least one allowed app is needed", ErrInvalidConfig)
 	case c.LimitKind() != KindQuota && len(c.Bounds) > 0:

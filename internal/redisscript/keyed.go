@@ -257,26 +257,44 @@ func AcquireKeyRaw(ctx context.Context, rdb redis.Scripter, keys []string, app, 
 
 // KeyedAnswerOf interprets the keyed acquire script's reply: the seven
 // integers of an acquire (with the extra code InvalidKey) and the source,
-// and under protocol 2 a ninth, the shadow mode of the limit that applied
-// (HasShadow is set for the answers that carry it: allowed, denied, would
-// deny and n exceeds capacity). An answer of eight integers (no protocol
-// 2, or a script of an older release) leaves HasShadow false.
+// under protocol 2 a ninth, the shadow mode of the limit that applied, and
+// under protocol 3 a tenth, its reserve (HasShadow and HasReserve are set
+// for the answers that carry them: allowed, denied, would deny and n
+// exceeds capacity). An answer of eight integers (no protocol 2, or a
+// script of an older release) leaves HasShadow false.
 func KeyedAnswerOf(v []int64) (KeyedAnswer, error) {
-	if (len(v) != 8 && len(v) != 9) || v[7] < int64(FromBucket) || v[7] > int64(FromPrefix) ||
-		(len(v) == 9 && v[8] != 0 && v[8] != 1) {
+	if len(v) < 8 || len(v) > 10 || v[7] < int64(FromBucket) || v[7] > int64(FromPrefix) ||
+		(len(v) >= 9 && v[8] != 0 && v[8] != 1) {
 		return KeyedAnswer{}, fmt.Errorf("%w: %v", ErrBadAnswer, v)
 	}
 	if v[0] == int64(InvalidKey) {
 		return KeyedAnswer{Answer: Answer{Code: InvalidKey}}, nil
 	}
 	a, err := AnswerOf(v[:7])
-	if err == nil && len(v) == 9 {
+	if err == nil && len(v) >= 9 {
 		switch a.Code {
 		case Allowed, Denied, WouldDeny, ExceedsCapacity:
 			a.HasShadow, a.Shadow = true, v[8] == 1
+			if len(v) == 10 {
+				a.HasReserve, a.Reserve = true, v[9]
+			}
 		}
 	}
 	return KeyedAnswer{Answer: a, Source: Source(v[7])}, err
+}
+
+// AcquireKeyCritical is AcquireKey of a request that may be marked
+// critical, under protocol 3: the answer tells the shadow mode and the
+// reserve of the key's limit.
+func AcquireKeyCritical(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, key, app string, n int64,
+	critical bool) (KeyedAnswer, error) {
+	k := ks.Keyed(name, key)
+	v, err := KeyedAcquireScript.Run(ctx, rdb, []string{k.Config, k.State}, app, strconv.FormatInt(n, 10), key,
+		ProtocolReserve, CriticalArg(critical)).Int64Slice()
+	if err != nil {
+		return KeyedAnswer{}, fmt.Errorf("keyed acquire: %w", err)
+	}
+	return KeyedAnswerOf(v)
 }
 
 // groupCall is one script call on one group.
@@ -351,7 +369,7 @@ func ApplyKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, cfg Config,
 	}
 	args := []any{strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
 		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f, "0", flag(cfg.Shadow), cfg.LimitKind(),
-		cfg.boundsArg(), strconv.FormatInt(cfg.SlotMillis, 10)}
+		cfg.boundsArg(), strconv.FormatInt(cfg.SlotMillis, 10), strconv.FormatInt(cfg.Reserve, 10)}
 	calls := make([]groupCall, KeyGroups)
 	for g := range calls {
 		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyTombstone(name, g)}, args: args}
@@ -674,7 +692,7 @@ type GroupState struct {
 func ReadGroup(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string, g int) (GroupState, error) {
 	key := ks.KeyGroup(name, g)
 	fields := []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldLens, FieldShadow, FieldKind,
-		FieldSlotMillis, FieldBounds}
+		FieldSlotMillis, FieldBounds, FieldReserve}
 	vals, err := rdb.HMGet(ctx, key, fields...).Result()
 	if err != nil {
 		return GroupState{}, fmt.Errorf("read keyed bucket %q group %d: %w", name, g, err)
@@ -860,7 +878,7 @@ func lensOf(counts map[int]int) string {
 
 // groupConfigFields are the fields ReadGroupConfigs asks each group for.
 var groupConfigFields = []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps, FieldShadow, FieldKind,
-	FieldSlotMillis}
+	FieldSlotMillis, FieldReserve}
 
 // GroupConfigs is the config each key group of a keyed bucket holds, read
 // at Now (Redis TIME).

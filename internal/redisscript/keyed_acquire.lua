@@ -87,27 +87,46 @@ local function until_us(want, pm, period)
   return us(want * period * 1000000000000 / pm)
 end
 
--- take answers a request of n tokens from a bucket holding tokens: the
--- tokens left (nil when nothing is taken) and the answer {code, remaining,
--- retry_us, reset_us, capacity, permits_micro, period}, followed by x8 and
--- x9 when given (a nil ends the answer). Granted when tokens >= n.
--- Otherwise nothing is taken and the code is 0 denied, or 2 would deny for
--- a bucket in shadow mode; retry_us is the wait until the bucket holds n,
--- from its actual count: a bucket in debt waits for the debt and then n
--- (docs/protocol.md, "Debt"). remaining is never below 0. The answer is
--- built in one constructor: a table that grows after it is built is
--- rehashed, which costs more than the arithmetic.
-local function take(tokens, n, capacity, pm, period, shadow, x8, x9)
-  if tokens >= n then
+-- kept is what a request must leave in a bucket of capacity whose reserve
+-- field is r (docs/protocol.md, "Reserve"): the reserve, a whole number
+-- below the capacity (anything else is none), or nothing for a critical
+-- request. A request of more than capacity - kept can never be granted.
+local function kept(r, capacity, critical)
+  if critical or not r then return 0 end
+  r = tonumber(r)
+  if not r or r < 1 or r >= capacity or r ~= math.floor(r) then return 0 end
+  return r
+end
+
+-- above is the whole tokens a request that must leave r of them can take
+-- from a bucket holding tokens, never below 0: the remaining of its answer.
+local function above(tokens, r)
+  local rem = math.floor(tokens - r)
+  if rem < 0 then rem = 0 end
+  return rem
+end
+
+-- take answers a request of n tokens from a bucket holding tokens that must
+-- keep r of them (kept): the tokens left (nil when nothing is taken) and the
+-- answer {code, remaining, retry_us, reset_us, capacity, permits_micro,
+-- period}, followed by x8, x9 and x10 when given (a nil ends the answer).
+-- Granted when tokens - r >= n. Otherwise nothing is taken and the code is
+-- 0 denied, or 2 would deny for a bucket in shadow mode; retry_us is the
+-- wait until the bucket holds r + n, from its actual count: a bucket in
+-- debt waits for the debt and then r + n (docs/protocol.md, "Debt").
+-- remaining is what the request could still take, never below 0. The
+-- answer is built in one constructor: a table that grows after it is
+-- built is rehashed, which costs more than the arithmetic.
+local function take(tokens, n, capacity, pm, period, shadow, r, x8, x9, x10)
+  if tokens - r >= n then
     local left = tokens - n
-    return left, {1, math.floor(left), 0, until_us(capacity - left, pm, period), capacity, pm, period, x8, x9}
+    return left, {1, math.floor(left - r), 0, until_us(capacity - left, pm, period), capacity, pm, period, x8, x9,
+      x10}
   end
   local code = 0
   if shadow then code = 2 end
-  local rem = math.floor(tokens)
-  if rem < 0 then rem = 0 end
-  return nil, {code, rem, until_us(n - tokens, pm, period), until_us(capacity - tokens, pm, period), capacity, pm,
-    period, x8, x9}
+  return nil, {code, above(tokens, r), until_us(n + r - tokens, pm, period), until_us(capacity - tokens, pm, period),
+    capacity, pm, period, x8, x9, x10}
 end
 
 -- put writes a bucket's tokens and ts: a whole count prints the same with
@@ -162,23 +181,23 @@ end
 
 -- quota_take answers a request of n (1 <= n <= q) from a quota of q that
 -- counted used in the period [s, e) at now: the new count (nil when
--- nothing is counted) and the answer of seven integers (then x8, x9):
+-- nothing is counted) and the answer of seven integers (then x8, x9, x10):
 -- code, the whole requests left this period, the wait (a denial: until
 -- the period ends, when n fits again), the time until the count resets,
 -- q, 0 (a quota has no rate) and the period's length in seconds. The
 -- code is 1 allowed when used + n <= q, else 0 denied, or 2 would deny in
 -- shadow mode.
-local function quota_take(q, used, n, s, e, now, shadow, x8, x9)
+local function quota_take(q, used, n, s, e, now, shadow, x8, x9, x10)
   local reset = us(e * 1000000 - now)
   if used + n <= q then
     used = used + n
-    return used, {1, q - used, 0, reset, q, 0, e - s, x8, x9}
+    return used, {1, q - used, 0, reset, q, 0, e - s, x8, x9, x10}
   end
   local code = 0
   if shadow then code = 2 end
   local rem = q - used
   if rem < 0 then rem = 0 end
-  return nil, {code, rem, reset, reset, q, 0, e - s, x8, x9}
+  return nil, {code, rem, reset, reset, q, 0, e - s, x8, x9, x10}
 end
 
 -- The keyed part of the core: the key and override rules (docs/protocol.md,
@@ -211,8 +230,8 @@ end
 
 -- The fields of a group hash every keyed decision reads, in this order;
 -- the key's exact override 'e:<key>' follows them.
--- kind and bounds are a quota's (lua/quota.lua).
-local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'kind', 'bounds'}
+-- kind and bounds are a quota's (lua/quota.lua); reserve a token bucket's.
+local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'kind', 'bounds', 'reserve'}
 
 -- override parses an override value "<id> <version> <capacity> <permits>
 -- <period>", followed by " s" in shadow mode, into its limit (capacity,
@@ -228,19 +247,41 @@ local function override(v, k)
   return capacity, pm, period, s == ' s'
 end
 
+-- share is an override's reserve: floor(r * c / capacity), the bucket's
+-- share r / capacity of the override's capacity c, rounded down, exactly.
+-- r * c may pass 2^53, where doubles stop being exact, so it is taken in
+-- two parts of c (each product below 2^47); a quotient a double rounded up
+-- to the next whole number is taken back.
+local function share(r, c, capacity)
+  local hi, lo = math.floor(c / 65536), c % 65536
+  local a = r * hi
+  local q1 = math.floor(a / capacity)
+  local m = a - q1 * capacity
+  if m < 0 then q1, m = q1 - 1, m + capacity end
+  local b = m * 65536 + r * lo
+  local q2 = math.floor(b / capacity)
+  if b - q2 * capacity < 0 then q2 = q2 - 1 end
+  return q1 * 65536 + q2
+end
+
 -- key_limit decides the limit of key in the group hash base whose fields
 -- f are GROUP_FIELDS (f[8] the kind, see kind_limit) and whose exact
 -- override is exact: it returns a
 -- refusal code (-1 unknown bucket, -2 app not allowed, with the bucket's
--- limit) or 0, then capacity, permits in millionths, period, shadow and the
+-- limit) or 0, then capacity, permits in millionths, period, shadow, the
 -- source (0 the bucket's limit, 1 the exact override, 2 the longest
--- matching prefix override; lens lists the prefix lengths, longest first).
--- Shadow mode: the bucket's covers every key, an override's its keys.
+-- matching prefix override; lens lists the prefix lengths, longest first)
+-- and the reserve: the bucket's, or for an override the bucket's share of
+-- its capacity (share). Shadow mode: the bucket's covers every key, an
+-- override's its keys.
 local function key_limit(base, key, app, f, exact)
   local capacity, pm, period = kind_limit(f[8], f[1], f[2], f[3])
   if not capacity or not f[5] then return -1, 0, 0, 0 end
   if not app_ok(app, f[4]) then return -2, capacity, pm, period end
   local shadow = f[7] == '1'
+  -- Only a token bucket keeps a reserve.
+  local r = 0
+  if not f[8] or f[8] == 'bucket' then r = kept(f[10], capacity, false) end
   local oc, opm, od, osh = override(exact, f[8])
   local src = 1
   if not oc and f[6] and f[6] ~= '' then
@@ -258,8 +299,9 @@ local function key_limit(base, key, app, f, exact)
     end
     src = 2
   end
-  if not oc then return 0, capacity, pm, period, shadow, 0 end
-  return 0, oc, opm, od, shadow or osh, src
+  if not oc then return 0, capacity, pm, period, shadow, 0, r end
+  if r > 0 then r = share(r, oc, capacity) end
+  return 0, oc, opm, od, shadow or osh, src, r
 end
 
 -- b64num writes a whole number x >= 0 in base 64 with the digits of B64,
@@ -315,22 +357,22 @@ local function key_full_at(sv, id, now, capacity, pm, period)
 end
 
 -- key_take answers a request of n tokens of a key whose bucket is full at
--- full_at: the new full_at (nil when nothing is taken) and the seven
--- integers of take. A billionth of a token is the tolerance for the
--- rounding of full_at (a double).
-local function key_take(full_at, n, now, capacity, pm, period, shadow)
+-- full_at and must keep r tokens (kept): the new full_at (nil when nothing
+-- is taken) and the seven integers of take. A billionth of a token is the
+-- tolerance for the rounding of full_at (a double).
+local function key_take(full_at, n, now, capacity, pm, period, shadow, r)
   local per = per_token(pm, period)
   local tokens = capacity - (full_at - now) / per
   if tokens < 0 then tokens = 0 end
-  if tokens + 0.000000001 >= n then
+  if tokens - r + 0.000000001 >= n then
     full_at = full_at + n * per
     tokens = tokens - n
     if tokens < 0 then tokens = 0 end
-    return full_at, {1, math.floor(tokens), 0, us(full_at - now), capacity, pm, period}
+    return full_at, {1, above(tokens, r), 0, us(full_at - now), capacity, pm, period}
   end
   local code = 0
   if shadow then code = 2 end
-  return nil, {code, math.floor(tokens), us((n - tokens) * per), us(full_at - now), capacity, pm, period}
+  return nil, {code, above(tokens, r), us((n + r - tokens) * per), us(full_at - now), capacity, pm, period}
 end
 
 -- state_ttl is the expiry in milliseconds of a state written now that is
@@ -393,14 +435,17 @@ end
 -- '2' after the last key (protocol 2) gets a ninth integer in every
 -- answer: shadow, 1 when the limit that applied is in shadow mode, else 0
 -- (0 for codes -1, -2, -4, -5), so that its local fallback learns it from
--- a grant too.
+-- a grant too; '3' (protocol 3) adds a tenth, the reserve of that limit. An
+-- argument after the protocol marks critical acquires: its i-th character
+-- '1' makes the i-th acquire critical (it may take the reserve, which every
+-- other acquire must leave).
 --
 -- Several acquires of one app in one call: KEYS holds a pair (group hash,
--- state) per acquire, ARGV the app and then n and the key of each (and
--- '2' for protocol 2); the answer is their answers of eight (nine)
--- integers one after the other. Each is decided as if it ran alone, in
--- order; they share one reading of TIME and one MGET of their states,
--- which is what makes the call cheaper than separate ones.
+-- state) per acquire, ARGV the app and then n and the key of each (then
+-- the protocol and the critical flags); the answer is their answers of
+-- eight (nine, ten) integers one after the other. Each is decided as if
+-- it ran alone, in order; they share one reading of TIME and one MGET of
+-- their states, which is what makes the call cheaper than separate ones.
 --
 -- A key's state is one string "<id> <full_at x 4>" (base 64, see
 -- key_full_at): the bucket id (a recreated bucket ignores the state of the
@@ -412,35 +457,43 @@ local count_ = math.floor(#KEYS / 2)
 if count_ < 1 then
   return {-5, 0, 0, 0, 0, 0, 0, 0}
 end
--- The integers of each answer: 8, or 9 (with shadow) under protocol 2.
-local width = 8
-if #ARGV == 2 * count_ + 2 and ARGV[#ARGV] == '2' then width = 9 end
+-- The integers of each answer: 8, or 9 (with shadow) under protocol 2, 10
+-- (and the reserve) under protocol 3.
+local width, flags = 8, ''
+if #ARGV == 2 * count_ + 2 or #ARGV == 2 * count_ + 3 then
+  local proto = ARGV[2 * count_ + 2]
+  if proto == '2' then width = 9 elseif proto == '3' then width = 10 end
+  flags = ARGV[2 * count_ + 3] or ''
+end
 
 -- decide answers one acquire of n tokens for key, whose state string is s
 -- (false when absent), at time now, and writes the state when it grants.
--- It returns the answer's first seven integers, the source and shadow
--- (0 or 1), and the state written, if any: the answer is not grown by
--- two fields, which would rehash it twice.
-local function decide(base, state, n, key, s, now, f, exact)
+-- It returns the answer's first seven integers, the source, shadow (0 or
+-- 1) and the reserve of the limit, and the state written, if any: the
+-- answer is not grown by more fields, which would rehash it.
+local function decide(base, state, n, key, s, now, f, exact, critical)
   -- A limit of another kind than a token bucket or a quota is not this
   -- script's to take from.
-  if f[8] and f[8] ~= 'bucket' and f[8] ~= 'quota' then return {-1, 0, 0, 0, 0, 0, 0}, 0, 0 end
-  local code, capacity, pm, period, shadow, src = key_limit(base, key, app, f, exact)
-  if code ~= 0 then return {code, 0, 0, 0, capacity, pm, period}, 0, 0 end
+  if f[8] and f[8] ~= 'bucket' and f[8] ~= 'quota' then return {-1, 0, 0, 0, 0, 0, 0}, 0, 0, 0 end
+  local code, capacity, pm, period, shadow, src, res = key_limit(base, key, app, f, exact)
+  if code ~= 0 then return {code, 0, 0, 0, capacity, pm, period}, 0, 0, 0 end
   local sh = 0
   if shadow then sh = 1 end
-  if n > capacity then return {-3, 0, 0, 0, capacity, pm, period}, src, sh end
+  local r = res
+  if critical then r = 0 end
+  if n > capacity - r then return {-3, 0, 0, 0, capacity, pm, period}, src, sh, res end
   if f[8] == 'quota' then
-    -- A keyed quota: the key's count of the period containing now.
+    -- A keyed quota: the key's count of the period containing now (no
+    -- reserve: key_limit answers 0 for a quota).
     local ps, pe = period_of(f[9], now)
-    if not ps then return {-1, 0, 0, 0, 0, 0, 0}, 0, 0 end
+    if not ps then return {-1, 0, 0, 0, 0, 0, 0}, 0, 0, 0 end
     local used, a = quota_take(capacity, quota_used(s, f[5], ps), n, ps, pe, now, shadow)
-    if used then return a, src, sh, quota_put(state, f[5], ps, pe, used, now) end
-    return a, src, sh
+    if used then return a, src, sh, res, quota_put(state, f[5], ps, pe, used, now) end
+    return a, src, sh, res
   end
-  local full_at, a = key_take(key_full_at(s, f[5], now, capacity, pm, period), n, now, capacity, pm, period, shadow)
-  if full_at then return a, src, sh, key_put(state, f[5], full_at, now) end
-  return a, src, sh
+  local full_at, a = key_take(key_full_at(s, f[5], now, capacity, pm, period), n, now, capacity, pm, period, shadow, r)
+  if full_at then return a, src, sh, res, key_put(state, f[5], full_at, now) end
+  return a, src, sh, res
 end
 
 -- Check every acquire, then read the states of those that passed in one
@@ -486,7 +539,7 @@ local out = {}
 local j = 0
 for i = 1, count_ do
   local a = answers[i]
-  local src, sh = 0, 0
+  local src, sh, res = 0, 0, 0
   if not a then
     j = j + 1
     local state = KEYS[2 * i]
@@ -497,7 +550,7 @@ for i = 1, count_ do
     local e = next_exact[base]
     next_exact[base] = e + 1
     local v
-    a, src, sh, v = decide(base, state, ns[i], ARGV[2 * i + 1], s, now, f, f[e])
+    a, src, sh, res, v = decide(base, state, ns[i], ARGV[2 * i + 1], s, now, f, f[e], string.byte(flags, i) == 49)
     if v then written[state] = v end
   end
   local o = #out
@@ -505,6 +558,7 @@ for i = 1, count_ do
     out[o + x] = a[x]
   end
   out[o + 8] = src
-  if width == 9 then out[o + 9] = sh end
+  if width >= 9 then out[o + 9] = sh end
+  if width == 10 then out[o + 10] = res end
 end
 return out

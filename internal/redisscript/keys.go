@@ -53,6 +53,10 @@ const (
 	// period is 0. Written by the acquire scripts.
 	FieldUsed        = "used"
 	FieldPeriodStart = "pstart"
+	// FieldReserve is the bucket's reserve: tokens that only requests
+	// marked critical may take, a whole number below the capacity; absent
+	// means "0" (none). Written by Apply.
+	FieldReserve = "reserve"
 )
 
 // TombstoneTTLSeconds is how long a tombstone outlives its bucket: long

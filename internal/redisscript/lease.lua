@@ -87,27 +87,46 @@ local function until_us(want, pm, period)
   return us(want * period * 1000000000000 / pm)
 end
 
--- take answers a request of n tokens from a bucket holding tokens: the
--- tokens left (nil when nothing is taken) and the answer {code, remaining,
--- retry_us, reset_us, capacity, permits_micro, period}, followed by x8 and
--- x9 when given (a nil ends the answer). Granted when tokens >= n.
--- Otherwise nothing is taken and the code is 0 denied, or 2 would deny for
--- a bucket in shadow mode; retry_us is the wait until the bucket holds n,
--- from its actual count: a bucket in debt waits for the debt and then n
--- (docs/protocol.md, "Debt"). remaining is never below 0. The answer is
--- built in one constructor: a table that grows after it is built is
--- rehashed, which costs more than the arithmetic.
-local function take(tokens, n, capacity, pm, period, shadow, x8, x9)
-  if tokens >= n then
+-- kept is what a request must leave in a bucket of capacity whose reserve
+-- field is r (docs/protocol.md, "Reserve"): the reserve, a whole number
+-- below the capacity (anything else is none), or nothing for a critical
+-- request. A request of more than capacity - kept can never be granted.
+local function kept(r, capacity, critical)
+  if critical or not r then return 0 end
+  r = tonumber(r)
+  if not r or r < 1 or r >= capacity or r ~= math.floor(r) then return 0 end
+  return r
+end
+
+-- above is the whole tokens a request that must leave r of them can take
+-- from a bucket holding tokens, never below 0: the remaining of its answer.
+local function above(tokens, r)
+  local rem = math.floor(tokens - r)
+  if rem < 0 then rem = 0 end
+  return rem
+end
+
+-- take answers a request of n tokens from a bucket holding tokens that must
+-- keep r of them (kept): the tokens left (nil when nothing is taken) and the
+-- answer {code, remaining, retry_us, reset_us, capacity, permits_micro,
+-- period}, followed by x8, x9 and x10 when given (a nil ends the answer).
+-- Granted when tokens - r >= n. Otherwise nothing is taken and the code is
+-- 0 denied, or 2 would deny for a bucket in shadow mode; retry_us is the
+-- wait until the bucket holds r + n, from its actual count: a bucket in
+-- debt waits for the debt and then r + n (docs/protocol.md, "Debt").
+-- remaining is what the request could still take, never below 0. The
+-- answer is built in one constructor: a table that grows after it is
+-- built is rehashed, which costs more than the arithmetic.
+local function take(tokens, n, capacity, pm, period, shadow, r, x8, x9, x10)
+  if tokens - r >= n then
     local left = tokens - n
-    return left, {1, math.floor(left), 0, until_us(capacity - left, pm, period), capacity, pm, period, x8, x9}
+    return left, {1, math.floor(left - r), 0, until_us(capacity - left, pm, period), capacity, pm, period, x8, x9,
+      x10}
   end
   local code = 0
   if shadow then code = 2 end
-  local rem = math.floor(tokens)
-  if rem < 0 then rem = 0 end
-  return nil, {code, rem, until_us(n - tokens, pm, period), until_us(capacity - tokens, pm, period), capacity, pm,
-    period, x8, x9}
+  return nil, {code, above(tokens, r), until_us(n + r - tokens, pm, period), until_us(capacity - tokens, pm, period),
+    capacity, pm, period, x8, x9, x10}
 end
 
 -- put writes a bucket's tokens and ts: a whole count prints the same with
@@ -121,14 +140,16 @@ end
 -- Sluice lease: for app ARGV[1], give back ARGV[3] unused tokens of an
 -- ended lease and take up to ARGV[2] tokens as a new lease, from the
 -- bucket hash KEYS[1]. The tokens are taken from the same bucket as
--- acquire's, so leased and single acquires share one limit. The answer is
--- eight integers: {code, granted, remaining, retry_us, capacity,
--- permits_micro, period, lease_ms} (docs/protocol.md).
+-- acquire's, so leased and single acquires share one limit. A lease is
+-- never critical: it leaves the bucket's reserve. The answer is eight
+-- integers: {code, granted, remaining, retry_us, capacity, permits_micro,
+-- period, lease_ms} (docs/protocol.md).
 local want, back = count(ARGV[2]), count(ARGV[3])
 if not want or not back then
   return {-4, 0, 0, 0, 0, 0, 0, 0}
 end
-local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms', 'kind')
+local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms', 'kind',
+  'reserve')
 local capacity, pm, period = limit_of(f[1], f[2], f[3])
 -- Only a token bucket has tokens to lease: a quota or another kind is not
 -- this script's.
@@ -141,22 +162,21 @@ if not app_ok(ARGV[1], f[4]) then
 end
 -- Not in lease mode (any more): take back what is returned, grant nothing.
 if lease <= 0 then want = 0 end
-if want > capacity then want = capacity end
+local r = kept(f[9], capacity, false)
+if want > capacity - r then want = capacity - r end
 local tokens, ts = refill(f[5], f[6], now_us(), capacity, pm, period)
 -- Returned tokens were taken and not used: they go back, never above
 -- capacity. A debt stays a debt.
 tokens = tokens + back
 if tokens > capacity then tokens = capacity end
-local granted = math.floor(tokens)
+local granted = above(tokens, r)
 if granted > want then granted = want end
-if granted < 0 then granted = 0 end
 tokens = tokens - granted
 if granted > 0 or back > 0 then put(KEYS[1], tokens, ts) end
--- retry_us: when nothing was granted, the time until one token is there.
+-- retry_us: when nothing was granted, the time until one token above the
+-- reserve is there.
 local retry = 0
-if granted == 0 and want > 0 then retry = until_us(1 - tokens, pm, period) end
+if granted == 0 and want > 0 then retry = until_us(1 + r - tokens, pm, period) end
 local code = 0
 if granted > 0 then code = 1 end
-local rem = math.floor(tokens)
-if rem < 0 then rem = 0 end
-return {code, granted, rem, retry, capacity, pm, period, lease}
+return {code, granted, above(tokens, r), retry, capacity, pm, period, lease}

@@ -94,7 +94,12 @@ func TestAnswerOf(t *testing.T) {
 	if err != nil || !a.HasShadow || !a.Shadow || a.Code != redisscript.WouldDeny {
 		t.Fatalf("protocol 2: got %+v, %v", a, err)
 	}
-	for _, bad := range [][]int64{nil, {1}, {1, 2, 3, 4, 5, 6}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {3, 0, 0, 0, 0, 0, 0}, {-5, 0, 0, 0, 0, 0, 0}} {
+	// Protocol 3: and the reserve.
+	a, err = redisscript.AnswerOf([]int64{0, 0, 7, 2_500_000, 10, 500_000, 1, 0, 0, 4})
+	if err != nil || !a.HasShadow || a.Shadow || !a.HasReserve || a.Reserve != 4 || a.Code != redisscript.Denied {
+		t.Fatalf("protocol 3: got %+v, %v", a, err)
+	}
+	for _, bad := range [][]int64{nil, {1}, {1, 2, 3, 4, 5, 6}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 0, 0, 0, 0, 0, 0}, {-5, 0, 0, 0, 0, 0, 0}} {
 		if _, err := redisscript.AnswerOf(bad); !errors.Is(err, redisscript.ErrBadAnswer) {
 			t.Errorf("AnswerOf(%v) err = %v", bad, err)
 		}
@@ -111,7 +116,7 @@ func TestFieldsDocumented(t *testing.T) {
 	}
 	for _, f := range []string{redisscript.FieldID, redisscript.FieldVersion, redisscript.FieldCapacity,
 		redisscript.FieldPermits, redisscript.FieldPeriod, redisscript.FieldApps, redisscript.FieldTokens, redisscript.FieldTS,
-		redisscript.FieldLeaseMillis} {
+		redisscript.FieldLeaseMillis, redisscript.FieldShadow, redisscript.FieldReserve} {
 		if !strings.Contains(redisscript.AcquireScript.Source()+applySource(t), "'"+f+"'") {
 			t.Errorf("field %q is not used by the scripts", f)
 		}

@@ -189,7 +189,8 @@ func applyArgs(cfg Config, force bool) ([]any, error) {
 	}
 	return []any{strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
 		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f,
-		strconv.FormatInt(cfg.LeaseMillis, 10), shadow, cfg.LimitKind(), cfg.boundsArg(), strconv.FormatInt(cfg.SlotMillis, 10)}, nil
+		strconv.FormatInt(cfg.LeaseMillis, 10), shadow, cfg.LimitKind(), cfg.boundsArg(), strconv.FormatInt(cfg.SlotMillis, 10),
+		strconv.FormatInt(cfg.Reserve, 10)}, nil
 }
 
 // applyOutcome reads the apply script's answer n (or error) for bucket name.
@@ -361,6 +362,9 @@ func parseConfig(h map[string]string) (Config, bool) {
 	if k := h[FieldKind]; k != KindBucket {
 		c.Kind = k
 	}
+	if v, ok := h[FieldReserve]; ok {
+		c.Reserve, _ = strconv.ParseInt(v, 10, 64)
+	}
 	return c, true
 }
 
@@ -369,7 +373,8 @@ const MaxReadMany = 200
 
 // readManyFields are the fields ReadMany asks for, in order.
 var readManyFields = []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps,
-	FieldLeaseMillis, FieldTokens, FieldTS, FieldShadow, FieldKind, FieldSlotMillis, FieldBounds, FieldUsed, FieldPeriodStart}
+	FieldLeaseMillis, FieldTokens, FieldTS, FieldShadow, FieldKind, FieldSlotMillis, FieldBounds, FieldUsed, FieldPeriodStart,
+	FieldReserve}
 
 // ReadMany returns the state of each bucket of names (a page: at most
 // MaxReadMany), as Read does, in one pipeline of one HMGET per bucket and
@@ -436,5 +441,12 @@ func ReadMany(ctx context.Context, rdb redis.Cmdable, ks Keyspace, names []strin
 
 // Limit is the config's limit for the Go core of the token bucket.
 func (c Config) Limit() tokens.Limit {
-	return tokens.Limit{Capacity: c.Capacity, PermitsMicro: c.PermitsMicro, Period: float64(c.PeriodSeconds)}
+	return tokens.Limit{Capacity: c.Capacity, PermitsMicro: c.PermitsMicro, Period: float64(c.PeriodSeconds),
+		Reserve: c.Reserve}
+}
+
+// ReserveLeft is how much of the reserve a bucket holding tokens still
+// has: the whole tokens of the reserve that are there, 0 to Reserve.
+func (c Config) ReserveLeft(tokens float64) int64 {
+	return max(0, min(c.Reserve, int64(math.Floor(tokens))))
 }

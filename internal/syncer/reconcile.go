@@ -477,7 +477,7 @@ func (w *Worker) removeExtra(ctx context.Context, t *tally, name string) error {
 func sameConfig(a, b redisscript.Config) bool {
 	if a.ID != b.ID || a.Version != b.Version || a.Capacity != b.Capacity ||
 		a.PermitsMicro != b.PermitsMicro || a.PeriodSeconds != b.PeriodSeconds || a.LeaseMillis != b.LeaseMillis ||
-		a.Shadow != b.Shadow || a.LimitKind() != b.LimitKind() || a.SlotMillis != b.SlotMillis ||
+		a.Shadow != b.Shadow || a.LimitKind() != b.LimitKind() || a.SlotMillis != b.SlotMillis || a.Reserve != b.Reserve ||
 		len(a.Apps) != len(b.Apps) {
 		return false
 	}

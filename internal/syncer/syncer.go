@@ -451,7 +451,7 @@ func bucketConfig(b *buckets.Bucket) redisscript.Config {
 	c := redisscript.Config{
 		Name: b.Name, ID: b.ID, Version: b.Version, Capacity: b.MaxPermits,
 		PermitsMicro: b.Rate.PermitsMicro, PeriodSeconds: int64(b.Rate.Period / time.Second),
-		Apps: b.AllowedApps, LeaseMillis: b.LeaseMillis, Shadow: b.Shadow, Kind: string(b.Kind.Or()),
+		Apps: b.AllowedApps, LeaseMillis: b.LeaseMillis, Shadow: b.Shadow, Kind: string(b.Kind.Or()), Reserve: b.Reserve,
 		SlotMillis: b.SlotMillis,
 	}
 	if b.Kind == buckets.KindQuota {

@@ -597,6 +597,7 @@ func TestSameConfig(t *testing.T) {
 		func(c *redisscript.Config) { c.PeriodSeconds++ },
 		func(c *redisscript.Config) { c.LeaseMillis = 100 },
 		func(c *redisscript.Config) { c.Shadow = true },
+		func(c *redisscript.Config) { c.Reserve = 1 },
 		func(c *redisscript.Config) { c.Apps = []string{"a"} },
 		func(c *redisscript.Config) { c.Apps = []string{"a", "c"} },
 	} {

@@ -251,12 +251,13 @@
   // Live state. An element with data-live-src="URL" is refreshed from that
   // JSON every data-live-interval ms (default 2000) while the page is
   // visible:
-  //   one bucket:  {"name": "x", "exists": true, "tokens": 7.9, "capacity": 10}
+  //   one bucket:  {"name": "x", "exists": true, "tokens": 7.9, "capacity": 10, "reserve": 2}
   //   a list:      {"buckets": [{"name": "x", ...}, ...]}
   // Inside it, the element of a bucket is the one with data-bucket="x" (or
   // the element itself for a single bucket). Its [data-live-tokens] shows
-  // whole tokens, [data-live-capacity] the capacity, and its svg.gauge
-  // the fill level (see chart.Gauge).
+  // whole tokens, [data-live-capacity] the capacity, [data-live-reserve-left]
+  // the tokens of the reserve that are there, and its svg.gauge the fill
+  // level (see chart.Gauge).
   function setGauge(svg, tokens, capacity) {
     var fill = svg.querySelector(".gauge-fill");
     if (!fill) { return; }
@@ -310,6 +311,11 @@
       el.querySelectorAll("[data-live-in-use]").forEach(function (t) { t.textContent = groupDigits(st.in_use); });
       el.querySelectorAll("[data-live-next-expiry]").forEach(function (t) { setTime(t, st.next_expiry, "no slot held"); });
     }
+    // The reserve left: the reserve's tokens that are there (buckets.Config.ReserveLeft).
+    var reserve = typeof st.reserve === "number" ? st.reserve : 0;
+    el.querySelectorAll("[data-live-reserve-left]").forEach(function (t) {
+      t.textContent = groupDigits(Math.max(0, Math.min(reserve, whole)));
+    });
     el.querySelectorAll("svg.gauge").forEach(function (g) { setGauge(g, st.tokens, st.capacity); });
     el.setAttribute("data-live-tokens-now", String(whole));
   }

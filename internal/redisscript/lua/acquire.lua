@@ -4,18 +4,21 @@
 -- reset_us, capacity, permits_micro, period} (docs/protocol.md). A client
 -- that passes ARGV[3] = '2' (protocol 2) gets two more on allowed, denied
 -- and would-deny answers: lease_ms (0 when not in lease mode) and shadow
--- (1 in shadow mode, else 0). A bucket whose shadow field is '1' never
--- denies: where it would, it answers code 2 (would deny) and takes
--- nothing. A hash of kind 'quota' is a calendar quota (lua/quota.lua):
--- the same answer, counted per period.
+-- (1 in shadow mode, else 0); ARGV[3] = '3' (protocol 3) adds a third,
+-- the bucket's reserve. A bucket whose shadow field is '1' never denies:
+-- where it would, it answers code 2 (would deny) and takes nothing.
+-- ARGV[4] = '1' marks the request critical: it may take the bucket's
+-- reserve, which every other request must leave. A hash of kind 'quota'
+-- is a calendar quota (lua/quota.lua): the same answer, counted per
+-- period, with no reserve.
 local n = count(ARGV[2])
 if not n or n < 1 then
   return {-4, 0, 0, 0, 0, 0, 0}
 end
--- A quota's fields (10..12) come in the same HMGET: a second call would
--- cost a quota more than the three absent fields cost a bucket.
+-- A quota's fields (10..12) and the reserve (13) come in the same HMGET: a
+-- second call would cost more than the absent fields cost.
 local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms', 'shadow',
-  'kind', 'bounds', 'used', 'pstart')
+  'kind', 'bounds', 'used', 'pstart', 'reserve')
 -- A limit of another kind than a token bucket or a quota is not this
 -- script's to take from.
 local capacity, pm, period
@@ -26,19 +29,24 @@ end
 if not app_ok(ARGV[1], f[4]) then
   return {-2, 0, 0, 0, capacity, pm, period}
 end
-if n > capacity then
+local res = 0
+if f[9] ~= 'quota' then res = kept(f[13], capacity, false) end
+local r = res
+if ARGV[4] == '1' then r = 0 end
+if n > capacity - r then
   return {-3, 0, 0, 0, capacity, pm, period}
 end
 local shadow = f[8] == '1'
 local lease, sh
-if ARGV[3] == '2' then
+if ARGV[3] == '2' or ARGV[3] == '3' then
   lease, sh = tonumber(f[7]) or 0, 0
   if shadow then sh = 1 end
 end
+if ARGV[3] ~= '3' then res = nil end
 if f[9] == 'quota' then
   -- A quota (capacity is the quota): the count of the period containing
   -- now, kept with the period's start; a table that does not cover now
-  -- is no valid config. Quotas have no lease mode.
+  -- is no valid config. Quotas have no lease mode and no reserve.
   local now = now_us()
   local s, e = period_of(f[10], now)
   if not s then
@@ -47,12 +55,12 @@ if f[9] == 'quota' then
   local used = 0
   if tonumber(f[12]) == s then used = tonumber(f[11]) or 0 end
   if lease then lease = 0 end
-  local u, answer = quota_take(capacity, used, n, s, e, now, shadow, lease, sh)
+  local u, answer = quota_take(capacity, used, n, s, e, now, shadow, lease, sh, res)
   if u then redis.call('HSET', KEYS[1], 'used', string.format('%d', u), 'pstart', string.format('%d', s)) end
   return answer
 end
 local tokens, ts = refill(f[5], f[6], now_us(), capacity, pm, period)
-local left, answer = take(tokens, n, capacity, pm, period, shadow, lease, sh)
+local left, answer = take(tokens, n, capacity, pm, period, shadow, r, lease, sh, res)
 -- A denial writes nothing: refill is a pure function of time, so the
 -- stored (tokens, ts) pair still yields the same count later.
 if left then put(KEYS[1], left, ts) end

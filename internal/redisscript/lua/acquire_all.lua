@@ -12,12 +12,14 @@
 -- one-element array {-4} (docs/protocol.md). A bucket (or an override) in
 -- shadow mode never refuses: an entry it would deny answers 2 and takes
 -- nothing. A quota (kind 'quota', lua/quota.lua) is an entry like a
--- bucket, counted in its period.
+-- bucket, counted in its period. ARGV[3m+3] = '1' marks the call critical:
+-- its entries may take the reserves of their buckets, which every other
+-- call must leave (a quota has none).
 local MAX_ENTRIES = 32
 local INVALID = {-4, 0, 0, 0, 0, 0, 0}
 
 local m = count(ARGV[2])
-if not m or m < 1 or m > MAX_ENTRIES or #ARGV ~= 2 + 3 * m then
+if not m or m < 1 or m > MAX_ENTRIES or (#ARGV ~= 2 + 3 * m and #ARGV ~= 3 + 3 * m) then
   return {-4}
 end
 -- Entry i's first key is KEYS[first[i]].
@@ -31,6 +33,7 @@ if #KEYS ~= nkeys then
   return {-4}
 end
 local app = ARGV[1]
+local critical = ARGV[3 + 3 * m] == '1'
 local now = now_us()
 
 -- One state per distinct key (a bucket hash, or a key's state), so that an
@@ -50,8 +53,9 @@ end
 local function plain(key, n)
   local s = state[key]
   if not s then
-    local f = redis.call('HMGET', key, 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'shadow', 'kind')
-    s = {want = 0}
+    local f = redis.call('HMGET', key, 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'shadow', 'kind',
+      'reserve')
+    s = {want = 0, r = 0}
     if not f[8] or f[8] == 'bucket' or f[8] == 'quota' then
       s.capacity, s.pm, s.period = kind_limit(f[8], f[1], f[2], f[3])
     end
@@ -73,21 +77,22 @@ local function plain(key, n)
     else
       s.tokens, s.ts = refill(f[5], f[6], now, s.capacity, s.pm, s.period)
       s.shadow = f[7] == '1'
+      s.r = kept(f[9], s.capacity, critical)
     end
     state[key] = s
     order[#order + 1] = key
   end
   if s.fail then return s.fail end
   -- Alone or together with the earlier entries of this bucket, more than
-  -- the bucket ever holds.
-  if s.want + n > s.capacity then return {-3, 0, 0, 0, s.capacity, s.pm, s.period} end
+  -- the bucket ever gives this call.
+  if s.want + n > s.capacity - s.r then return {-3, 0, 0, 0, s.capacity, s.pm, s.period} end
   s.want = s.want + n
   if s.ps then
     local used, a = quota_take(s.capacity, s.used, n, s.ps, s.pe, now, s.shadow)
     if used then s.used = used end
     return a
   end
-  local left, a = take(s.tokens, n, s.capacity, s.pm, s.period, s.shadow)
+  local left, a = take(s.tokens, n, s.capacity, s.pm, s.period, s.shadow, s.r)
   if left then s.tokens = left end
   return a
 end
@@ -105,8 +110,10 @@ local function keyed(base, skey, key, n)
     local fields = {unpack(GROUP_FIELDS)}
     fields[#fields + 1] = 'e:' .. key
     local f = redis.call('HMGET', base, unpack(fields))
-    local code
-    code, s.capacity, s.pm, s.period, s.shadow = key_limit(base, key, app, f, f[#fields])
+    local code, src, res
+    code, s.capacity, s.pm, s.period, s.shadow, src, res = key_limit(base, key, app, f, f[#fields])
+    s.r = res or 0
+    if critical then s.r = 0 end
     if code == 0 and f[8] and f[8] ~= 'bucket' and f[8] ~= 'quota' then code = -1 end
     if code == 0 and f[8] == 'quota' then
       s.ps, s.pe = period_of(f[9], now)
@@ -125,7 +132,7 @@ local function keyed(base, skey, key, n)
     end
   end
   if s.fail then return s.fail end
-  if s.want + n > s.capacity then return {-3, 0, 0, 0, s.capacity, s.pm, s.period} end
+  if s.want + n > s.capacity - s.r then return {-3, 0, 0, 0, s.capacity, s.pm, s.period} end
   s.want = s.want + n
   if s.ps then
     local used, a = quota_take(s.capacity, s.used, n, s.ps, s.pe, now, s.shadow)
@@ -135,7 +142,7 @@ local function keyed(base, skey, key, n)
     end
     return a
   end
-  local full_at, a = key_take(s.full_at, n, now, s.capacity, s.pm, s.period, s.shadow)
+  local full_at, a = key_take(s.full_at, n, now, s.capacity, s.pm, s.period, s.shadow, s.r)
   if full_at then
     s.full_at = full_at
     s.took = true

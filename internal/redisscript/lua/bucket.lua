@@ -87,27 +87,46 @@ local function until_us(want, pm, period)
   return us(want * period * 1000000000000 / pm)
 end
 
--- take answers a request of n tokens from a bucket holding tokens: the
--- tokens left (nil when nothing is taken) and the answer {code, remaining,
--- retry_us, reset_us, capacity, permits_micro, period}, followed by x8 and
--- x9 when given (a nil ends the answer). Granted when tokens >= n.
--- Otherwise nothing is taken and the code is 0 denied, or 2 would deny for
--- a bucket in shadow mode; retry_us is the wait until the bucket holds n,
--- from its actual count: a bucket in debt waits for the debt and then n
--- (docs/protocol.md, "Debt"). remaining is never below 0. The answer is
--- built in one constructor: a table that grows after it is built is
--- rehashed, which costs more than the arithmetic.
-local function take(tokens, n, capacity, pm, period, shadow, x8, x9)
-  if tokens >= n then
+-- kept is what a request must leave in a bucket of capacity whose reserve
+-- field is r (docs/protocol.md, "Reserve"): the reserve, a whole number
+-- below the capacity (anything else is none), or nothing for a critical
+-- request. A request of more than capacity - kept can never be granted.
+local function kept(r, capacity, critical)
+  if critical or not r then return 0 end
+  r = tonumber(r)
+  if not r or r < 1 or r >= capacity or r ~= math.floor(r) then return 0 end
+  return r
+end
+
+-- above is the whole tokens a request that must leave r of them can take
+-- from a bucket holding tokens, never below 0: the remaining of its answer.
+local function above(tokens, r)
+  local rem = math.floor(tokens - r)
+  if rem < 0 then rem = 0 end
+  return rem
+end
+
+-- take answers a request of n tokens from a bucket holding tokens that must
+-- keep r of them (kept): the tokens left (nil when nothing is taken) and the
+-- answer {code, remaining, retry_us, reset_us, capacity, permits_micro,
+-- period}, followed by x8, x9 and x10 when given (a nil ends the answer).
+-- Granted when tokens - r >= n. Otherwise nothing is taken and the code is
+-- 0 denied, or 2 would deny for a bucket in shadow mode; retry_us is the
+-- wait until the bucket holds r + n, from its actual count: a bucket in
+-- debt waits for the debt and then r + n (docs/protocol.md, "Debt").
+-- remaining is what the request could still take, never below 0. The
+-- answer is built in one constructor: a table that grows after it is
+-- built is rehashed, which costs more than the arithmetic.
+local function take(tokens, n, capacity, pm, period, shadow, r, x8, x9, x10)
+  if tokens - r >= n then
     local left = tokens - n
-    return left, {1, math.floor(left), 0, until_us(capacity - left, pm, period), capacity, pm, period, x8, x9}
+    return left, {1, math.floor(left - r), 0, until_us(capacity - left, pm, period), capacity, pm, period, x8, x9,
+      x10}
   end
   local code = 0
   if shadow then code = 2 end
-  local rem = math.floor(tokens)
-  if rem < 0 then rem = 0 end
-  return nil, {code, rem, until_us(n - tokens, pm, period), until_us(capacity - tokens, pm, period), capacity, pm,
-    period, x8, x9}
+  return nil, {code, above(tokens, r), until_us(n + r - tokens, pm, period), until_us(capacity - tokens, pm, period),
+    capacity, pm, period, x8, x9, x10}
 end
 
 -- put writes a bucket's tokens and ts: a whole count prints the same with

@@ -43,21 +43,21 @@ end
 
 -- quota_take answers a request of n (1 <= n <= q) from a quota of q that
 -- counted used in the period [s, e) at now: the new count (nil when
--- nothing is counted) and the answer of seven integers (then x8, x9):
+-- nothing is counted) and the answer of seven integers (then x8, x9, x10):
 -- code, the whole requests left this period, the wait (a denial: until
 -- the period ends, when n fits again), the time until the count resets,
 -- q, 0 (a quota has no rate) and the period's length in seconds. The
 -- code is 1 allowed when used + n <= q, else 0 denied, or 2 would deny in
 -- shadow mode.
-local function quota_take(q, used, n, s, e, now, shadow, x8, x9)
+local function quota_take(q, used, n, s, e, now, shadow, x8, x9, x10)
   local reset = us(e * 1000000 - now)
   if used + n <= q then
     used = used + n
-    return used, {1, q - used, 0, reset, q, 0, e - s, x8, x9}
+    return used, {1, q - used, 0, reset, q, 0, e - s, x8, x9, x10}
   end
   local code = 0
   if shadow then code = 2 end
   local rem = q - used
   if rem < 0 then rem = 0 end
-  return nil, {code, rem, reset, reset, q, 0, e - s, x8, x9}
+  return nil, {code, rem, reset, reset, q, 0, e - s, x8, x9, x10}
 end

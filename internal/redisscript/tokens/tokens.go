@@ -12,12 +12,44 @@ import "math"
 const MaxMicros = 1_000_000_000_000_000
 
 // Limit is a bucket's limit: at most Capacity tokens, refilled with
-// PermitsMicro millionths of a token every Period seconds. Redis's
-// periods are whole seconds; memlimit's may be fractions.
+// PermitsMicro millionths of a token every Period seconds, of which Reserve
+// are kept for critical requests. Redis's periods are whole seconds;
+// memlimit's may be fractions.
 type Limit struct {
 	Capacity     int64
 	PermitsMicro int64
 	Period       float64
+	// Reserve is the tokens only a request marked critical may take: any
+	// other request is refused when taking its tokens would leave fewer
+	// (docs/protocol.md, "Reserve"). 0 is none; a value outside 0 to
+	// Capacity - 1 counts as none, as the scripts read it.
+	Reserve int64
+}
+
+// Kept is what a request must leave in the bucket: the reserve, or
+// nothing for a critical request. A request of more than Capacity - Kept
+// can never be granted (Exceeds).
+func (l Limit) Kept(critical bool) int64 {
+	if critical || l.Reserve < 1 || l.Reserve >= l.Capacity {
+		return 0
+	}
+	return l.Reserve
+}
+
+// Exceeds reports whether a request of n tokens can never be granted: more
+// than the capacity less what it must leave.
+func (l Limit) Exceeds(n int64, critical bool) bool { return n > l.Capacity-l.Kept(critical) }
+
+// ScaleReserve is the reserve of a limit of capacity to that keeps the
+// share reserve/capacity of a limit of capacity from: floor(reserve * to /
+// from), exactly. It is an override's reserve (the bucket's share of the
+// override's capacity) and a failure policy's local share of one.
+func ScaleReserve(reserve, from, to int64) int64 {
+	if reserve < 1 || from < 1 || to < 1 || reserve >= from {
+		return 0
+	}
+	// Capacities are at most 1e9: the product fits an int64.
+	return reserve * to / from
 }
 
 // Valid reports whether l can serve a request (the scripts' "unknown
@@ -70,18 +102,23 @@ type Answer struct {
 	ResetMicros int64 // until the bucket is full
 }
 
-// Take decides a request of n tokens from a bucket holding tokens: the
-// tokens left and ok when they were taken (tokens >= n). Otherwise nothing
-// is taken and the answer is Denied, or WouldDeny in shadow mode, with the
-// wait until the bucket holds n counted from its actual count: a bucket in
-// debt waits for the debt and then n (docs/protocol.md, "Debt").
-func (l Limit) Take(tokens float64, n int64, shadow bool) (left float64, ok bool, a Answer) {
-	if tokens >= float64(n) {
+// Take decides a request of n tokens, critical or not, from a bucket
+// holding tokens: the tokens left and ok when they were taken (tokens -
+// r >= n, r what the request must leave, Kept). Otherwise nothing is taken
+// and the answer is Denied, or WouldDeny in shadow mode, with the wait
+// until the bucket holds r + n counted from its actual count: a bucket in
+// debt waits for the debt and then r + n (docs/protocol.md, "Debt").
+// Remaining is what the request could still take. The caller checks
+// Exceeds first.
+func (l Limit) Take(tokens float64, n int64, shadow, critical bool) (left float64, ok bool, a Answer) {
+	r := float64(l.Kept(critical))
+	if tokens-r >= float64(n) {
 		left = tokens - float64(n)
-		return left, true, Answer{Code: Allowed, Remaining: int64(math.Floor(left)), ResetMicros: l.Until(float64(l.Capacity) - left)}
+		return left, true, Answer{Code: Allowed, Remaining: int64(math.Floor(left - r)),
+			ResetMicros: l.Until(float64(l.Capacity) - left)}
 	}
-	a = Answer{Code: Denied, Remaining: int64(math.Floor(math.Max(tokens, 0))),
-		RetryMicros: l.Until(float64(n) - tokens), ResetMicros: l.Until(float64(l.Capacity) - tokens)}
+	a = Answer{Code: Denied, Remaining: int64(math.Max(math.Floor(tokens-r), 0)),
+		RetryMicros: l.Until(float64(n) + r - tokens), ResetMicros: l.Until(float64(l.Capacity) - tokens)}
 	if shadow {
 		a.Code = WouldDeny
 	}
@@ -119,15 +156,17 @@ func (l Limit) KeyFullAt(fullAt float64, ok bool, now int64) float64 {
 // KeyTake decides a request of n tokens of a key whose bucket is full at
 // fullAt, as the keyed script does: the new fullAt and ok when granted.
 // A billionth of a token is the tolerance for the rounding of fullAt.
-func (l Limit) KeyTake(fullAt float64, n, now int64, shadow bool) (float64, bool, Answer) {
+func (l Limit) KeyTake(fullAt float64, n, now int64, shadow, critical bool) (float64, bool, Answer) {
 	per := l.Per()
+	r := float64(l.Kept(critical))
 	t := math.Max(0, float64(l.Capacity)-(fullAt-float64(now))/per)
-	if t+0.000000001 >= float64(n) {
+	if t-r+0.000000001 >= float64(n) {
 		fullAt += float64(n) * per
 		left := math.Max(0, t-float64(n))
-		return fullAt, true, Answer{Code: Allowed, Remaining: int64(math.Floor(left)), ResetMicros: Micros(fullAt - float64(now))}
+		return fullAt, true, Answer{Code: Allowed, Remaining: int64(math.Max(math.Floor(left-r), 0)),
+			ResetMicros: Micros(fullAt - float64(now))}
 	}
-	a := Answer{Code: Denied, Remaining: int64(math.Floor(t)), RetryMicros: Micros((float64(n) - t) * per),
+	a := Answer{Code: Denied, Remaining: int64(math.Max(math.Floor(t-r), 0)), RetryMicros: Micros((float64(n) + r - t) * per),
 		ResetMicros: Micros(fullAt - float64(now))}
 	if shadow {
 		a.Code = WouldDeny

@@ -1,0 +1,1 @@
+ALTER TABLE buckets DROP COLUMN reserve;
