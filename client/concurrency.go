@@ -2,10 +2,7 @@ package client
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -189,7 +186,7 @@ func (l *Limiter) takeSlot(ctx context.Context, name, key string) (*Slot, error)
 	if !redisscript.ValidName(name) {
 		return &Slot{}, ErrUnknownBucket // no such name can exist
 	}
-	ref := &slotRef{l: l, name: name, key: key, id: newSlotID()}
+	ref := &slotRef{l: l, name: name, key: key, id: slots.NewID()}
 	s := &Slot{id: ref.id, release: ref.release, renew: ref.renew}
 	a, err := l.slotCall(ctx, name, key, redisscript.SlotTake, ref.id)
 	switch {
@@ -274,16 +271,6 @@ func slotErr(c redisscript.Code) error {
 		return ErrWrongKind
 	}
 	return codeErr(c)
-}
-
-// newSlotID returns a random slot id: 128 bits in 22 base64url characters.
-// The runtime's generator is seeded from the system and never repeats in
-// practice; a slot id names a slot, it is not a secret.
-func newSlotID() string {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // slotFallback answers a take by the failure policy.

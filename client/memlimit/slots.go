@@ -2,9 +2,6 @@ package memlimit
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/binary"
-	"math/rand/v2"
 	"time"
 
 	"github.com/sluicehq/sluice/client"
@@ -54,7 +51,7 @@ func (l *Limiter) takeSlot(ctx context.Context, name, key string, keyed bool) (*
 	if err := ctx.Err(); err != nil {
 		return &client.Slot{}, err
 	}
-	id := newSlotID()
+	id := slots.NewID()
 	res, err := l.slotOp(name, key, keyed, slots.Take, id)
 	if err != nil {
 		return &client.Slot{SlotResult: res}, err
@@ -108,12 +105,4 @@ func (b *bucket) slotSet(key string, add bool) *slots.Set {
 		b.keySlots[key] = set
 	}
 	return set
-}
-
-// newSlotID returns a random slot id, as the client's.
-func newSlotID() string {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }
