@@ -109,10 +109,19 @@ func monthEnd(t *testing.T, e env, l *client.Limiter, name string, q, end, month
 	t.Helper()
 	ctx := context.Background()
 	var before, after [2]int64 // grants wholly before and wholly after end
+	var across [2]int64        // grants of calls that began before end and answered after it
+	var done [2]bool           // the new month's quota is used up
 	exhausted := false
 	for i := 0; ; i++ {
 		for k := range 2 {
+			if done[k] {
+				continue
+			}
 			t0 := redisMicros(t, e.rdb)
+			if t0 > end+30_000_000 {
+				t.Fatalf("30 s past the month's end and the new month's quota of %s is not used up: %d granted after, %d across (keyed %v)",
+					name, after[k], across[k], k == 1)
+			}
 			var res client.Result
 			var err error
 			if k == 0 {
@@ -125,6 +134,11 @@ func monthEnd(t *testing.T, e env, l *client.Limiter, name string, q, end, month
 				t.Fatalf("call %d on %s (keyed %v): %+v %v", i, name, k == 1, res, err)
 			}
 			switch {
+			case t0 < end && t1 >= end:
+				// Counted in either month, depending on when Redis ran it.
+				if res.Allowed {
+					across[k]++
+				}
 			case t1 < end:
 				if res.Allowed {
 					before[k]++
@@ -135,6 +149,13 @@ func monthEnd(t *testing.T, e env, l *client.Limiter, name string, q, end, month
 			case t0 >= end:
 				if res.Allowed {
 					after[k]++
+				} else if after[k] > 0 {
+					// Used up: by the calls after the end and perhaps some across it.
+					if after[k]+across[k] < q {
+						t.Errorf("denied after %d grants in the new month (%d across the end): quota %d (keyed %v)",
+							after[k], across[k], q, k == 1)
+					}
+					done[k] = true
 				}
 				// The first call of the new month is granted: the count reset.
 				if after[k] == 0 {
@@ -151,13 +172,16 @@ func monthEnd(t *testing.T, e env, l *client.Limiter, name string, q, end, month
 		if !exhausted && redisMicros(t, e.rdb) >= end {
 			return false
 		}
-		if after[0] == q && after[1] == q {
+		for k := range 2 {
+			done[k] = done[k] || after[k] == q
+		}
+		if done[0] && done[1] {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	for k := range 2 {
-		if before[k] > q || after[k] > q {
+		if before[k] > q || after[k] > q || before[k]+after[k]+across[k] > 2*q {
 			t.Errorf("keyed %v: %d granted in the month, %d after: more than the quota %d", k == 1, before[k], after[k], q)
 		}
 	}
