@@ -64,9 +64,11 @@ type call struct {
 	// cmd is the command object of the call, kept with it so that it is
 	// reused; the sender owns it.
 	cmd any
-	// xargs, when not empty, is the command instead of args: a call of the
-	// keyed batch script, answering for the keyed calls in batch.
-	xargs []any
+	// xargs, when not empty, is the command instead of args: a script
+	// call of its own (runScript), or, when merged is set, a call of the
+	// keyed batch script answering for the keyed calls in batch.
+	xargs  []any
+	merged bool
 }
 
 var callPool = sync.Pool{New: func() any {
@@ -84,6 +86,12 @@ func getCall() *call {
 func putCall(c *call) {
 	c.reply, c.err, c.probe = nil, nil, false
 	c.args, c.nargs, c.src = [10]any{}, 0, nil
+	if len(c.xargs) > 0 {
+		// The command's arguments are xargs', which the next user of c
+		// overwrites: it must never be reused as an acquire's.
+		c.cmd = nil
+	}
+	c.merged = false
 	clear(c.batch)
 	c.batch = c.batch[:0]
 	clear(c.xargs)

@@ -110,7 +110,7 @@ func (m *call) buildKeyedMany(app any) {
 		}
 		args = append(args, string(flags))
 	}
-	m.xargs = args
+	m.xargs, m.merged = args, true
 }
 
 // splitKeyed hands the answers of the merged calls among sent out to their
@@ -118,7 +118,7 @@ func (m *call) buildKeyedMany(app any) {
 // (protocol 3), or nine or eight from a script of an older release.
 func splitKeyed(sent []*call) {
 	for _, m := range sent {
-		if len(m.xargs) == 0 {
+		if !m.merged {
 			continue
 		}
 		w := 0
@@ -140,7 +140,6 @@ func splitKeyed(sent []*call) {
 				c.reply = m.reply[w*i : w*i+w : w*i+w]
 			}
 		}
-		m.cmd = nil // its args are xargs: never to be reused by a single call
 		putCall(m)
 	}
 }

@@ -7,16 +7,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Calls other than Acquire (AcquireAll, Refund, Charge, Reserve) are rarer
-// and carry their own arguments, so they skip the batching queue: each is
-// one EVALSHA on the caller's goroutine, never resent after a failure
-// (Redis may have run it), resent with the source only after NOSCRIPT.
-
-// oneShot is a script call go-redis must never resend on its own.
-type oneShot struct{ *redis.IntSliceCmd }
-
-// NoRetry tells go-redis not to retry the command.
-func (oneShot) NoRetry() bool { return true }
+// Calls other than Acquire (AcquireAll, slots, Refund, Charge, Reserve)
+// carry their own arguments, in a call's xargs, and go through the same
+// batcher as acquires: a caller that finds a place sends its call at once
+// on its own goroutine, and calls that find every place busy go together
+// in the next round trip. Each is never resent after a failure (Redis may
+// have run it), only with the source after NOSCRIPT.
 
 // ErrCrossSlot: on Redis Cluster, the buckets of one AcquireAll are not in
 // one hash slot, so no script can take from all of them atomically. Nothing
@@ -37,28 +33,22 @@ func (l *Limiter) runScript(ctx context.Context, sha, src string, keys []string,
 	if l.open.Load() {
 		return nil, ErrUnavailable
 	}
-	args := make([]any, 0, 3+len(keys)+len(argv))
-	args = append(args, "evalsha", sha, len(keys))
+	c := getCall()
+	c.xargs = append(c.xargs, "evalsha", sha, len(keys))
 	for _, k := range keys {
-		args = append(args, k)
+		c.xargs = append(c.xargs, k)
 	}
-	args = append(args, argv...)
-	tctx, cancel := context.WithTimeout(ctx, l.opt.timeout)
-	defer cancel()
-	reply, err := l.process(tctx, args)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		args[0], args[1] = "eval", src
-		reply, err = l.process(tctx, args)
-	}
+	c.xargs = append(c.xargs, argv...)
+	c.src = src
+	reply, err := l.batch.do(ctx, c, l.opt.timeout)
 	switch {
 	case err == nil:
-		l.settle(nil)
+		l.answered()
 		return reply, nil
-	case ctx.Err() != nil:
+	case errors.Is(err, errAbandoned):
 		return nil, ctx.Err()
-	case tctx.Err() != nil:
-		l.failed()
-		return nil, ErrUnavailable
+	case errors.Is(err, ErrClosed):
+		return nil, ErrClosed
 	case !l.settle(err):
 		return nil, ErrUnavailable
 	case redis.HasErrorPrefix(err, "CROSSSLOT"):
@@ -73,21 +63,3 @@ func (l *Limiter) runScript(ctx context.Context, sha, src string, keys []string,
 type errReply struct{ error }
 
 func (e errReply) Unwrap() error { return e.error }
-
-// process sends one command and waits for it or for ctx. A blocked read
-// cannot be interrupted, so it runs on its own goroutine, which ends when
-// go-redis's read timeout does.
-func (l *Limiter) process(ctx context.Context, args []any) ([]int64, error) {
-	cmd := redis.NewIntSliceCmd(context.Background(), args...)
-	done := make(chan struct{})
-	go func() {
-		_ = l.rdb.Process(context.Background(), oneShot{cmd})
-		close(done)
-	}()
-	select {
-	case <-done:
-		return cmd.Val(), cmd.Err()
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
