@@ -81,12 +81,12 @@ func TestPaceRemovesPlacesWhileRoundTripsSlowDownAndAddsThemBack(t *testing.T) {
 		t.Fatalf("places %d once round trips are near base again, want all 20", places)
 	}
 	// In between: places settle where round trips take the tolerance
-	// times base (here they take 5 base at 20 places, so about 10).
+	// times base (here they take twice that at 20 places, so about 10).
 	p = pace{}
 	feed(&p, paceBaseEpoch, 1, 100*us, &now, 20)
-	places, _ = feed(&p, paceEpoch, 2, 500*us, &now, 20)
+	places, _ = feed(&p, paceEpoch, 2, int64(2*paceTolerance*100)*us, &now, 20)
 	if places != 10 {
-		t.Fatalf("places %d with round trips at 5 base and a tolerance of %v, want 10", places, paceTolerance)
+		t.Fatalf("places %d with round trips at twice the tolerance (%v) times base, want 10", places, paceTolerance)
 	}
 }
 
