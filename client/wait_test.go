@@ -32,7 +32,15 @@ func TestWaitDeadlineAfterTokens(t *testing.T) {
 		mu.Unlock()
 	}))
 	ctx := context.Background()
-	for round, factor := range []float64{1.02, 1.05, 1.1, 1.02, 1.05} {
+	// A round passes when Wait got the tokens, or asked Redis between the
+	// due time and the deadline; a stalled scheduler can keep even a
+	// correct Wait from asking within that short window, so a round is
+	// tried up to three times, while a Wait that gives up early fails
+	// every try.
+	missed := map[int]int{}
+	rounds := []float64{1.02, 1.05, 1.1, 1.02, 1.05}
+	for round := 0; round < len(rounds); round++ {
+		factor := rounds[round]
 		res, err := l.Acquire(ctx, "due", 1)
 		if err != nil {
 			t.Fatal(err)
@@ -60,7 +68,12 @@ func TestWaitDeadlineAfterTokens(t *testing.T) {
 		}
 		mu.Unlock()
 		if !askedInTime {
-			t.Errorf("round %d: tokens due in %v, deadline %.2fx: %v, and Wait did not ask between the two",
+			if missed[round]++; missed[round] < 3 {
+				t.Logf("round %d: Wait did not ask between the due time and the deadline: trying again", round)
+				round--
+				continue
+			}
+			t.Errorf("round %d: tokens due in %v, deadline %.2fx: %v, and Wait did not ask between the two, 3 times",
 				round, res.RetryAfter, factor, err)
 		} else {
 			t.Logf("round %d: Wait asked in time, but the round trip ended past the deadline (a stalled machine)", round)
