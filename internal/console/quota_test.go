@@ -91,9 +91,9 @@ func TestQuotaPageShowsUsedAndReset(t *testing.T) {
 	}
 	// The live state carries them, for the page to follow.
 	var st struct {
-		Exists bool    `json:"exists"`
-		Used   *int64  `json:"used"`
-		Reset  string  `json:"reset"`
+		Exists bool   `json:"exists"`
+		Used   *int64 `json:"used"`
+		Reset  string `json:"reset"`
 	}
 	r = ob.get("/buckets/daily/state.json")
 	wantStatus(t, "state", r, http.StatusOK)
