@@ -11,7 +11,7 @@
 //     takes of concurrency limits (client.Decision.Slot) by result (see
 //     the Result constants);
 //   - sluice_client_acquire_duration_seconds{app,source}: how long Acquire
-//     took, source "redis" for calls Redis answered (or that failed on the
+//     (or TakeSlot) took, source "redis" for calls Redis answered (or that failed on the
 //     way) and "policy" for answers of the failure policy;
 //   - sluice_client_fallback{app}: 1 while the Limiter answers by its
 //     failure policy (the last decision was a fallback), else 0;
