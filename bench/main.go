@@ -17,6 +17,12 @@
 // ShouldRateLimit requests at each number of concurrent streams:
 //
 //	go run . -gateway -envoy-ratelimit /path/to/service_cmd -mysql 'user:pw@tcp(127.0.0.1:3306)/bench'
+//
+// With -kinds it measures only what each kind of limit costs Redis per
+// call against a plain acquire (see kindsCost), on its private
+// redis-server:
+//
+//	go run . -kinds
 package main
 
 import (
@@ -73,6 +79,11 @@ type config struct {
 	transports     []string
 	scriptCalls    int
 	lease          time.Duration
+
+	kinds       bool
+	kindsCalls  int
+	kindsRounds int
+	slotBefore  string
 }
 
 func parseFlags() (config, error) {
@@ -100,6 +111,10 @@ func parseFlags() (config, error) {
 	flag.IntVar(&c.limit, "limit", 1000, "with -gateway: the limit, requests per second (and the bucket's capacity)")
 	flag.DurationVar(&c.lease, "lease", 100*time.Millisecond, "lease time of the 'sluice lease' case: Sluice on one hot bucket in lease mode (0 skips it)")
 	flag.IntVar(&c.scriptCalls, "script-calls", 20_000, "calls per round measuring Redis's time per script call (0 skips; only with the private redis-server)")
+	flag.BoolVar(&c.kinds, "kinds", false, "only measure Redis's time per call of every kind of limit (quota, slot take, reserve, ...) against a plain acquire, on the private redis-server")
+	flag.IntVar(&c.kindsCalls, "kinds-calls", 4_000, "with -kinds: calls per case and round")
+	flag.IntVar(&c.kindsRounds, "kinds-rounds", 30, "with -kinds: rounds; each figure is the best")
+	flag.StringVar(&c.slotBefore, "slot-lua-before", "", "with -kinds: a file holding another build of the slot script, measured beside the current one")
 	flag.Parse()
 	for f := range strings.SplitSeq(conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -167,6 +182,22 @@ func run() error {
 		return runGateway(ctx, cfg, addr)
 	}
 	opts := &redis.Options{Addr: addr}
+	if cfg.kinds {
+		if cfg.redisAddr != "" {
+			return fmt.Errorf("-kinds resets Redis's statistics: it runs only on the private redis-server (no -redis)")
+		}
+		version, err := serverVersion(ctx, opts)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("go %s, %d CPUs, %s/%s; redis %s\nload average at start: %s\n", runtime.Version(), runtime.NumCPU(),
+			runtime.GOOS, runtime.GOARCH, version, loadAverage())
+		if err := kindsCost(ctx, os.Stdout, opts, cfg.kindsCalls, cfg.kindsRounds, cfg.slotBefore); err != nil {
+			return fmt.Errorf("kinds: %w", err)
+		}
+		fmt.Printf("load average at end: %s\n", loadAverage())
+		return nil
+	}
 	version, err := serverVersion(ctx, opts)
 	if err != nil {
 		return err

@@ -126,7 +126,7 @@ func (s *Slot) Renew(ctx context.Context) (SlotResult, error) {
 // slots (at least 1; see WithInstances) with the limit and lease time
 // Redis last reported. See FailurePolicy for what each allows.
 func (l *Limiter) TakeSlot(ctx context.Context, limit string) (*Slot, error) {
-	return l.takeSlot(ctx, limit, "")
+	return l.takeSlotObserved(ctx, limit, "", false)
 }
 
 // TakeSlotKey takes a slot of key of the keyed concurrency limit limit:
@@ -134,10 +134,7 @@ func (l *Limiter) TakeSlot(ctx context.Context, limit string) (*Slot, error) {
 // specific override's. key is any 1 to 256 bytes (ErrInvalidKey
 // otherwise). Results and errors are those of TakeSlot.
 func (l *Limiter) TakeSlotKey(ctx context.Context, limit, key string) (*Slot, error) {
-	if !redisscript.ValidKey(key) {
-		return &Slot{}, ErrInvalidKey
-	}
-	return l.takeSlot(ctx, limit, key)
+	return l.takeSlotObserved(ctx, limit, key, true)
 }
 
 // ReleaseSlot releases slot id of concurrency limit limit (of key of a
@@ -182,7 +179,31 @@ type slotRef struct {
 	local     bool // taken by FailLocal: released and renewed locally
 }
 
-func (l *Limiter) takeSlot(ctx context.Context, name, key string) (*Slot, error) {
+// Result is the take's answer in an Acquire's terms, as the observer
+// sees it (Decision.Slot): Remaining is the free slots (Limit - InUse, at
+// least 0), so Used is the share of the slots in use; RetryAfter,
+// Limit, Fallback and WouldDeny are the take's.
+func (r SlotResult) Result() Result {
+	return Result{Allowed: r.Allowed, Remaining: max(r.Limit-r.InUse, 0), RetryAfter: r.RetryAfter,
+		Limit: r.Limit, Fallback: r.Fallback, WouldDeny: r.WouldDeny}
+}
+
+// takeSlotObserved is takeSlot told to the observer.
+func (l *Limiter) takeSlotObserved(ctx context.Context, name, key string, keyed bool) (*Slot, error) {
+	if l.opt.observe == nil {
+		return l.takeSlot(ctx, name, key, keyed)
+	}
+	start := time.Now()
+	s, err := l.takeSlot(ctx, name, key, keyed)
+	l.opt.observe(Decision{Bucket: name, Key: key, N: 1, Result: s.SlotResult.Result(), Err: err,
+		Latency: time.Since(start), Slot: true})
+	return s, err
+}
+
+func (l *Limiter) takeSlot(ctx context.Context, name, key string, keyed bool) (*Slot, error) {
+	if keyed && !redisscript.ValidKey(key) {
+		return &Slot{}, ErrInvalidKey
+	}
 	if !redisscript.ValidName(name) {
 		return &Slot{}, ErrUnknownBucket // no such name can exist
 	}

@@ -120,7 +120,7 @@ func (p FailurePolicy) String() string {
 	return fmt.Sprintf("FailurePolicy(%d)", int(p))
 }
 
-// Decision is what an observer sees of one Acquire.
+// Decision is what an observer sees of one Acquire or TakeSlot.
 type Decision struct {
 	// Bucket and N are the arguments of the call; Key is the key of a
 	// keyed acquire ("" for a plain one).
@@ -132,6 +132,12 @@ type Decision struct {
 	Err    error
 	// Latency is how long the call took.
 	Latency time.Duration
+	// Slot is true for a TakeSlot or TakeSlotKey of a concurrency limit
+	// (N is 1): Result is then the take's SlotResult in a token's terms
+	// (see SlotResult.Result), so that Result.Used() is the share of the
+	// slots in use after the take. Releases and renewals are not observed:
+	// they decide nothing.
+	Slot bool
 }
 
 // Defaults of the options.
@@ -220,7 +226,7 @@ func WithKeyPrefix(p string) Option { return func(o *options) { o.prefix = p } }
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithObserver calls f after every Acquire (also from Allow, Wait and the
-// middleware), on the calling goroutine: keep it fast. It is the hook for
+// middleware) and every TakeSlot and TakeSlotKey, on the calling goroutine: keep it fast. It is the hook for
 // metrics. Without an observer no clock is read for it.
 func WithObserver(f func(Decision)) Option { return func(o *options) { o.observe = f } }
 

@@ -7,17 +7,20 @@
 //
 // The metrics, all labelled with the Limiter's app:
 //
-//   - sluice_client_decisions_total{app,bucket,result}: acquires by result
-//     (see the Result constants);
+//   - sluice_client_decisions_total{app,bucket,result}: acquires and slot
+//     takes of concurrency limits (client.Decision.Slot) by result (see
+//     the Result constants);
 //   - sluice_client_acquire_duration_seconds{app,source}: how long Acquire
-//     took, source "redis" for calls Redis answered (or that failed on the
+//     (or TakeSlot) took, source "redis" for calls Redis answered (or that failed on the
 //     way) and "policy" for answers of the failure policy;
 //   - sluice_client_fallback{app}: 1 while the Limiter answers by its
 //     failure policy (the last decision was a fallback), else 0;
 //   - sluice_client_near_limit_total{app,bucket}: acquires Redis answered
 //     (allowed or denied) after which at least the near-limit fraction of
 //     the bucket's capacity was in use (client.Result.Used; 0.8 by
-//     default, WithNearLimit): buckets running close to their limit.
+//     default, WithNearLimit): buckets running close to their limit. For
+//     a slot take that is the share of the slots in use, for a quota the
+//     share of its calls used this period.
 //
 // Watch adds the Limiter's own counters (client.Stats), read at scrape:
 //
@@ -66,6 +69,9 @@ const (
 	// ResultWouldDeny: a bucket in shadow mode allowed a call it would
 	// have denied (Result.WouldDeny).
 	ResultWouldDeny = "would_deny"
+	// ResultWrongKind: the limit is of another kind than the call needs
+	// (client.ErrWrongKind: TakeSlot on a token bucket, say).
+	ResultWrongKind = "wrong_kind"
 )
 
 // result indexes the result labels, in the order of results.
@@ -85,13 +91,14 @@ const (
 	rClosed
 	rError
 	rWouldDeny
+	rWrongKind
 	numResults
 )
 
 var results = [numResults]string{
 	ResultAllowed, ResultDenied, ResultFallbackAllowed, ResultFallbackDenied, ResultUnavailable,
 	ResultUnknownBucket, ResultAppNotAllowed, ResultExceedsCapacity, ResultInvalidN, ResultCanceled,
-	ResultClosed, ResultError, ResultWouldDeny,
+	ResultClosed, ResultError, ResultWouldDeny, ResultWrongKind,
 }
 
 // Bucket label values that are not bucket names (which never start with
@@ -253,7 +260,7 @@ func (m *Metrics) Observe(d client.Decision) {
 // answeredByRedis reports whether r is an answer Redis gave.
 func answeredByRedis(r result) bool {
 	switch r {
-	case rAllowed, rDenied, rWouldDeny, rUnknownBucket, rAppNotAllowed, rExceedsCapacity:
+	case rAllowed, rDenied, rWouldDeny, rUnknownBucket, rAppNotAllowed, rExceedsCapacity, rWrongKind:
 		return true
 	}
 	return false
@@ -283,6 +290,8 @@ func resultOf(d client.Decision) result {
 		return rAppNotAllowed
 	case errors.Is(err, client.ErrExceedsCapacity):
 		return rExceedsCapacity
+	case errors.Is(err, client.ErrWrongKind):
+		return rWrongKind
 	case errors.Is(err, client.ErrInvalidN):
 		return rInvalidN
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -160,6 +160,7 @@ func TestResults(t *testing.T) {
 		clientmetrics.ResultCanceled:        {Err: fmt.Errorf("wait: %w", context.DeadlineExceeded)},
 		clientmetrics.ResultClosed:          {Err: client.ErrClosed},
 		clientmetrics.ResultError:           {Err: errors.New("boom")},
+		clientmetrics.ResultWrongKind:       {Err: client.ErrWrongKind, Slot: true},
 	} {
 		if got := clientmetrics.ResultOf(d); got != want {
 			t.Errorf("ResultOf(%+v) = %q, want %q", d, got, want)

@@ -105,3 +105,51 @@ func TestNearLimitThreshold(t *testing.T) {
 		t.Errorf("near limit counted a fallback or unknown limit: %v", got)
 	}
 }
+
+// TestSlotTakesCounted: slot takes of a concurrency limit on real Redis
+// are decisions of that limit, near the limit from 80% of its slots in
+// use; a take on a token bucket is a wrong kind.
+func TestSlotTakesCounted(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	ks := redisscript.Keyspace{Prefix: prefix}
+	ctx := context.Background()
+	for _, cfg := range []redisscript.Config{
+		{Name: "jobs", ID: 1, Version: 1, Capacity: 5, Apps: []string{"web"}, Kind: redisscript.KindConcurrency, SlotMillis: 600_000},
+		{Name: "tb", ID: 2, Version: 1, Capacity: 10, PermitsMicro: 1, PeriodSeconds: 3600, Apps: []string{"web"}},
+	} {
+		if _, err := redisscript.Apply(ctx, rdb, ks, cfg, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	m, err := clientmetrics.New(reg, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := client.New(rdb, "web", client.WithKeyPrefix(prefix), client.WithObserver(m.Observe),
+		client.WithTimeout(5*time.Second), client.WithFailurePolicy(client.FailClosed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	for i := 1; i <= 6; i++ { // 20% ... 100% in use, then a denial
+		s, err := lim.TakeSlot(ctx, "jobs")
+		if err != nil || s.Allowed != (i <= 5) {
+			t.Fatalf("take %d: %+v %v", i, s.SlotResult, err)
+		}
+	}
+	if _, err := lim.TakeSlot(ctx, "tb"); err != client.ErrWrongKind {
+		t.Fatalf("take of a token bucket: %v", err)
+	}
+	for result, want := range map[string]float64{clientmetrics.ResultAllowed: 5, clientmetrics.ResultDenied: 1} {
+		if got := decisions(t, reg, "web", "jobs", result); got != want {
+			t.Errorf("%s = %v, want %v", result, got, want)
+		}
+	}
+	if got := decisions(t, reg, "web", "tb", clientmetrics.ResultWrongKind); got != 1 {
+		t.Errorf("wrong kind = %v, want 1", got)
+	}
+	if got := nearLimit(t, reg, "web", "jobs"); got != 3 { // 4 and 5 of 5 in use, and the denial
+		t.Errorf("near limit = %v, want 3", got)
+	}
+}

@@ -135,7 +135,8 @@ type Option func(*Limiter)
 func WithClock(c Clock) Option { return func(l *Limiter) { l.clock = c } }
 
 // WithObserver calls f after every Acquire, Allow, AcquireKey and
-// AcquireAll request, like client.WithObserver.
+// AcquireAll request and every TakeSlot and TakeSlotKey, like
+// client.WithObserver.
 func WithObserver(f func(client.Decision)) Option { return func(l *Limiter) { l.observe = f } }
 
 // Limiter is an in-memory limiter for one app. It is safe for concurrent

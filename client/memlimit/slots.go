@@ -18,16 +18,27 @@ var _ client.SlotTaker = (*Limiter)(nil)
 // limit's SlotLease after it was taken or last renewed, on the Limiter's
 // clock.
 func (l *Limiter) TakeSlot(ctx context.Context, limit string) (*client.Slot, error) {
-	return l.takeSlot(ctx, limit, "", false)
+	return l.observeSlot(limit, "")(l.takeSlot(ctx, limit, "", false))
 }
 
 // TakeSlotKey takes a slot of key of keyed concurrency limit limit, with
 // client.Limiter.TakeSlotKey's results and errors.
 func (l *Limiter) TakeSlotKey(ctx context.Context, limit, key string) (*client.Slot, error) {
 	if len(key) < 1 || len(key) > maxKey {
-		return &client.Slot{}, client.ErrInvalidKey
+		return l.observeSlot(limit, key)(&client.Slot{}, client.ErrInvalidKey)
 	}
-	return l.takeSlot(ctx, limit, key, true)
+	return l.observeSlot(limit, key)(l.takeSlot(ctx, limit, key, true))
+}
+
+// observeSlot returns what tells a take to the observer, as
+// client.Limiter does (client.Decision.Slot), and passes its answer on.
+func (l *Limiter) observeSlot(limit, key string) func(*client.Slot, error) (*client.Slot, error) {
+	return func(s *client.Slot, err error) (*client.Slot, error) {
+		if l.observe != nil {
+			l.observe(client.Decision{Bucket: limit, Key: key, N: 1, Result: s.SlotResult.Result(), Err: err, Slot: true})
+		}
+		return s, err
+	}
 }
 
 // InUse returns the slots held now of concurrency limit name (of key of

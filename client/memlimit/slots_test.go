@@ -3,6 +3,7 @@ package memlimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -156,5 +157,36 @@ func TestConcurrencyMiddleware(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("RateLimit-Remaining") != "0" {
 		t.Errorf("after the release: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+// TestSlotTakesObserved: the observer sees every take, as a client
+// Limiter's does (client.Decision.Slot), and no release.
+func TestSlotTakesObserved(t *testing.T) {
+	ctx := context.Background()
+	var seen []client.Decision
+	l := memlimit.New("svc", memlimit.WithObserver(func(d client.Decision) { seen = append(seen, d) }))
+	if err := l.Define("jobs", memlimit.Bucket{Capacity: 1, SlotLease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Define("users", memlimit.Bucket{Capacity: 1, SlotLease: time.Minute, Keyed: true}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := l.TakeSlot(ctx, "jobs")
+	_, _ = l.TakeSlot(ctx, "jobs")
+	_, _ = a.Release(ctx)
+	_, _ = l.TakeSlotKey(ctx, "users", "u1")
+	_, _ = l.TakeSlotKey(ctx, "users", "")
+	if len(seen) != 4 {
+		t.Fatalf("observed %d calls, want the 4 takes: %+v", len(seen), seen)
+	}
+	want := []string{"jobs  true 0", "jobs  false 0", "users u1 true 0", "users  false 0"}
+	for i, d := range seen {
+		if got := fmt.Sprintf("%s %s %v %d", d.Bucket, d.Key, d.Result.Allowed, d.Result.Remaining); !d.Slot || got != want[i] {
+			t.Errorf("take %d observed as %+v, want %s", i, d, want[i])
+		}
+	}
+	if !errors.Is(seen[3].Err, client.ErrInvalidKey) || seen[0].Result.Limit != 1 || seen[0].Result.Used() != 1 {
+		t.Errorf("observed %+v and %+v", seen[0], seen[3])
 	}
 }

@@ -30,8 +30,13 @@
 // every denial or would-deny, also adds 1 to "<app>:n", so the console can
 // list the buckets that ran near their limit. Calls, not
 // tokens, are counted; every attempt of a client.Limiter.Wait is a call.
+// A slot take of a concurrency limit (client.Decision.Slot) counts the
+// same way, near the limit when at least 80% of its slots are in use
+// after it; releases and renewals decide nothing and are not counted. An
+// acquire of a quota is near the limit when at least 80% of the quota is
+// used this period after it.
 //
-// For keyed buckets (client.Limiter.AcquireKey) the decisions are also
+// For keyed buckets (client.Limiter.AcquireKey, TakeSlotKey) the decisions are also
 // counted per key, for the console's top keys: the keys denied most and
 // the keys taking most. Each keyed bucket has, per hour, a Space-Saving
 // summary of the denied and one of the allowed keys, TopKeyCounters

@@ -75,6 +75,9 @@ type Options struct {
 	// Elapsed labels time as the offset from the first point ("+30 s",
 	// "+2 min") rather than the time of day: for a simulation.
 	Elapsed bool
+	// Calls names what is counted, in the plural: "slot takes" for a
+	// concurrency limit. Empty means "acquires".
+	Calls string
 }
 
 // limitFit is how far above the highest bar a limit line may be drawn:
@@ -159,6 +162,9 @@ func Usage(s usage.Series, o Options) template.HTML {
 	if math.IsNaN(o.Limit) || math.IsInf(o.Limit, 0) || o.Limit < 0 {
 		o.Limit = 0
 	}
+	if o.Calls == "" {
+		o.Calls = "acquires"
+	}
 	title := o.Title
 	if title == "" {
 		title = "Usage of " + s.Bucket + ", last " + s.Window.String()
@@ -180,12 +186,12 @@ func Usage(s usage.Series, o Options) template.HTML {
 		// Nothing to draw: a short box, not a full-height empty grid.
 		h := titleHeight + 34
 		fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" class="chart usage-chart chart-is-empty" viewBox="0 0 %d %d" width="100%%" role="img" aria-label="%s" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12">`,
-			o.Width, h, esc(title+": no acquires counted in this window"))
+			o.Width, h, esc(title+": no "+o.Calls+" counted in this window"))
 		fmt.Fprintf(&sb, `<title>%s</title>`, esc(title))
 		fmt.Fprintf(&sb, `<text class="chart-title" x="%d" y="20" font-size="14" font-weight="600" fill="currentColor">%s</text>`,
 			marginLeft, esc(title))
-		fmt.Fprintf(&sb, `<text class="chart-empty" x="%d" y="%d" fill="currentColor" fill-opacity="0.75">No acquires counted in this window</text>`,
-			marginLeft, titleHeight+14)
+		fmt.Fprintf(&sb, `<text class="chart-empty" x="%d" y="%d" fill="currentColor" fill-opacity="0.75">No %s counted in this window</text>`,
+			marginLeft, titleHeight+14, esc(o.Calls))
 		sb.WriteString(`</svg>`)
 		return template.HTML(sb.String())
 	}
@@ -525,7 +531,7 @@ func fit(v []int64, n int) []int64 {
 func describe(s usage.Series, bars []bar, o Options) string {
 	loc := o.Location
 	var b strings.Builder
-	b.WriteString("Allowed acquires per app above the zero line, denied below it")
+	b.WriteString("Allowed " + o.Calls + " per app above the zero line, denied below it")
 	var fallbacks bool
 	for _, br := range bars {
 		if br.totalW > 0 {

@@ -762,6 +762,11 @@ type bucketState struct {
 	// ones, the first of which expires at NextExpiry (absent: none held).
 	InUse      *int64 `json:"in_use,omitempty"`
 	NextExpiry string `json:"next_expiry,omitempty"`
+	// A plain quota: Used is its count this period (Tokens are 0),
+	// Reset when the period ends (absent: Redis's clock is outside its
+	// table of periods).
+	Used  *int64 `json:"used,omitempty"`
+	Reset string `json:"reset,omitempty"`
 }
 
 func stateOf(name string, st redisscript.State) bucketState {
@@ -793,6 +798,12 @@ func (s *server) bucketStateJSON(c *gin.Context) {
 		out.InUse = &st.InUse
 		if !st.NextExpiry.IsZero() {
 			out.NextExpiry = st.NextExpiry.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	if out.Exists && st.Config.Kind == redisscript.KindQuota {
+		out.Used = &st.Used
+		if !st.PeriodEnd.IsZero() {
+			out.Reset = st.PeriodEnd.UTC().Format(time.RFC3339Nano)
 		}
 	}
 	c.JSON(http.StatusOK, out)

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -77,15 +78,34 @@ func TestQuotaPageShowsUsedAndReset(t *testing.T) {
 	if a, err := redisscript.Acquire(context.Background(), e.rdb, e.ks, "daily", "alpha", 7); err != nil || a.Code != redisscript.Allowed {
 		t.Fatalf("acquire: %+v %v", a, err)
 	}
-	st, err := redisscript.Read(context.Background(), e.rdb, e.ks, "daily")
-	if err != nil || st.PeriodEnd.IsZero() {
-		t.Fatalf("read: %+v %v", st, err)
+	st0, err := redisscript.Read(context.Background(), e.rdb, e.ks, "daily")
+	if err != nil || st0.PeriodEnd.IsZero() {
+		t.Fatalf("read: %+v %v", st0, err)
 	}
-	reset := st.PeriodEnd.UTC().Format("2006-01-02T15:04:05Z")
+	reset := st0.PeriodEnd.UTC().Format("2006-01-02T15:04:05Z")
 	r := ob.get("/buckets/daily")
-	wantBody(t, "quota page", r, `id="quota-used">7</div>`, "used this period, of 50", `<dd id="quota-reset"><time datetime="`+reset+`"`,
+	wantBody(t, "quota page", r, `id="quota-used" data-live-used>7</div>`, "used this period, of 50", `<dd id="quota-reset" data-live-reset data-none="unknown: Redis&#39;s clock is outside the quota&#39;s table of periods (is the sync worker running?)"><time datetime="`+reset+`"`,
 		"50 per day, resets every day at 00:00 UTC")
 	if strings.Contains(r.body, "data-live-tokens") {
 		t.Fatal("a quota's page shows tokens")
+	}
+	// The live state carries them, for the page to follow.
+	var st struct {
+		Exists bool   `json:"exists"`
+		Used   *int64 `json:"used"`
+		Reset  string `json:"reset"`
+	}
+	r = ob.get("/buckets/daily/state.json")
+	wantStatus(t, "state", r, http.StatusOK)
+	if err := json.Unmarshal([]byte(r.body), &st); err != nil {
+		t.Fatalf("decode %q: %v", r.body, err)
+	}
+	if !st.Exists || st.Used == nil || *st.Used != 7 || st.Reset != st0.PeriodEnd.UTC().Format(time.RFC3339Nano) {
+		t.Fatalf("quota state %s", r.body)
+	}
+	// A token bucket's state has neither.
+	e.applyBucket(e.bucket("plain", "alpha"))
+	if r = ob.get("/buckets/plain/state.json"); strings.Contains(r.body, `"used"`) || strings.Contains(r.body, `"reset"`) {
+		t.Fatalf("token bucket state %s", r.body)
 	}
 }

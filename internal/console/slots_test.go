@@ -4,8 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/client/usage"
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/redisscript"
 )
@@ -61,4 +65,53 @@ func TestConcurrencyLimitForm(t *testing.T) {
 	wantBody(t, "list", ob.get("/buckets"), "slots: on its page")
 	r = ob.get("/buckets/exports/state.json")
 	wantBody(t, "state.json", r, `"in_use":1`, `"tokens":1`, `"next_expiry":"`)
+}
+
+// TestConcurrencyLimitUsage: slot takes a client observed (a Recorder as
+// its observer) show on a concurrency limit's page as its usage, named
+// slot takes and without a limit per minute. (The lists of limits that
+// denied read the same counts once a minute is rolled up.)
+func TestConcurrencyLimitUsage(t *testing.T) {
+	e := newEnv(t)
+	olga := e.user("olga", false)
+	e.app("shop", "olga")
+	b := &buckets.Bucket{Name: "shop-exports", OwnerApp: "shop", Kind: buckets.KindConcurrency, MaxPermits: 2,
+		SlotMillis: 600_000}
+	if err := e.bkts.Create(context.Background(), e.system, b); err != nil {
+		t.Fatal(err)
+	}
+	cfg := redisscript.Config{Name: b.Name, ID: b.ID, Version: b.Version, Capacity: 2, Apps: b.AllowedApps,
+		Kind: redisscript.KindConcurrency, SlotMillis: b.SlotMillis}
+	if _, err := redisscript.Apply(context.Background(), e.rdb, e.ks, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := usage.NewRecorder(e.rdb, "shop", usage.WithKeyPrefix(e.ks.Prefix), usage.WithFlushInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	lim, err := client.New(e.rdb, "shop", client.WithKeyPrefix(e.ks.Prefix), client.WithObserver(rec.Observe),
+		client.WithTimeout(5*time.Second), client.WithFailurePolicy(client.FailClosed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	for i := range 5 { // two taken, three denied
+		if s, err := lim.TakeSlot(context.Background(), b.Name); err != nil || s.Allowed != (i < 2) {
+			t.Fatalf("take %d: %+v %v", i, s.SlotResult, err)
+		}
+	}
+	if err := rec.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	br := e.browser()
+	br.signIn(olga)
+	r := br.get("/buckets/shop-exports")
+	wantStatus(t, "page", r, http.StatusOK)
+	wantRow(t, "shop, last hour", usageRow(t, r.body, "shop"), "shop", "2", "3", "60%")
+	wantBody(t, "page", r, "shop: 2 allowed, 3 denied", "Slot takes per minute, last hour",
+		"<dt>of slot takes denied</dt><dd>60%</dd>", "<figcaption>Slot takes per app and minute")
+	if strings.Contains(r.body, "chart-limit") || strings.Contains(r.body, "Acquires per") {
+		t.Error("a concurrency limit's chart has a limit per minute, or counts acquires")
+	}
 }

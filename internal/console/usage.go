@@ -41,6 +41,9 @@ type usageView struct {
 	ShowFallback bool
 	// Message replaces the chart when the counts cannot be read.
 	Message string
+	// Calls names what is counted, Calls in a title: "acquires", or "slot
+	// takes" for a concurrency limit.
+	Calls, CallsTitle string
 }
 
 // windowLinks lists the windows with cur marked.
@@ -67,7 +70,10 @@ func requestedWindow(c *gin.Context) usage.Window {
 // usageOf draws the usage part of a bucket's detail.
 func usageOf(d *manage.BucketDetail) usageView {
 	w := d.Window
-	v := usageView{Window: w.String(), Windows: windowLinks(w)}
+	v := usageView{Window: w.String(), Windows: windowLinks(w), Calls: "acquires", CallsTitle: "Acquires"}
+	if d.Kind == buckets.KindConcurrency {
+		v.Calls, v.CallsTitle = "slot takes", "Slot takes"
+	}
 	switch {
 	case errors.Is(d.UsageErr, manage.ErrNoRedis):
 		v.Message = "This console is not connected to Redis, so usage cannot be shown."
@@ -85,8 +91,12 @@ func usageOf(d *manage.BucketDetail) usageView {
 		if limit < 1 {
 			label = "limit: " + d.Rate.Human()
 		}
-		v.Chart = chart.UsageResponsive(d.Usage, chart.Options{Title: "Acquires per " + unit + ", last " + w.String(),
-			Limit: limit, LimitLabel: label, Unit: "per " + unit, Shadow: d.Shadow})
+		if !d.Kind.Or().Refills() {
+			// A concurrency limit or a quota bounds no calls per minute.
+			limit, label = 0, ""
+		}
+		v.Chart = chart.UsageResponsive(d.Usage, chart.Options{Title: v.CallsTitle + " per " + unit + ", last " + w.String(),
+			Limit: limit, LimitLabel: label, Unit: "per " + unit, Shadow: d.Shadow, Calls: v.Calls})
 		v.ShowWouldDeny = d.Shadow || d.Usage.WouldDeny > 0
 		v.ShowFallback = d.Usage.Fallbacks() > 0
 	}

@@ -311,6 +311,11 @@
       el.querySelectorAll("[data-live-in-use]").forEach(function (t) { t.textContent = groupDigits(st.in_use); });
       el.querySelectorAll("[data-live-next-expiry]").forEach(function (t) { setTime(t, st.next_expiry, "no slot held"); });
     }
+    // A quota: its count this period and when the period ends.
+    if (typeof st.used === "number") {
+      el.querySelectorAll("[data-live-used]").forEach(function (t) { t.textContent = groupDigits(st.used); });
+      el.querySelectorAll("[data-live-reset]").forEach(function (t) { setTime(t, st.reset, t.getAttribute("data-none")); });
+    }
     // The reserve left: the reserve's tokens that are there (buckets.Config.ReserveLeft).
     var reserve = typeof st.reserve === "number" ? st.reserve : 0;
     el.querySelectorAll("[data-live-reserve-left]").forEach(function (t) {

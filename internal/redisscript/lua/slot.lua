@@ -10,11 +10,15 @@ if (op ~= 'take' and op ~= 'release' and op ~= 'renew') or not slot_id_ok(id) th
   return {-4, 0, 0, 0, 0, 0, 0}
 end
 if KEYS[2] ~= KEYS[1] .. ':slots' then return {-5, 0, 0, 0, 0, 0, 0} end
-local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'shadow', 'kind', 'slot_ms')
-local limit = kind_limit(f[6], f[1], f[2], f[3])
+-- A concurrency limit's rate fields are not read: only another kind's
+-- (rarely sent here) needs them, to tell a token bucket from no limit.
+local f = redis.call('HMGET', KEYS[1], 'capacity', 'apps', 'shadow', 'kind', 'slot_ms')
+local p = {}
+if f[4] ~= 'concurrency' then p = redis.call('HMGET', KEYS[1], 'permits', 'period') end
+local limit = kind_limit(f[4], f[1], p[1], p[2])
 if not limit then return {-1, 0, 0, 0, 0, 0, 0} end
-local ms = slot_ms_of(f[6], f[7])
-if not app_ok(app, f[4]) then return {-2, 0, limit, 0, ms or 0, 0, 0} end
+local ms = slot_ms_of(f[4], f[5])
+if not app_ok(app, f[2]) then return {-2, 0, limit, 0, ms or 0, 0, 0} end
 -- A limit of another kind (a token bucket, a quota) has no slots.
 if not ms then return {-6, 0, limit, 0, 0, 0, 0} end
-return slot_op(op, KEYS[2], id, now_us(), limit, ms, f[5] == '1', 0)
+return slot_op(op, KEYS[2], id, now_us(), limit, ms, f[3] == '1', 0)

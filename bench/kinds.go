@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
+	"github.com/sluicehq/sluice/internal/redisscript/testenv"
+)
+
+// kindsGoal is the most a call of another kind may cost Redis, as a
+// multiple of a plain acquire's time inside the script.
+const kindsGoal = 1.2
+
+// kindCase is one call measured by kindsCost: what is sent at index i of
+// a round's calls, and the answer code every such call must get.
+type kindCase struct {
+	name string
+	send func(pipe redis.Pipeliner, i int)
+	code int64
+	base string // the case of the ratio: "" for the plain acquire
+	note string // printed beside the figure
+}
+
+// kindsCost measures Redis's time inside the script per call (usec_per_call
+// of INFO commandstats) of every kind of limit against a plain acquire, as
+// the client sends them, calls sent 100 to a pipeline: a plain and a keyed
+// acquire of a token bucket (the keyed cases' base), an acquire of a quota and of a keyed quota
+// (an hourly table, the longest: its bisection is the deepest), a slot
+// take of a concurrency limit (distinct ids, then their releases as the
+// slot release case) and a take and release of one id in turn (the
+// take+release pair, per call), an acquire of a bucket with a reserve not
+// marked critical and a critical one; a slot take and release of a key of
+// a keyed concurrency limit. Each concurrency limit holds 100
+// other slots meanwhile, as under load. The cases take turns within each
+// round, so that load from the rest of the machine falls on all of them;
+// each figure is the best round. With slotBefore (a file holding another
+// build of the slot script) its takes, releases and pairs run too. It
+// resets Redis's statistics, so it runs only against a server this
+// program started.
+func kindsCost(ctx context.Context, out io.Writer, opts *redis.Options, calls, rounds int, slotBefore string) error {
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	ks := redisscript.Keyspace{Prefix: "kinds:"}
+	tm, err := rdb.Time(ctx).Result()
+	if err != nil {
+		return err
+	}
+	bucket := func(name string, reserve int64) redisscript.Config {
+		return redisscript.Config{Name: name, ID: 1, Version: 1, Capacity: 1_000_000_000,
+			PermitsMicro: 1_000_000_000_000, PeriodSeconds: 1, Apps: []string{benchApp}, Reserve: reserve}
+	}
+	quotaCfg := redisscript.Config{Name: "quota", ID: 1, Version: 1, Capacity: 1_000_000_000, Apps: []string{benchApp},
+		Kind: redisscript.KindQuota, Bounds: quota.Table(quota.Hour, time.UTC, tm)}
+	slotCfg := redisscript.Config{Name: "slots", ID: 1, Version: 1, Capacity: 1_000_000_000, Apps: []string{benchApp},
+		Kind: redisscript.KindConcurrency, SlotMillis: redisscript.MaxSlotMillis}
+	for _, c := range []redisscript.Config{bucket("bucket", 0), bucket("kept", 100_000), quotaCfg, slotCfg} {
+		if _, err := redisscript.Apply(ctx, rdb, ks, c, true); err != nil {
+			return fmt.Errorf("define %s: %w", c.Name, err)
+		}
+		c.Name = "k" + c.Name
+		if _, err := redisscript.ApplyKeyed(ctx, rdb, ks, c, true); err != nil {
+			return fmt.Errorf("define %s: %w", c.Name, err)
+		}
+	}
+	load := func(src string) (string, error) { return rdb.ScriptLoad(ctx, src).Result() }
+	acq, err := load(redisscript.AcquireScript.Source())
+	if err != nil {
+		return err
+	}
+	keyed, err := load(redisscript.KeyedAcquireScript.Source())
+	if err != nil {
+		return err
+	}
+	slot, err := load(redisscript.SlotScript.Source())
+	if err != nil {
+		return err
+	}
+	keyedSlot, err := load(redisscript.KeyedSlotScript.Source())
+	if err != nil {
+		return err
+	}
+	kslotKeys := ks.SlotKeys("kslots", "user-1")
+	before := ""
+	if slotBefore != "" {
+		src, err := os.ReadFile(slotBefore)
+		if err != nil {
+			return err
+		}
+		if before, err = load(string(src)); err != nil {
+			return err
+		}
+	}
+	slotKeys := ks.SlotKeys(slotCfg.Name, "")
+	for i := range 100 {
+		if _, err := redisscript.RunSlot(ctx, rdb, ks, slotCfg.Name, "", benchApp, redisscript.SlotTake, "held-"+strconv.Itoa(i)); err != nil {
+			return err
+		}
+	}
+	ids := make([]string, calls)
+	for i := range ids {
+		ids[i] = "s" + strconv.Itoa(i)
+	}
+	kb, kq := ks.Keyed("kbucket", "user-1"), ks.Keyed("kquota", "user-1")
+	proto := redisscript.ProtocolReserve
+	evalsha := func(sha string, keys []string, args ...any) func(redis.Pipeliner, int) {
+		return func(pipe redis.Pipeliner, _ int) { pipe.EvalSha(ctx, sha, keys, args...) }
+	}
+	allowed := int64(redisscript.Allowed)
+	slotCases := func(suffix, sha string) []kindCase {
+		return []kindCase{
+			{name: "slot take" + suffix, code: allowed, send: func(pipe redis.Pipeliner, i int) {
+				pipe.EvalSha(ctx, sha, slotKeys, redisscript.SlotArgs(benchApp, redisscript.SlotTake, ids[i], "")...)
+			}},
+			{name: "slot release" + suffix, code: allowed, send: func(pipe redis.Pipeliner, i int) {
+				pipe.EvalSha(ctx, sha, slotKeys, redisscript.SlotArgs(benchApp, redisscript.SlotRelease, ids[i], "")...)
+			}, note: "releases the takes just before"},
+			{name: "take+release" + suffix, code: allowed, send: func(pipe redis.Pipeliner, i int) {
+				op := redisscript.SlotTake
+				if i%2 == 1 {
+					op = redisscript.SlotRelease
+				}
+				pipe.EvalSha(ctx, sha, slotKeys, redisscript.SlotArgs(benchApp, op, ids[i/2], "")...)
+			}, note: "per call: a take and a release of one id in turn"},
+		}
+	}
+	cases := []kindCase{
+		{name: "acquire", code: allowed, send: evalsha(acq, []string{ks.Bucket("bucket")}, benchApp, "1", proto)},
+		{name: "keyed acquire", code: allowed, send: evalsha(keyed, []string{kb.Config, kb.State}, benchApp, "1", "user-1", proto),
+			note: "the base of the keyed cases"},
+		{name: "quota", code: allowed, send: evalsha(acq, []string{ks.Bucket("quota")}, benchApp, "1", proto)},
+		{name: "keyed quota", code: allowed, send: evalsha(keyed, []string{kq.Config, kq.State}, benchApp, "1", "user-1", proto),
+			base: "keyed acquire"},
+	}
+	cases = append(cases, slotCases("", slot)...)
+	cases = append(cases, kindCase{name: "keyed slot take", code: allowed, base: "keyed acquire",
+		send: func(pipe redis.Pipeliner, i int) {
+			pipe.EvalSha(ctx, keyedSlot, kslotKeys, redisscript.SlotArgs(benchApp, redisscript.SlotTake, ids[i], "user-1")...)
+		}}, kindCase{name: "keyed slot release", code: allowed, base: "keyed acquire",
+		send: func(pipe redis.Pipeliner, i int) {
+			pipe.EvalSha(ctx, keyedSlot, kslotKeys, redisscript.SlotArgs(benchApp, redisscript.SlotRelease, ids[i], "user-1")...)
+		}})
+	cases = append(cases,
+		kindCase{name: "reserve", code: allowed, send: evalsha(acq, []string{ks.Bucket("kept")}, benchApp, "1", proto),
+			note: "a bucket with a reserve, not critical"},
+		kindCase{name: "critical", code: allowed, send: evalsha(acq, []string{ks.Bucket("kept")}, benchApp, "1", proto, "1"),
+			note: "the same bucket, critical"})
+	if before != "" {
+		cases = append(cases, slotCases(" (before)", before)...)
+	}
+
+	const batch = 100
+	best := map[string]float64{}
+	for range rounds {
+		for _, c := range cases {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+				return err
+			}
+			pipe := rdb.Pipeline()
+			for sent := 0; sent < calls; sent += batch {
+				for i := sent; i < min(sent+batch, calls); i++ {
+					c.send(pipe, i)
+				}
+				cmds, err := pipe.Exec(ctx)
+				if err != nil {
+					return fmt.Errorf("%s: %w", c.name, err)
+				}
+				for _, cmd := range cmds {
+					if v, _ := cmd.(*redis.Cmd).Int64Slice(); len(v) < 7 || v[0] != c.code {
+						return fmt.Errorf("%s answered %v", c.name, v)
+					}
+				}
+			}
+			us, err := testenv.EvalshaMicrosPerCall(ctx, rdb)
+			if err != nil {
+				return err
+			}
+			if v, ok := best[c.name]; !ok || us < v {
+				best[c.name] = us
+			}
+		}
+	}
+	fmt.Fprintf(out, "\nRedis time inside the script per call, by kind (best of %d rounds of %d calls, 100 to a pipeline, cases in turn):\n",
+		rounds, calls)
+	fmt.Fprintf(out, "%-26s %10s %9s  %s\n", "call", "µs/call", "ratio", "(to the acquire; keyed cases to the keyed acquire)")
+	for _, c := range cases {
+		base := c.base
+		if base == "" {
+			base = "acquire"
+		}
+		ratio := best[c.name] / best[base]
+		mark := ""
+		if c.name != "acquire" && c.name != "keyed acquire" {
+			mark = fmt.Sprintf("ok (<= %.1fx)", kindsGoal)
+			if ratio > kindsGoal {
+				mark = fmt.Sprintf("OVER %.1fx", kindsGoal)
+			}
+		}
+		if c.note != "" {
+			mark += "  " + c.note
+		}
+		fmt.Fprintf(out, "%-26s %10.3f %8.2fx  %s\n", c.name, best[c.name], ratio, mark)
+	}
+	return nil
+}
