@@ -169,7 +169,7 @@ func TestFiltersUseIndexes(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkMemberPlan(t, db, tt.name, q, args, false)
-		// And its count, as the audit page shows it: up to 10,001 entries,
+		// And its count, as the audit page shows it: up to 1,001 entries,
 		// read from the index alone (the entries of a few bucket names are
 		// few, and read by row to check their app).
 		g := tt.f
