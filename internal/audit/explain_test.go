@@ -140,10 +140,6 @@ func TestFiltersUseIndexes(t *testing.T) {
 	// in id order; rows are read by primary key for the page alone. The
 	// apps are 10 of the 100, as for a member who owns 5 and views 5.
 	member := []string{"app3", "app7", "app11", "app19", "app23", "app42", "app55", "app61", "app78", "app99"}
-	var manyNames []string
-	for i := range 200 {
-		manyNames = append(manyNames, "b1"+strconv.Itoa(i))
-	}
 	for _, tt := range []struct {
 		name string
 		f    Filter
@@ -158,11 +154,6 @@ func TestFiltersUseIndexes(t *testing.T) {
 		{"member, one app", Filter{Apps: []string{"app7"}}},
 		{"member, part of a name", Filter{Apps: member, ObjectType: "bucket", NameContains: "b12"}},
 		{"member, bucket names", Filter{Apps: member, ObjectType: "bucket", ObjectNames: []string{"b7", "b8", "b9"}}},
-		// Part of a name that many of the member's buckets match: their
-		// names (as manage's audit filter turns it), each app's range
-		// read in id order for the page, the count from the ranges
-		// (app, type, name) alone.
-		{"member, many bucket names", Filter{Apps: member, ObjectType: "bucket", ObjectNames: manyNames}},
 	} {
 		q, args, err := listSQL(tt.f, database.PageSize(tt.f.Limit)+1)
 		if err != nil {
@@ -178,14 +169,13 @@ func TestFiltersUseIndexes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		indexOnly := len(tt.f.ObjectNames) == 0 || len(tt.f.ObjectNames) > MaxNames
-		checkMemberPlan(t, db, tt.name+", count", cq, cargs, indexOnly)
+		checkMemberPlan(t, db, tt.name+", count", cq, cargs, len(tt.f.ObjectNames) == 0)
 		where, wargs := whereSQL(g)
-		eq, eargs, err := sqlx.In(`SELECT COUNT(*) FROM audit_log`+countIndex(g)+where, wargs...)
+		eq, eargs, err := sqlx.In(`SELECT COUNT(*) FROM audit_log`+where, wargs...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkMemberPlan(t, db, tt.name+", exact count", eq, eargs, indexOnly)
+		checkMemberPlan(t, db, tt.name+", exact count", eq, eargs, len(tt.f.ObjectNames) == 0)
 	}
 
 	// Pages as the audit page reads them, for the record.

@@ -42,9 +42,8 @@ type Filter struct {
 	// entries about the listed apps (the caller's), never entries without
 	// an app such as sign-ins. An empty non-nil slice shows none.
 	Apps []string
-	// ObjectNames keeps entries about any of these objects, with
-	// ObjectType: at most MaxNames, or MaxVisibleNames with Apps (a
-	// member's).
+	// ObjectNames keeps entries about any of these objects (at most
+	// MaxNames), with ObjectType.
 	ObjectNames []string
 	// NameContains keeps entries whose object name contains it, as typed:
 	// "%" and "_" match themselves. Entries are then read newest first and
@@ -106,8 +105,8 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	} else {
 		f.After = 0
 	}
-	if err := checkNames(f); err != nil {
-		return Page{}, fmt.Errorf("list audit log: %w", err)
+	if len(f.ObjectNames) > MaxNames {
+		return Page{}, fmt.Errorf("list audit log: %d object names, at most %d: %w", len(f.ObjectNames), MaxNames, errs.ErrInvalid)
 	}
 	entries, err := s.query(ctx, f, limit+1)
 	if err != nil {
@@ -136,25 +135,6 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 // range of the object index, read in id order.
 const MaxNames = 50
 
-// MaxVisibleNames is the most names Filter.ObjectNames may hold with
-// Filter.Apps: a page then reads each app's range of its index in id
-// order, keeping the entries about those names, and the count reads the
-// ranges (app, object, name) of the index audit_log_app_object alone, so
-// it reads the entries it counts and no others.
-const MaxVisibleNames = 1000
-
-// checkNames refuses more names than f may hold.
-func checkNames(f Filter) error {
-	most := MaxNames
-	if f.Apps != nil {
-		most = MaxVisibleNames
-	}
-	if len(f.ObjectNames) > most {
-		return fmt.Errorf("%d object names, at most %d: %w", len(f.ObjectNames), most, errs.ErrInvalid)
-	}
-	return nil
-}
-
 // countMax is the most entries Count counts: counting is an index scan, so
 // it stops there to stay cheap at millions of rows. It was 10,000: the
 // scan to tell whether there are more (10,001 index entries) then cost
@@ -181,8 +161,8 @@ func (s *Store) Count(ctx context.Context, f Filter) (n int, more bool, err erro
 			return 0, false, nil
 		}
 	}
-	if err := checkNames(f); err != nil {
-		return 0, false, fmt.Errorf("count audit log: %w", err)
+	if len(f.ObjectNames) > MaxNames {
+		return 0, false, fmt.Errorf("count audit log: %d object names, at most %d: %w", len(f.ObjectNames), MaxNames, errs.ErrInvalid)
 	}
 	f.Before, f.After = 0, 0
 	// Is there an entry past countMax? One index scan that stops there,
@@ -201,7 +181,7 @@ func (s *Store) Count(ctx context.Context, f Filter) (n int, more bool, err erro
 		return countMax, true, nil
 	}
 	where, args := whereSQL(f)
-	query, args, err = sqlx.In(`SELECT COUNT(*) FROM audit_log`+countIndex(f)+where, args...)
+	query, args, err = sqlx.In(`SELECT COUNT(*) FROM audit_log`+where, args...)
 	if err != nil {
 		return 0, false, fmt.Errorf("count audit log: %w", err)
 	}
@@ -215,23 +195,11 @@ func (s *Store) Count(ctx context.Context, f Filter) (n int, more bool, err erro
 // countMax entries, none otherwise.
 func countSQL(f Filter) (string, []any, error) {
 	where, args := whereSQL(f)
-	query, args, err := sqlx.In(`SELECT 1 FROM audit_log`+countIndex(f)+where+` LIMIT 1 OFFSET ?`, append(args, countMax)...)
+	query, args, err := sqlx.In(`SELECT 1 FROM audit_log`+where+` LIMIT 1 OFFSET ?`, append(args, countMax)...)
 	if err != nil {
 		return "", nil, fmt.Errorf("count audit log: %w", err)
 	}
 	return query, args, nil
-}
-
-// countIndex is the index hint of Count's queries: for more bucket names
-// than MaxNames among a member's apps, the ranges (app, type, name) of
-// audit_log_app_object, read from the index alone. MariaDB otherwise
-// chose the object index, which lacks the app, and read a row per entry
-// to check it.
-func countIndex(f Filter) string {
-	if f.Apps != nil && len(f.ObjectNames) > MaxNames && f.ObjectType != "" {
-		return ` FORCE INDEX (audit_log_app_object)`
-	}
-	return ""
 }
 
 // query reads at most n entries f selects, newest first.
@@ -349,7 +317,7 @@ func listSQL(f Filter, n int) (string, []any, error) {
 	}
 	var parts []Filter
 	switch {
-	case len(f.ObjectNames) > 0 && len(f.ObjectNames) <= MaxNames:
+	case len(f.ObjectNames) > 0:
 		// A few bucket names: one range of the object index per name.
 		for _, name := range f.ObjectNames {
 			g := f
@@ -357,8 +325,7 @@ func listSQL(f Filter, n int) (string, []any, error) {
 			parts = append(parts, g)
 		}
 	case len(f.Apps) > 0 && len(f.Apps) <= perAppMax && f.ObjectName == "":
-		// A member's apps: one range of an app index per app (for many
-		// bucket names, the app's bucket entries, kept by name).
+		// A member's apps: one range of an app index per app.
 		for _, app := range f.Apps {
 			g := f
 			g.Apps, g.App = nil, app

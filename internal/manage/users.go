@@ -189,12 +189,9 @@ func (s *Service) ListAudit(ctx context.Context, c Caller, q AuditQuery) (audit.
 // buckets that match, when they are few, so that the log is read one index
 // range per bucket rather than newest first filtered row by row. A deleted
 // bucket matches by its full name. When many buckets match, a member's
-// filter takes the names among the buckets they see (up to
-// audit.MaxVisibleNames): the entries they may read are about those (an
-// entry about a bucket since moved to an app they do not see is then left
-// out), and their count reads those entries alone, not every entry of
-// their apps to test its name (100,000 index entries for a count of
-// 10,000 when 1 in 10 matches).
+// filter takes the names among the buckets they see, if those are few:
+// the entries they may read are about those (an entry about a bucket
+// since moved to an app they do not see is then left out).
 func (s *Service) auditNames(ctx context.Context, q AuditQuery) (AuditQuery, error) {
 	if q.NameContains == "" || q.ObjectType != "bucket" || q.ObjectName != "" || !utf8.ValidString(q.NameContains) {
 		return q, nil
@@ -203,14 +200,12 @@ func (s *Service) auditNames(ctx context.Context, q AuditQuery) (AuditQuery, err
 	if err != nil {
 		return q, err
 	}
-	most := audit.MaxNames
 	if len(names) == audit.MaxNames && q.Apps != nil {
-		most = audit.MaxVisibleNames
-		if names, err = s.buckets.NamesContaining(ctx, q.NameContains, q.Apps, most); err != nil {
+		if names, err = s.buckets.NamesContaining(ctx, q.NameContains, q.Apps, audit.MaxNames); err != nil {
 			return q, err
 		}
 	}
-	if len(names) == most {
+	if len(names) == audit.MaxNames {
 		return q, nil // many: matching rows are common, read newest first
 	}
 	if !slices.Contains(names, q.NameContains) {
