@@ -231,8 +231,8 @@ func seedScale(b *testing.B, db *sqlx.DB) {
 
 // settle waits, up to 30 s, until the server has written out most of the
 // seed: until at most 5% of its buffer pool's pages are dirty (other
-// databases on the server write too). Pages timed
-// while it still flushed a million rows carried those writes in their p99.
+// databases on the server write too). Pages timed while it still flushed
+// a million rows carried those writes in their p99.
 func settle(b *testing.B, db *sqlx.DB) {
 	b.Helper()
 	ctx := context.Background()
