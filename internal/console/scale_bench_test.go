@@ -146,12 +146,10 @@ func BenchmarkPagesAtScale(b *testing.B) {
 		{"buckets-most-denied-member", olga, "/buckets?sort=denied", ""},
 		{"api-audit-500-older-member", olga, "/api/v1/audit?limit=500&cursor=" + auditCursor(mid), olgaToken},
 	}
-	settle(b, seedDB)
 	// Each page once on the probe console, untimed, for its reads and
 	// statements, and once on the timed one: this warms every page's data
-	// and the pools' connections before any page is timed,
-	// and gives the server time to write out the seed (the first page
-	// timed right after the seed carried those writes in its p99).
+	// and the pools' connections before any page is timed (the first page
+	// timed used to open the timed pool's connections within its p99).
 	type probe struct{ reads, statements int64 }
 	probes := map[string]probe{}
 	for _, p := range pages {
@@ -235,28 +233,6 @@ func seedScale(b *testing.B, db *sqlx.DB) {
 			b.Fatalf("seed: %v", err)
 		}
 	}
-}
-
-// settle waits, up to 30 s, until the server has written out most of the
-// seed: until at most 5% of its buffer pool's pages are dirty (other
-// databases on the server write too). Pages timed while it still flushed
-// a million rows carried those writes in their p99.
-func settle(b *testing.B, db *sqlx.DB) {
-	b.Helper()
-	ctx := context.Background()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-		var dirty, total int64
-		if err := db.QueryRowContext(ctx, `SELECT
-			(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_BUFFER_POOL_PAGES_DIRTY'),
-			(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_BUFFER_POOL_PAGES_TOTAL')`).Scan(&dirty, &total); err != nil {
-			b.Logf("settle: %v", err)
-			return
-		}
-		if dirty*20 <= total {
-			return
-		}
-	}
-	b.Logf("settle: the server still had dirty pages after 30 s")
 }
 
 // dbReads runs request and returns how many rows and index entries
