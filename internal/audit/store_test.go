@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -278,6 +279,27 @@ func TestNameContainsPagingAndCount(t *testing.T) {
 		}
 		if n != tt.want || more {
 			t.Errorf("Count(%+v) = %d, %v; want %d", tt.f, n, more, tt.want)
+		}
+	}
+
+	// The count stops at 1,000: up to there it is exact, past it "more".
+	for _, tt := range []struct {
+		add  int // entries about "many", app "big"
+		want int
+		more bool
+	}{{999, 999, false}, {1, 1000, false}, {1, 1000, true}} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO audit_log (at, actor, actor_user, action, object_type, object_name, app, detail)
+			SELECT NOW(6), 'alice', 'alice', 'bucket.update', 'bucket', 'many', 'big', '' FROM seq_1_to_`+strconv.Itoa(tt.add)); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []audit.Filter{{App: "big"}, {Apps: []string{"big", "odd"}, ObjectType: "bucket", ObjectName: "many"}} {
+			n, more, err := s.Count(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != tt.want || more != tt.more {
+				t.Errorf("Count(%+v) = %d, %v; want %d, %v", f, n, more, tt.want, tt.more)
+			}
 		}
 	}
 }
