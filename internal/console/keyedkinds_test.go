@@ -152,7 +152,7 @@ func TestKeyedQuotaKeys(t *testing.T) {
 	r := vb.get("/buckets/api-month")
 	wantStatus(t, "page", r, http.StatusOK)
 	wantBody(t, "page", r, "Every caller key gets its own quota: 10,000 per month, resets on the 1st at 00:00 Europe/Berlin.",
-		"Calling most", "No key was allowed a call.", "Every caller key has its own count this period, up to 10000 each")
+		"Calling most", "No key was allowed a call.", "Every caller key has its own count this period, up to 10,000 each")
 	for _, wrong := range []string{"tokens, refilled", "No key took tokens", "own bucket."} {
 		if strings.Contains(r.body, wrong) {
 			t.Errorf("a keyed quota's page says %q", wrong)

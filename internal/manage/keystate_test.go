@@ -47,7 +47,12 @@ func TestKeyStateByKind(t *testing.T) {
 	if d := st.NextExpiry.Sub(st.RedisTime); d <= 0 || d > time.Minute {
 		t.Errorf("alice's slot expires %v after the read, want within the lease of 1 min", d)
 	}
-	if _, st, err = f.svc.KeyState(ctx, olga, b.Name, "bob"); err != nil || st.InUse != 0 || !st.NextExpiry.IsZero() || st.MaxPermits != 3 {
+	// Readers of tokens (the JSON API) see what the key may still take.
+	if st.Tokens != 7 || st.Full || !st.FullAt.Equal(st.NextExpiry) {
+		t.Errorf("alice's tokens %v, full %v at %v; want 7 free slots, all back at the slot's expiry", st.Tokens, st.Full, st.FullAt)
+	}
+	if _, st, err = f.svc.KeyState(ctx, olga, b.Name, "bob"); err != nil || st.InUse != 0 || !st.NextExpiry.IsZero() || st.MaxPermits != 3 ||
+		st.Tokens != 3 || !st.Full {
 		t.Fatalf("bob: %+v %v", st, err)
 	}
 
@@ -67,14 +72,14 @@ func TestKeyStateByKind(t *testing.T) {
 		t.Fatalf("acquire: %+v %v", a, err)
 	}
 	_, st, err = f.svc.KeyState(ctx, olga, q.Name, "alice")
-	if err != nil || st.Kind != buckets.KindQuota || st.Used != 4 || st.MaxPermits != 100 {
+	if err != nil || st.Kind != buckets.KindQuota || st.Used != 4 || st.MaxPermits != 100 || st.Tokens != 96 || st.Full {
 		t.Fatalf("alice's quota: %+v %v", st, err)
 	}
 	s, e, _ := quota.Find(bounds, st.RedisTime.UnixMicro())
-	if st.PeriodStart.Unix() != s || st.PeriodEnd.Unix() != e {
+	if st.PeriodStart.Unix() != s || st.PeriodEnd.Unix() != e || !st.FullAt.Equal(st.PeriodEnd) {
 		t.Errorf("period [%v, %v), want [%d, %d)", st.PeriodStart, st.PeriodEnd, s, e)
 	}
-	if _, st, err = f.svc.KeyState(ctx, olga, q.Name, "bob"); err != nil || st.Used != 0 || st.PeriodEnd.Unix() != e {
+	if _, st, err = f.svc.KeyState(ctx, olga, q.Name, "bob"); err != nil || st.Used != 0 || st.PeriodEnd.Unix() != e || !st.Full {
 		t.Fatalf("bob's quota: %+v %v", st, err)
 	}
 }

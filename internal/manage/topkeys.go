@@ -63,7 +63,10 @@ type KeyState struct {
 	// bucket's, or its share of the override's capacity.
 	Reserve int64
 	// Tokens is what the key holds at RedisTime; Full tells it is full
-	// (idle keys have no state in Redis), FullAt when it will be.
+	// (idle keys have no state in Redis), FullAt when it will be. For the
+	// other kinds, Tokens is what the key may still take (free slots, the
+	// rest of its quota), and FullAt when all of it is back (the last
+	// slot's expiry, the reset), so that a reader of tokens is not misled.
 	Tokens float64
 	Full   bool
 	FullAt time.Time
@@ -117,6 +120,10 @@ func (s *Service) KeyState(ctx context.Context, c Caller, bucket, key string) (*
 			return b, ks, fmt.Errorf("read slots of a key of %q: %w: %w", b.Name, errs.ErrUnavailable, err)
 		}
 		ks.RedisTime, ks.InUse, ks.NextExpiry = sl.Now, sl.InUse, sl.NextExpiry
+		ks.Tokens, ks.Full = float64(max(0, ks.MaxPermits-sl.InUse)), sl.InUse == 0
+		if !ks.Full {
+			ks.FullAt = sl.LastExpiry
+		}
 		return b, ks, nil
 	}
 	st, err := redisscript.ReadKeyState(rctx, s.rdb, s.ks, b.Name, key)
@@ -126,6 +133,10 @@ func (s *Service) KeyState(ctx context.Context, c Caller, bucket, key string) (*
 	ks.RedisTime = st.Now
 	if ks.Kind == buckets.KindQuota {
 		ks.Used, ks.PeriodStart, ks.PeriodEnd, _ = st.Quota(b.ID)
+		ks.Tokens, ks.Full = float64(max(0, ks.MaxPermits-ks.Used)), ks.Used == 0
+		if !ks.Full {
+			ks.FullAt = ks.PeriodEnd
+		}
 		return b, ks, nil
 	}
 	ks.Tokens = st.Tokens(b.ID, ks.MaxPermits, ks.Rate.PerSecond())
