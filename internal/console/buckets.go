@@ -604,7 +604,7 @@ func (s *server) bucketDetail(c *gin.Context, st int, adjust func(*overridesView
 	p := &bucketPage{layout: layout{Title: d.Name, Nav: "buckets"}, Bucket: d.Bucket,
 		CanEdit: d.CanEdit, Role: string(s.svc.Roles(caller(c))[d.OwnerApp]), Live: liveOf(d), Usage: usageOf(d)}
 	if d.Keyed {
-		p.Overrides = s.overridesOf(c, d.Name)
+		p.Overrides = s.overridesOf(c, d.Bucket)
 		if adjust != nil {
 			adjust(p.Overrides)
 		}

@@ -10,8 +10,10 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/internal/buckets"
+	"github.com/sluicehq/sluice/internal/chart"
 	"github.com/sluicehq/sluice/internal/errs"
 	"github.com/sluicehq/sluice/internal/manage"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 	"github.com/sluicehq/sluice/internal/usage"
 )
 
@@ -30,6 +32,7 @@ type overrideForm struct {
 
 // overridesView is the per-key part of a keyed bucket's detail page.
 type overridesView struct {
+	limitKind
 	Overrides []*buckets.Override
 	Total     int
 	// Search is the key prefix searched; After and Next page the table.
@@ -66,10 +69,12 @@ type overrideDeletePage struct {
 
 // overridesOf reads the overrides table, the top keys and the looked-up
 // key of a keyed bucket.
-func (s *server) overridesOf(c *gin.Context, bucket string) *overridesView {
-	v := &overridesView{Search: rawQuery(c, "oq", buckets.MaxKeyLength), After: queryValue(c, "oafter", 400),
-		Form:         overrideForm{Match: string(buckets.MatchExact)},
-		limitPreview: limitPreview{Pattern: defaultPattern, PreviewAction: overridesPath(bucket) + "#preview"}}
+func (s *server) overridesOf(c *gin.Context, b *buckets.Bucket) *overridesView {
+	bucket := b.Name
+	v := &overridesView{limitKind: limitKindOf(b), Search: rawQuery(c, "oq", buckets.MaxKeyLength), After: queryValue(c, "oafter", 400),
+		Form: overrideForm{Match: string(buckets.MatchExact)},
+		limitPreview: limitPreview{Pattern: defaultPattern, PreviewAction: overridesPath(bucket) + "#preview",
+			Hold: b.Kind.Or() == buckets.KindConcurrency}}
 	page, err := s.svc.ListOverrides(ctx(c), caller(c), bucket, manage.OverrideQuery{Search: v.Search, After: v.After,
 		Limit: overridesPageSize})
 	switch {
@@ -101,7 +106,7 @@ func (s *server) overridesOf(c *gin.Context, bucket string) *overridesView {
 			v.Key = &ks
 		case errors.Is(err, manage.ErrNoRedis) || status(err) == http.StatusServiceUnavailable:
 			v.Key = &ks
-			v.KeyMessage = "Redis did not answer; the key's tokens cannot be shown right now."
+			v.KeyMessage = "Redis did not answer; the key's " + v.stateWord() + " cannot be shown right now."
 		case errs.Fields(err) != nil:
 			v.KeyMessage = "This key cannot be looked up: " + errs.Fields(err).Error() + "."
 		default:
@@ -111,7 +116,10 @@ func (s *server) overridesOf(c *gin.Context, bucket string) *overridesView {
 			// "Add an override for this key": the form starts from the key
 			// and the limit it gets now.
 			v.Form = overrideForm{Match: string(buckets.MatchExact), Key: v.Lookup,
-				MaxPermits: strconv.FormatInt(v.Key.MaxPermits, 10), Rate: v.Key.Rate.String()}
+				MaxPermits: strconv.FormatInt(v.Key.MaxPermits, 10)}
+			if v.Refills() {
+				v.Form.Rate = v.Key.Rate.String()
+			}
 		}
 	}
 	return v
@@ -120,8 +128,19 @@ func (s *server) overridesOf(c *gin.Context, bucket string) *overridesView {
 // overridesPath is where a bucket's new overrides are posted.
 func overridesPath(bucket string) string { return "/buckets/" + url.PathEscape(bucket) + "/overrides" }
 
-// Summary is the new override's limit in plain words (see limitSummary).
-func (v *overridesView) Summary() string { return limitSummary(v.Form.MaxPermits, v.Form.Rate) }
+// Summary is the new override's limit in plain words (see kindSummary).
+func (v *overridesView) Summary() string { return v.kindSummary(v.Form.MaxPermits, v.Form.Rate) }
+
+// stateWord names what a key holds in Redis, by kind.
+func (k limitKind) stateWord() string {
+	switch k.Kind {
+	case buckets.KindConcurrency:
+		return "slots"
+	case buckets.KindQuota:
+		return "count"
+	}
+	return "tokens"
+}
 
 // rawQuery is a query parameter made valid UTF-8 and cut to n bytes, but
 // not trimmed: keys may have spaces at either end.
@@ -255,6 +274,7 @@ func (s *server) deleteOverride(c *gin.Context) {
 // description and shadow mode (its key and match are fixed).
 type overrideFormPage struct {
 	layout
+	limitKind
 	Bucket string
 	// Override is the override as stored when the page was built (or, after
 	// a conflict, the newer one): its key, match and id.
@@ -270,12 +290,27 @@ type overrideFormPage struct {
 	limitPreview
 }
 
-// Summary is the override's limit in plain words (see limitSummary).
-func (p *overrideFormPage) Summary() string { return limitSummary(p.Form.MaxPermits, p.Form.Rate) }
+// Summary is the override's limit in plain words (see kindSummary).
+func (p *overrideFormPage) Summary() string { return p.kindSummary(p.Form.MaxPermits, p.Form.Rate) }
 
 func overrideFormOf(o *buckets.Override) overrideForm {
-	return overrideForm{Match: string(o.Match), Key: o.Key, MaxPermits: strconv.FormatInt(o.MaxPermits, 10),
-		Rate: o.Rate.String(), Description: o.Description, Shadow: o.Shadow}
+	f := overrideForm{Match: string(o.Match), Key: o.Key, MaxPermits: strconv.FormatInt(o.MaxPermits, 10),
+		Description: o.Description, Shadow: o.Shadow}
+	if !o.Rate.IsZero() {
+		f.Rate = o.Rate.String()
+	}
+	return f
+}
+
+// overrideKind is the limitKind of the bucket of an override the caller
+// may edit (read after editableOverride checked the permission).
+func (s *server) overrideKind(c *gin.Context, o *buckets.Override) (limitKind, bool) {
+	b, err := s.svc.EditableBucket(ctx(c), caller(c), o.Bucket)
+	if err != nil {
+		s.fail(c, err)
+		return limitKind{}, false
+	}
+	return limitKindOf(b), true
 }
 
 func (s *server) editOverride(c *gin.Context) {
@@ -283,9 +318,13 @@ func (s *server) editOverride(c *gin.Context) {
 	if !ok {
 		return
 	}
+	lk, ok := s.overrideKind(c, o)
+	if !ok {
+		return
+	}
 	s.render(c, http.StatusOK, "override_form", &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"},
-		Bucket: o.Bucket, Override: o, Form: overrideFormOf(o), Version: o.Version,
-		limitPreview: limitPreview{Pattern: defaultPattern}})
+		limitKind: lk, Bucket: o.Bucket, Override: o, Form: overrideFormOf(o), Version: o.Version,
+		limitPreview: limitPreview{Pattern: defaultPattern, Hold: lk.Slots()}})
 }
 
 // updateOverride saves an edit made on the version the form was loaded
@@ -295,6 +334,10 @@ func (s *server) editOverride(c *gin.Context) {
 // choice (as for a bucket).
 func (s *server) updateOverride(c *gin.Context) {
 	o, ok := s.editableOverride(c)
+	if !ok {
+		return
+	}
+	lk, ok := s.overrideKind(c, o)
 	if !ok {
 		return
 	}
@@ -319,12 +362,12 @@ func (s *server) updateOverride(c *gin.Context) {
 	if c.PostForm("preview") != "" {
 		// The form comes back as typed, with the simulation of its
 		// pattern against the limit typed; nothing is saved.
-		p := &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"}, Bucket: o.Bucket, Override: o,
+		p := &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"}, limitKind: lk, Bucket: o.Bucket, Override: o,
 			Form: form, Version: o.Version}
 		if version > 0 {
 			p.Version = version
 		}
-		lp, err := s.simulate(c, buckets.KindBucket, form.MaxPermits, form.Rate, "")
+		lp, err := s.simulate(c, lk.Kind, form.MaxPermits, form.Rate, "")
 		p.limitPreview = lp
 		st := http.StatusOK
 		if err != nil {
@@ -347,8 +390,8 @@ func (s *server) updateOverride(c *gin.Context) {
 		s.redirect(c, "/buckets/"+url.PathEscape(o.Bucket)+"?oq="+url.QueryEscape(o.Key)+"#overrides", msg)
 		return
 	}
-	p := &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"}, Bucket: o.Bucket, Override: o, Form: form,
-		Version: version, limitPreview: limitPreview{Pattern: patternOf(c)}}
+	p := &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"}, limitKind: lk, Bucket: o.Bucket, Override: o,
+		Form: form, Version: version, limitPreview: limitPreview{Pattern: patternOf(c), Hold: lk.Slots()}}
 	switch cur, ok := staleCurrent[*buckets.Override](err); {
 	case ok:
 		p.Stale, p.Conflict, p.Override, p.Version = err, cur, cur, cur.Version
@@ -363,4 +406,123 @@ func (s *server) updateOverride(c *gin.Context) {
 	default:
 		s.fail(c, err)
 	}
+}
+
+// limitKind words the limits of a keyed bucket's keys by its kind: a
+// token bucket's capacity and rate, a concurrency limit's slots, a
+// quota's count per period. The bucket's page and an override's edit page
+// embed it.
+type limitKind struct {
+	Kind buckets.Kind
+	// SlotMillis is a concurrency limit's slot lease time, QuotaPeriod a
+	// quota's period: the bucket's, shared by its overrides.
+	SlotMillis  int64
+	QuotaPeriod quota.Period
+}
+
+func limitKindOf(b *buckets.Bucket) limitKind {
+	return limitKind{Kind: b.Kind.Or(), SlotMillis: b.SlotMillis, QuotaPeriod: b.QuotaPeriod}
+}
+
+// Refills tells a token bucket, whose limits have a rate.
+func (k limitKind) Refills() bool { return k.Kind.Or().Refills() }
+
+// Slots tells a concurrency limit.
+func (k limitKind) Slots() bool { return k.Kind == buckets.KindConcurrency }
+
+// Quota tells a quota.
+func (k limitKind) Quota() bool { return k.Kind == buckets.KindQuota }
+
+// LimitOf is a key's limit of n (and rate r, for a token bucket) in words:
+// "10 tokens, refilled 100 per minute", "20 slots", "10,000 per month".
+func (k limitKind) LimitOf(n int64, r buckets.Rate) string {
+	switch k.Kind {
+	case buckets.KindConcurrency:
+		return chart.Count(n) + " slot" + plural(n)
+	case buckets.KindQuota:
+		return chart.Count(n) + " per " + string(k.QuotaPeriod)
+	}
+	return strconv.FormatInt(n, 10) + " tokens, refilled " + r.Human()
+}
+
+// LimitTitle names the column and field of an override's limit.
+func (k limitKind) LimitTitle() string {
+	switch k.Kind {
+	case buckets.KindConcurrency:
+		return "Slots"
+	case buckets.KindQuota:
+		return "Quota"
+	}
+	return "Capacity"
+}
+
+// LimitHint is the hint of the override form's limit field.
+func (k limitKind) LimitHint() string {
+	switch k.Kind {
+	case buckets.KindConcurrency:
+		return "Most calls in progress at once for each matching key, 1 to 1000000000; each slot is held at most " +
+			slotLeaseText(k.SlotMillis) + " unless renewed, as the bucket says."
+	case buckets.KindQuota:
+		return "Calls each matching key may make per " + string(k.QuotaPeriod) +
+			", 1 to 1000000000; the period and its time zone are the bucket's."
+	}
+	return "Most tokens each matching key holds, 1 to 1000000000."
+}
+
+// TakenTitle, TakenUnit and TakenEmpty word the top keys that took most:
+// tokens of a token bucket, slots of a concurrency limit, calls of a quota.
+func (k limitKind) TakenTitle() string {
+	switch k.Kind {
+	case buckets.KindConcurrency:
+		return "Taking most slots"
+	case buckets.KindQuota:
+		return "Calling most"
+	}
+	return "Taking most"
+}
+
+// TakenUnit: see TakenTitle.
+func (k limitKind) TakenUnit() string {
+	switch k.Kind {
+	case buckets.KindConcurrency:
+		return "slot takes"
+	case buckets.KindQuota:
+		return "calls allowed"
+	}
+	return "allowed"
+}
+
+// TakenEmpty: see TakenTitle.
+func (k limitKind) TakenEmpty() string {
+	switch k.Kind {
+	case buckets.KindConcurrency:
+		return "No key took a slot."
+	case buckets.KindQuota:
+		return "No key was allowed a call."
+	}
+	return "No key took tokens."
+}
+
+// kindSummary is an override's limit as typed, in words, for its form
+// ("" while it is not a valid one): a token bucket's as limitSummary says
+// it, a concurrency limit's slots, a quota's count per period.
+func (k limitKind) kindSummary(capacity, rate string) string {
+	if k.Refills() {
+		return limitSummary(capacity, rate)
+	}
+	n, err := buckets.ParseMaxPermits(capacity)
+	if err != nil {
+		return ""
+	}
+	if k.Slots() {
+		return "At most " + chart.Count(n) + " call" + plural(n) + " in progress at once for each matching key"
+	}
+	return chart.Count(n) + " call" + plural(n) + " per " + string(k.QuotaPeriod) + " for each matching key"
+}
+
+func plural(n int64) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

@@ -89,6 +89,7 @@ func parseViews() (*views, error) {
 		"roledesc":   manage.RoleDescription,
 		"until":      until,
 		"gauge":      chart.Gauge,
+		"slotgauge":  func(free, limit int64) template.HTML { return chart.SlotGauge(max(free, 0), limit) },
 		"slotlease":  slotLeaseText,
 		// whole is a token count rounded down, as the live state shows it.
 		"whole": func(f float64) int64 { return int64(math.Floor(f)) },

@@ -69,6 +69,9 @@ func (s *Service) override(ctx context.Context, b *buckets.Bucket, id int64) (*b
 	if errors.Is(err, errs.ErrNotFound) {
 		return nil, errs.NotFoundf("bucket %q has no override %d", b.Name, id)
 	}
+	if o != nil {
+		o.Kind = b.Kind // whether it has a rate, as the Store sets it on a write
+	}
 	return o, err
 }
 

@@ -42,13 +42,19 @@ func (s *Service) keyedFor(ctx context.Context, c Caller, bucket string) (*bucke
 }
 
 // KeyState is the live state of one key of a keyed bucket: the limit that
-// applies to it and the tokens it holds.
+// applies to it and what it holds, by the bucket's kind: its tokens (a
+// token bucket), its slots in use (a concurrency limit) or its count this
+// period (a quota).
 type KeyState struct {
 	Key string
+	// Kind is the bucket's kind (never empty).
+	Kind buckets.Kind
 	// Override is the override that applies to the key (exact, else the
 	// longest matching prefix); nil when the key gets the bucket's limit.
 	Override *buckets.Override
-	// MaxPermits and Rate are the limit that applies.
+	// MaxPermits and Rate are the limit that applies: a token bucket's
+	// capacity and rate, a concurrency limit's slots or a quota's count
+	// per period (Rate zero for both).
 	MaxPermits int64
 	Rate       buckets.Rate
 	// Shadow tells that the key's acquires are decided in shadow mode.
@@ -57,11 +63,23 @@ type KeyState struct {
 	// bucket's, or its share of the override's capacity.
 	Reserve int64
 	// Tokens is what the key holds at RedisTime; Full tells it is full
-	// (idle keys have no state in Redis), FullAt when it will be.
-	Tokens    float64
-	Full      bool
-	FullAt    time.Time
-	RedisTime time.Time
+	// (idle keys have no state in Redis), FullAt when it will be. For the
+	// other kinds, Tokens is what the key may still take (free slots, the
+	// rest of its quota), and FullAt when all of it is back (the last
+	// slot's expiry, the reset), so that a reader of tokens is not misled.
+	Tokens float64
+	Full   bool
+	FullAt time.Time
+	// InUse is, for a concurrency limit, the key's slots held at
+	// RedisTime, the first of them expiring at NextExpiry (zero: none).
+	InUse      int64
+	NextExpiry time.Time
+	// Used is, for a quota, the key's count in the period containing
+	// RedisTime, PeriodStart and PeriodEnd that period (the reset); the
+	// period is zero when the table in Redis does not cover RedisTime.
+	Used                   int64
+	PeriodStart, PeriodEnd time.Time
+	RedisTime              time.Time
 }
 
 // ReserveLeft is how many of the key's reserved tokens it holds.
@@ -72,7 +90,7 @@ func (ks KeyState) ReserveLeft() int64 {
 // KeyState returns the live state of key in keyed bucket bucket, for
 // anyone who may see the bucket. The limit comes from MySQL (the override
 // rule of buckets.MostSpecific, as the acquire script applies it), the
-// tokens from the key's state in Redis.
+// tokens, slots or count from the key's state in Redis.
 func (s *Service) KeyState(ctx context.Context, c Caller, bucket, key string) (*buckets.Bucket, KeyState, error) {
 	b, err := s.keyedFor(ctx, c, bucket)
 	if err != nil {
@@ -85,7 +103,8 @@ func (s *Service) KeyState(ctx context.Context, c Caller, bucket, key string) (*
 	if err != nil {
 		return nil, KeyState{}, err
 	}
-	ks := KeyState{Key: key, Override: o, MaxPermits: b.MaxPermits, Rate: b.Rate, Shadow: b.Shadow, Reserve: b.Reserve}
+	ks := KeyState{Key: key, Kind: b.Kind.Or(), Override: o, MaxPermits: b.MaxPermits, Rate: b.Rate, Shadow: b.Shadow,
+		Reserve: b.Reserve}
 	if o != nil {
 		ks.MaxPermits, ks.Rate, ks.Shadow = o.MaxPermits, o.Rate, b.Shadow || o.Shadow
 		ks.Reserve = b.ReserveOf(o.MaxPermits)
@@ -95,11 +114,31 @@ func (s *Service) KeyState(ctx context.Context, c Caller, bucket, key string) (*
 	}
 	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
+	if ks.Kind == buckets.KindConcurrency {
+		sl, err := redisscript.ReadSlots(rctx, s.rdb, s.ks, b.Name, key)
+		if err != nil {
+			return b, ks, fmt.Errorf("read slots of a key of %q: %w: %w", b.Name, errs.ErrUnavailable, err)
+		}
+		ks.RedisTime, ks.InUse, ks.NextExpiry = sl.Now, sl.InUse, sl.NextExpiry
+		ks.Tokens, ks.Full = float64(max(0, ks.MaxPermits-sl.InUse)), sl.InUse == 0
+		if !ks.Full {
+			ks.FullAt = sl.LastExpiry
+		}
+		return b, ks, nil
+	}
 	st, err := redisscript.ReadKeyState(rctx, s.rdb, s.ks, b.Name, key)
 	if err != nil {
 		return b, ks, fmt.Errorf("read state of a key of %q: %w: %w", b.Name, errs.ErrUnavailable, err)
 	}
 	ks.RedisTime = st.Now
+	if ks.Kind == buckets.KindQuota {
+		ks.Used, ks.PeriodStart, ks.PeriodEnd, _ = st.Quota(b.ID)
+		ks.Tokens, ks.Full = float64(max(0, ks.MaxPermits-ks.Used)), ks.Used == 0
+		if !ks.Full {
+			ks.FullAt = ks.PeriodEnd
+		}
+		return b, ks, nil
+	}
 	ks.Tokens = st.Tokens(b.ID, ks.MaxPermits, ks.Rate.PerSecond())
 	ks.Full = ks.Tokens >= float64(ks.MaxPermits)
 	if !ks.Full {

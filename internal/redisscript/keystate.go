@@ -10,11 +10,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 )
 
 // KeyState is what Redis holds about one key of a keyed bucket: the state
 // the keyed acquire script writes (the bucket id and full_at, see
-// lua/keyed.lua) and the Redis clock at the read.
+// lua/keyed.lua; of a keyed quota, the bucket id, the period start and
+// the count) and the Redis clock at the read.
 type KeyState struct {
 	// Exists is false when the key has no state: it is idle, and its
 	// bucket full.
@@ -24,6 +27,13 @@ type KeyState struct {
 	ID int64
 	// FullAt is when the key's bucket is full again.
 	FullAt time.Time
+	// QuotaStart and QuotaUsed are a keyed quota's state: the start of
+	// the period it counts (Unix seconds) and its count (both 0 for a
+	// token bucket's state).
+	QuotaStart, QuotaUsed int64
+	// Bounds is the table of periods of the key's group, for a keyed
+	// quota (nil for the other kinds, or a group without one).
+	Bounds []int64
 	// Now is the Redis clock at this read.
 	Now time.Time
 }
@@ -37,13 +47,21 @@ func ReadKeyState(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name, key
 	k := ks.Keyed(name, key)
 	pipe := rdb.Pipeline()
 	get := pipe.Get(ctx, k.State)
+	bounds := pipe.HGet(ctx, k.Config, FieldBounds)
 	now := pipe.Time(ctx)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return KeyState{}, fmt.Errorf("read key state of %q: %w", name, err)
 	}
 	st := KeyState{Now: now.Val()}
+	if b, err := bounds.Result(); err == nil && b != "" {
+		st.Bounds, _ = quota.Decode(b) // a bad table is no table: the script answers unknown bucket
+	}
 	v, err := get.Result()
 	if errors.Is(err, redis.Nil) {
+		return st, nil
+	}
+	if id, start, used, ok := parseQuotaState(v); ok {
+		st.Exists, st.ID, st.QuotaStart, st.QuotaUsed = true, id, start, used
 		return st, nil
 	}
 	idn, us, ok := parseKeyState(v)
@@ -52,6 +70,38 @@ func ReadKeyState(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name, key
 	}
 	st.Exists, st.ID, st.FullAt = true, idn, time.UnixMicro(us)
 	return st, nil
+}
+
+// Quota returns a keyed quota's count for bucket id in the period
+// containing st.Now, and that period [start, end), as the keyed acquire
+// script reads them: a state of another incarnation or another period
+// counts 0. ok is false when the group's table does not cover st.Now
+// (the script then answers unknown bucket).
+func (st KeyState) Quota(id int64) (used int64, start, end time.Time, ok bool) {
+	s, e, ok := quota.Find(st.Bounds, st.Now.UnixMicro())
+	if !ok {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	if st.Exists && st.ID == id && st.QuotaStart == s {
+		used = st.QuotaUsed
+	}
+	return used, time.Unix(s, 0), time.Unix(e, 0), true
+}
+
+// parseQuotaState reads a keyed quota's state "<id> <start> <used>", each
+// in base 64 (see lua/keyed.lua, quota_put).
+func parseQuotaState(v string) (id, start, used int64, ok bool) {
+	f := strings.Split(v, " ")
+	if len(f) != 3 {
+		return 0, 0, 0, false
+	}
+	var n [3]float64
+	for i, x := range f {
+		if n[i], ok = b64Value(x); !ok || x == "" || n[i] > 1e15 {
+			return 0, 0, 0, false
+		}
+	}
+	return int64(n[0]), int64(n[1]), int64(n[2]), true
 }
 
 // Tokens returns the tokens the key holds at st.Now under a limit of

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/quota"
 	"github.com/sluicehq/sluice/internal/redisscript/testenv"
 )
 
@@ -100,5 +101,50 @@ func TestReadKeyState(t *testing.T) {
 	old, err := redisscript.ReadKeyState(ctx, rdb, ks, cfg.Name, "bob")
 	if err != nil || !old.Exists || old.ID != cfg.ID || old.FullAt.UnixMicro() != full+1 {
 		t.Fatalf("decimal state: %+v, %v", old, err)
+	}
+}
+
+// ReadKeyState reads a keyed quota's state too, with its group's table:
+// the count of the period containing Redis's clock, 0 for a state of
+// another period or incarnation, and no period outside the table.
+func TestReadKeyStateOfAQuota(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testenv.Redis(t)
+	ctx := context.Background()
+	ks := redisscript.Keyspace{Prefix: prefix}
+	bounds := quota.Table(quota.Day, time.UTC, time.Now())
+	cfg := redisscript.Config{Name: "daily", ID: 77, Version: 1, Capacity: 100, Apps: []string{"app"},
+		Kind: redisscript.KindQuota, Bounds: bounds}
+	if _, err := redisscript.ApplyKeyed(ctx, rdb, ks, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := redisscript.AcquireKey(ctx, rdb, ks, cfg.Name, "alice", "app", 5); err != nil || a.Code != redisscript.Allowed {
+		t.Fatalf("acquire: %+v, %v", a, err)
+	}
+	st, err := redisscript.ReadKeyState(ctx, rdb, ks, cfg.Name, "alice")
+	if err != nil || !st.Exists || st.ID != cfg.ID || st.QuotaUsed != 5 || len(st.Bounds) != len(bounds) {
+		t.Fatalf("state: %+v, %v", st, err)
+	}
+	used, start, end, ok := st.Quota(cfg.ID)
+	s, e, _ := quota.Find(bounds, st.Now.UnixMicro())
+	if !ok || used != 5 || start.Unix() != s || end.Unix() != e || st.QuotaStart != s {
+		t.Fatalf("quota: used %d of [%v, %v) ok %v; want 5 of [%d, %d)", used, start, end, ok, s, e)
+	}
+	if used, _, _, ok := st.Quota(cfg.ID + 1); !ok || used != 0 {
+		t.Errorf("another incarnation's count: %d %v, want 0", used, ok)
+	}
+	old := st
+	old.QuotaStart = s - 86400
+	if used, _, _, _ := old.Quota(cfg.ID); used != 0 {
+		t.Errorf("the previous period's count: %d, want 0", used)
+	}
+	none, err := redisscript.ReadKeyState(ctx, rdb, ks, cfg.Name, "bob")
+	if used, _, end, ok := none.Quota(cfg.ID); err != nil || none.Exists || !ok || used != 0 || end.Unix() != e {
+		t.Errorf("an unused key: %+v, %v", none, err)
+	}
+	out := st
+	out.Now = time.Unix(bounds[len(bounds)-1]+1, 0)
+	if _, _, _, ok := out.Quota(cfg.ID); ok {
+		t.Error("a clock outside the table found a period")
 	}
 }
