@@ -89,6 +89,10 @@ func TestQuotaPageShowsUsedAndReset(t *testing.T) {
 	if strings.Contains(r.body, "data-live-tokens") {
 		t.Fatal("a quota's page shows tokens")
 	}
+	// Neither a reserve nor a lease time: a quota has no tokens to keep or hand out.
+	if strings.Contains(r.body, `id="reserve"`) || strings.Contains(r.body, "<dt>Lease time</dt>") {
+		t.Fatal("a quota's definition shows a token bucket's reserve or lease time")
+	}
 	// The live state carries them, for the page to follow.
 	var st struct {
 		Exists bool   `json:"exists"`

@@ -41,8 +41,8 @@ type usageView struct {
 	ShowFallback bool
 	// Message replaces the chart when the counts cannot be read.
 	Message string
-	// Calls names what is counted, Calls in a title: "acquires", or "slot
-	// takes" for a concurrency limit.
+	// Calls names what is counted, Calls in a title: "acquires", "slot
+	// takes" for a concurrency limit, "calls" for a quota.
 	Calls, CallsTitle string
 }
 
@@ -71,8 +71,11 @@ func requestedWindow(c *gin.Context) usage.Window {
 func usageOf(d *manage.BucketDetail) usageView {
 	w := d.Window
 	v := usageView{Window: w.String(), Windows: windowLinks(w), Calls: "acquires", CallsTitle: "Acquires"}
-	if d.Kind == buckets.KindConcurrency {
+	switch d.Kind {
+	case buckets.KindConcurrency:
 		v.Calls, v.CallsTitle = "slot takes", "Slot takes"
+	case buckets.KindQuota:
+		v.Calls, v.CallsTitle = "calls", "Calls"
 	}
 	switch {
 	case errors.Is(d.UsageErr, manage.ErrNoRedis):
