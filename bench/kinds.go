@@ -20,11 +20,10 @@ import (
 const kindsGoal = 1.2
 
 // kindCase is one call measured by kindsCost: what is sent at index i of
-// a round's calls, and the answer code every such call must get.
+// a round's calls (every such call must be granted).
 type kindCase struct {
 	name string
 	send func(pipe redis.Pipeliner, i int)
-	code int64
 	base string // the case of the ratio: "" for the plain acquire
 	note string // printed beside the figure
 }
@@ -111,18 +110,17 @@ func kindsCost(ctx context.Context, out io.Writer, opts *redis.Options, calls, r
 	kb, kq := ks.Keyed("kbucket", "user-1"), ks.Keyed("kquota", "user-1")
 	proto := redisscript.ProtocolReserve
 	evalsha := func(sha string, keys []string, args ...any) func(redis.Pipeliner, int) {
-		return func(pipe redis.Pipeliner, _ int) { pipe.EvalSha(ctx, sha, keys, args...) }
+		return testenv.EvalSha(ctx, sha, keys, args...)
 	}
-	allowed := int64(redisscript.Allowed)
 	slotCases := func(suffix, sha string) []kindCase {
 		return []kindCase{
-			{name: "slot take" + suffix, code: allowed, send: func(pipe redis.Pipeliner, i int) {
+			{name: "slot take" + suffix, send: func(pipe redis.Pipeliner, i int) {
 				pipe.EvalSha(ctx, sha, slotKeys, redisscript.SlotArgs(benchApp, redisscript.SlotTake, ids[i], "")...)
 			}},
-			{name: "slot release" + suffix, code: allowed, send: func(pipe redis.Pipeliner, i int) {
+			{name: "slot release" + suffix, send: func(pipe redis.Pipeliner, i int) {
 				pipe.EvalSha(ctx, sha, slotKeys, redisscript.SlotArgs(benchApp, redisscript.SlotRelease, ids[i], "")...)
 			}, note: "releases the takes just before"},
-			{name: "take+release" + suffix, code: allowed, send: func(pipe redis.Pipeliner, i int) {
+			{name: "take+release" + suffix, send: func(pipe redis.Pipeliner, i int) {
 				op := redisscript.SlotTake
 				if i%2 == 1 {
 					op = redisscript.SlotRelease
@@ -132,63 +130,37 @@ func kindsCost(ctx context.Context, out io.Writer, opts *redis.Options, calls, r
 		}
 	}
 	cases := []kindCase{
-		{name: "acquire", code: allowed, send: evalsha(acq, []string{ks.Bucket("bucket")}, benchApp, "1", proto)},
-		{name: "keyed acquire", code: allowed, send: evalsha(keyed, []string{kb.Config, kb.State}, benchApp, "1", "user-1", proto),
+		{name: "acquire", send: evalsha(acq, []string{ks.Bucket("bucket")}, benchApp, "1", proto)},
+		{name: "keyed acquire", send: evalsha(keyed, []string{kb.Config, kb.State}, benchApp, "1", "user-1", proto),
 			note: "the base of the keyed cases"},
-		{name: "quota", code: allowed, send: evalsha(acq, []string{ks.Bucket("quota")}, benchApp, "1", proto)},
-		{name: "keyed quota", code: allowed, send: evalsha(keyed, []string{kq.Config, kq.State}, benchApp, "1", "user-1", proto),
+		{name: "quota", send: evalsha(acq, []string{ks.Bucket("quota")}, benchApp, "1", proto)},
+		{name: "keyed quota", send: evalsha(keyed, []string{kq.Config, kq.State}, benchApp, "1", "user-1", proto),
 			base: "keyed acquire"},
 	}
 	cases = append(cases, slotCases("", slot)...)
-	cases = append(cases, kindCase{name: "keyed slot take", code: allowed, base: "keyed acquire",
+	cases = append(cases, kindCase{name: "keyed slot take", base: "keyed acquire",
 		send: func(pipe redis.Pipeliner, i int) {
 			pipe.EvalSha(ctx, keyedSlot, kslotKeys, redisscript.SlotArgs(benchApp, redisscript.SlotTake, ids[i], "user-1")...)
-		}}, kindCase{name: "keyed slot release", code: allowed, base: "keyed acquire",
+		}}, kindCase{name: "keyed slot release", base: "keyed acquire",
 		send: func(pipe redis.Pipeliner, i int) {
 			pipe.EvalSha(ctx, keyedSlot, kslotKeys, redisscript.SlotArgs(benchApp, redisscript.SlotRelease, ids[i], "user-1")...)
 		}})
 	cases = append(cases,
-		kindCase{name: "reserve", code: allowed, send: evalsha(acq, []string{ks.Bucket("kept")}, benchApp, "1", proto),
+		kindCase{name: "reserve", send: evalsha(acq, []string{ks.Bucket("kept")}, benchApp, "1", proto),
 			note: "a bucket with a reserve, not critical"},
-		kindCase{name: "critical", code: allowed, send: evalsha(acq, []string{ks.Bucket("kept")}, benchApp, "1", proto, "1"),
+		kindCase{name: "critical", send: evalsha(acq, []string{ks.Bucket("kept")}, benchApp, "1", proto, "1"),
 			note: "the same bucket, critical"})
 	if before != "" {
 		cases = append(cases, slotCases(" (before)", before)...)
 	}
 
-	const batch = 100
-	best := map[string]float64{}
-	for range rounds {
-		for _, c := range cases {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-				return err
-			}
-			pipe := rdb.Pipeline()
-			for sent := 0; sent < calls; sent += batch {
-				for i := sent; i < min(sent+batch, calls); i++ {
-					c.send(pipe, i)
-				}
-				cmds, err := pipe.Exec(ctx)
-				if err != nil {
-					return fmt.Errorf("%s: %w", c.name, err)
-				}
-				for _, cmd := range cmds {
-					if v, _ := cmd.(*redis.Cmd).Int64Slice(); len(v) < 7 || v[0] != c.code {
-						return fmt.Errorf("%s answered %v", c.name, v)
-					}
-				}
-			}
-			us, err := testenv.EvalshaMicrosPerCall(ctx, rdb)
-			if err != nil {
-				return err
-			}
-			if v, ok := best[c.name]; !ok || us < v {
-				best[c.name] = us
-			}
-		}
+	costs := make([]testenv.ScriptCost, len(cases))
+	for i, c := range cases {
+		costs[i] = testenv.ScriptCost{Name: c.name, Send: c.send}
+	}
+	best, err := testenv.BestMicrosPerCall(ctx, rdb, costs, calls, rounds)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "\nRedis time inside the script per call, by kind (best of %d rounds of %d calls, 100 to a pipeline, cases in turn):\n",
 		rounds, calls)

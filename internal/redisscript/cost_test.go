@@ -60,44 +60,11 @@ func BenchmarkAcquireCommandTime(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	type script struct {
-		name, sha string
-		keys      []string
-		args      []any
+	cases := []testenv.ScriptCost{
+		{Name: "acquire", Send: testenv.EvalSha(ctx, acqSHA, []string{ks.Bucket(cfg.Name)}, "app", "1", "2")},
+		{Name: "plain", Send: testenv.EvalSha(ctx, plainSHA, []string{"cost:plain"}, 1_000_000_000, 1_000_000, 1)},
 	}
-	scripts := []script{
-		{"acquire", acqSHA, []string{ks.Bucket(cfg.Name)}, []any{"app", "1", "2"}},
-		{"plain", plainSHA, []string{"cost:plain"}, []any{1_000_000_000, 1_000_000, 1}},
-	}
-	// Short rounds and many of them: the best of many short samples is
-	// the figure least disturbed by other work on the machine.
-	const calls, batch, rounds = 4_000, 100, 30
-	best := map[string]float64{}
-	for range b.N {
-		for range rounds {
-			for _, s := range scripts {
-				if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-					b.Fatal(err)
-				}
-				pipe := rdb.Pipeline()
-				for sent := 0; sent < calls; sent += batch {
-					for range batch {
-						pipe.EvalSha(ctx, s.sha, s.keys, s.args...)
-					}
-					if _, err := pipe.Exec(ctx); err != nil {
-						b.Fatalf("%s: %v", s.name, err)
-					}
-				}
-				us, err := testenv.EvalshaMicrosPerCall(ctx, rdb)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if v, ok := best[s.name]; !ok || us < v {
-					best[s.name] = us
-				}
-			}
-		}
-	}
+	best := measureCosts(ctx, b, rdb, cases)
 	b.ReportMetric(best["acquire"], "acquire-µs/call")
 	b.ReportMetric(best["plain"], "plain-µs/call")
 	b.ReportMetric(best["acquire"]/best["plain"], "ratio")
@@ -300,66 +267,27 @@ func BenchmarkSlotCommandTime(b *testing.B) {
 		b.Fatal(err)
 	}
 	slotKeys := ks.SlotKeys(slots.Name, "")
-	const calls, batch, rounds = 4_000, 100, 30
-	ids := make([]string, calls)
+	ids := make([]string, costCalls)
 	for i := range ids {
 		ids[i] = "s" + strconv.Itoa(i)
 	}
-	type run struct {
-		name string
-		send func(pipe redis.Pipeliner, i int)
-	}
-	runs := []run{
-		{"acquire", func(pipe redis.Pipeliner, i int) {
-			pipe.EvalSha(ctx, acqSHA, []string{ks.Bucket(cfg.Name)}, "app", "1", "2")
-		}},
-		{"pair", func(pipe redis.Pipeliner, i int) {
+	cases := []testenv.ScriptCost{
+		{Name: "acquire", Send: testenv.EvalSha(ctx, acqSHA, []string{ks.Bucket(cfg.Name)}, "app", "1", "2")},
+		{Name: "pair", Send: func(pipe redis.Pipeliner, i int) {
 			op := redisscript.SlotTake
 			if i%2 == 1 {
 				op = redisscript.SlotRelease
 			}
 			pipe.EvalSha(ctx, slotSHA, slotKeys, redisscript.SlotArgs("app", op, ids[i/2], "")...)
 		}},
-		{"take", func(pipe redis.Pipeliner, i int) {
+		{Name: "take", Send: func(pipe redis.Pipeliner, i int) {
 			pipe.EvalSha(ctx, slotSHA, slotKeys, redisscript.SlotArgs("app", redisscript.SlotTake, ids[i], "")...)
 		}},
-		{"release", func(pipe redis.Pipeliner, i int) {
+		{Name: "release", Send: func(pipe redis.Pipeliner, i int) {
 			pipe.EvalSha(ctx, slotSHA, slotKeys, redisscript.SlotArgs("app", redisscript.SlotRelease, ids[i], "")...)
 		}},
 	}
-	best := map[string]float64{}
-	for range b.N {
-		for range rounds {
-			for _, r := range runs {
-				if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-					b.Fatal(err)
-				}
-				pipe := rdb.Pipeline()
-				for sent := 0; sent < calls; sent += batch {
-					for i := sent; i < sent+batch; i++ {
-						r.send(pipe, i)
-					}
-					cmds, err := pipe.Exec(ctx)
-					if err != nil {
-						b.Fatalf("%s: %v", r.name, err)
-					}
-					for _, c := range cmds {
-						v, _ := c.(*redis.Cmd).Int64Slice()
-						if len(v) < 7 || v[0] != 1 {
-							b.Fatalf("%s answered %v", r.name, v)
-						}
-					}
-				}
-				us, err := testenv.EvalshaMicrosPerCall(ctx, rdb)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if v, ok := best[r.name]; !ok || us < v {
-					best[r.name] = us
-				}
-			}
-		}
-	}
+	best := measureCosts(ctx, b, rdb, cases)
 	b.ReportMetric(best["acquire"], "acquire-µs/call")
 	b.ReportMetric(best["pair"], "take+release-µs/call")
 	b.ReportMetric(best["take"], "take-µs/call")
@@ -410,46 +338,15 @@ func BenchmarkQuotaCommandTime(b *testing.B) {
 		b.Fatal(err)
 	}
 	kb, kq := ks.Keyed("kbucket", "user-1"), ks.Keyed("kquota", "user-1")
-	type script struct {
-		name, sha string
-		keys      []string
-		args      []any
+	cases := []testenv.ScriptCost{
+		{Name: "bucket", Send: testenv.EvalSha(ctx, acq, []string{ks.Bucket("bucket")}, "app", "1", "2")},
+		{Name: "quota", Send: testenv.EvalSha(ctx, acq, []string{ks.Bucket("quota")}, "app", "1", "2")},
+		{Name: "keyed-bucket", Send: testenv.EvalSha(ctx, keyed, []string{kb.Config, kb.State}, "app", "1", "user-1", "2")},
+		{Name: "keyed-quota", Send: testenv.EvalSha(ctx, keyed, []string{kq.Config, kq.State}, "app", "1", "user-1", "2")},
 	}
-	scripts := []script{
-		{"bucket", acq, []string{ks.Bucket("bucket")}, []any{"app", "1", "2"}},
-		{"quota", acq, []string{ks.Bucket("quota")}, []any{"app", "1", "2"}},
-		{"keyed-bucket", keyed, []string{kb.Config, kb.State}, []any{"app", "1", "user-1", "2"}},
-		{"keyed-quota", keyed, []string{kq.Config, kq.State}, []any{"app", "1", "user-1", "2"}},
-	}
-	const calls, batch, rounds = 4_000, 100, 30
-	best := map[string]float64{}
-	for range b.N {
-		for range rounds {
-			for _, s := range scripts {
-				if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-					b.Fatal(err)
-				}
-				pipe := rdb.Pipeline()
-				for sent := 0; sent < calls; sent += batch {
-					for range batch {
-						pipe.EvalSha(ctx, s.sha, s.keys, s.args...)
-					}
-					if _, err := pipe.Exec(ctx); err != nil {
-						b.Fatalf("%s: %v", s.name, err)
-					}
-				}
-				us, err := testenv.EvalshaMicrosPerCall(ctx, rdb)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if v, ok := best[s.name]; !ok || us < v {
-					best[s.name] = us
-				}
-			}
-		}
-	}
+	best := measureCosts(ctx, b, rdb, cases)
 	// Every call was granted: the quota counted them all.
-	if st, err := redisscript.Read(ctx, rdb, ks, "quota"); err != nil || st.Used < calls {
+	if st, err := redisscript.Read(ctx, rdb, ks, "quota"); err != nil || st.Used < costCalls {
 		b.Fatalf("the quota counted %d: %v", st.Used, err)
 	}
 	for _, n := range []string{"bucket", "quota", "keyed-bucket", "keyed-quota"} {
@@ -457,4 +354,23 @@ func BenchmarkQuotaCommandTime(b *testing.B) {
 	}
 	b.ReportMetric(best["quota"]/best["bucket"], "ratio")
 	b.ReportMetric(best["keyed-quota"]/best["keyed-bucket"], "keyed-ratio")
+}
+
+// costCalls and costRounds: the script-cost benchmarks send short rounds
+// and many of them, since the best of many short samples is the figure
+// least disturbed by other work on the machine.
+const costCalls, costRounds = 4_000, 30
+
+// measureCosts runs testenv.BestMicrosPerCall b.N times and returns the
+// last run's figures.
+func measureCosts(ctx context.Context, b *testing.B, rdb *redis.Client, cases []testenv.ScriptCost) map[string]float64 {
+	b.Helper()
+	var best map[string]float64
+	for range b.N {
+		var err error
+		if best, err = testenv.BestMicrosPerCall(ctx, rdb, cases, costCalls, costRounds); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return best
 }

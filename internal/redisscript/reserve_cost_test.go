@@ -51,19 +51,14 @@ func BenchmarkReserveCommandTime(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	type script struct {
-		name, sha string
-		keys      []string
-		args      []any
-	}
 	kp, kk := ks.Keyed("plain", "user-1"), ks.Keyed("kept", "user-1")
-	scripts := []script{
-		{"plain", acq, []string{ks.Bucket("plain")}, []any{"app", "1", "3"}},
-		{"reserve", acq, []string{ks.Bucket("kept")}, []any{"app", "1", "3"}},
-		{"critical", acq, []string{ks.Bucket("kept")}, []any{"app", "1", "3", "1"}},
-		{"keyed-plain", keyed, []string{kp.Config, kp.State}, []any{"app", "1", "user-1", "3"}},
-		{"keyed-reserve", keyed, []string{kk.Config, kk.State}, []any{"app", "1", "user-1", "3"}},
-		{"keyed-critical", keyed, []string{kk.Config, kk.State}, []any{"app", "1", "user-1", "3", "1"}},
+	cases := []testenv.ScriptCost{
+		{Name: "plain", Send: testenv.EvalSha(ctx, acq, []string{ks.Bucket("plain")}, "app", "1", "3")},
+		{Name: "reserve", Send: testenv.EvalSha(ctx, acq, []string{ks.Bucket("kept")}, "app", "1", "3")},
+		{Name: "critical", Send: testenv.EvalSha(ctx, acq, []string{ks.Bucket("kept")}, "app", "1", "3", "1")},
+		{Name: "keyed-plain", Send: testenv.EvalSha(ctx, keyed, []string{kp.Config, kp.State}, "app", "1", "user-1", "3")},
+		{Name: "keyed-reserve", Send: testenv.EvalSha(ctx, keyed, []string{kk.Config, kk.State}, "app", "1", "user-1", "3")},
+		{Name: "keyed-critical", Send: testenv.EvalSha(ctx, keyed, []string{kk.Config, kk.State}, "app", "1", "user-1", "3", "1")},
 	}
 	if before := os.Getenv("SLUICE_ACQUIRE_LUA_BEFORE"); before != "" {
 		src, err := os.ReadFile(before)
@@ -74,7 +69,7 @@ func BenchmarkReserveCommandTime(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		scripts = append(scripts, script{"before", sha, []string{ks.Bucket("plain")}, []any{"app", "1", "2"}})
+		cases = append(cases, testenv.ScriptCost{Name: "before", Send: testenv.EvalSha(ctx, sha, []string{ks.Bucket("plain")}, "app", "1", "2")})
 	}
 	if before := os.Getenv("SLUICE_KEYED_ACQUIRE_LUA_BEFORE"); before != "" {
 		src, err := os.ReadFile(before)
@@ -85,41 +80,11 @@ func BenchmarkReserveCommandTime(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		scripts = append(scripts, script{"keyed-before", sha, []string{kp.Config, kp.State}, []any{"app", "1", "user-1", "2"}})
+		cases = append(cases, testenv.ScriptCost{Name: "keyed-before", Send: testenv.EvalSha(ctx, sha, []string{kp.Config, kp.State}, "app", "1", "user-1", "2")})
 	}
-	const calls, batch, rounds = 4_000, 100, 30
-	best := map[string]float64{}
-	for range b.N {
-		for range rounds {
-			for _, s := range scripts {
-				if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-					b.Fatal(err)
-				}
-				pipe := rdb.Pipeline()
-				for sent := 0; sent < calls; sent += batch {
-					for range batch {
-						pipe.EvalSha(ctx, s.sha, s.keys, s.args...)
-					}
-					cmds, err := pipe.Exec(ctx)
-					if err != nil {
-						b.Fatalf("%s: %v", s.name, err)
-					}
-					if v, _ := cmds[0].(*redis.Cmd).Int64Slice(); len(v) < 7 || v[0] != int64(redisscript.Allowed) {
-						b.Fatalf("%s answered %v", s.name, v)
-					}
-				}
-				us, err := testenv.EvalshaMicrosPerCall(ctx, rdb)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if v, ok := best[s.name]; !ok || us < v {
-					best[s.name] = us
-				}
-			}
-		}
-	}
-	for _, s := range scripts {
-		b.ReportMetric(best[s.name], s.name+"-µs/call")
+	best := measureCosts(ctx, b, rdb, cases)
+	for _, c := range cases {
+		b.ReportMetric(best[c.Name], c.Name+"-µs/call")
 	}
 	b.ReportMetric(best["reserve"]/best["plain"], "reserve/plain")
 	b.ReportMetric(best["critical"]/best["plain"], "critical/plain")
