@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"net/http"
-	"strconv"
 )
 
 // SetSlotHeaders writes the RateLimit-Limit and RateLimit-Remaining
@@ -11,12 +10,14 @@ import (
 // seconds (at least 1) when the take was denied. It writes nothing when
 // the limit is unknown (fail open).
 func SetSlotHeaders(h http.Header, r SlotResult) {
-	if r.Limit > 0 {
-		h.Set("RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
-		h.Set("RateLimit-Remaining", strconv.FormatInt(max(r.Limit-r.InUse, 0), 10))
+	// A token's values, but no reset: slots do not refill.
+	limit, remaining, _, retryAfter := HeaderValues(r.Result())
+	if limit != "" {
+		h.Set("RateLimit-Limit", limit)
+		h.Set("RateLimit-Remaining", remaining)
 	}
-	if !r.Allowed && r.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(r.RetryAfter), 1), 10))
+	if retryAfter != "" {
+		h.Set("Retry-After", retryAfter)
 	}
 }
 
