@@ -61,16 +61,11 @@ func holdSlot(nameFor func(*http.Request) string, take func(ctx context.Context,
 				return
 			}
 			s, err := take(r.Context(), name)
-			if err != nil && r.Context().Err() != nil {
-				return
+			status := SlotStatus(s.SlotResult, err)
+			if status == 0 {
+				defer ReleaseAfter(r.Context(), s)()
 			}
-			SetSlotHeaders(w.Header(), s.SlotResult)
-			if status := SlotStatus(s.SlotResult, err); status != 0 {
-				http.Error(w, http.StatusText(status), status)
-				return
-			}
-			defer ReleaseAfter(r.Context(), s)()
-			next.ServeHTTP(w, r)
+			answer(w, r, next, status, err, func(h http.Header) { SetSlotHeaders(h, s.SlotResult) })
 		})
 	}
 }

@@ -91,7 +91,8 @@ func limit(keyFor func(*http.Request) string, acquire func(ctx context.Context, 
 				return
 			}
 			res, err := acquire(r.Context(), key)
-			if answer(w, r, next, res, err) == http.StatusInternalServerError && misconfigured != nil {
+			setHeaders := func(h http.Header) { SetHeaders(h, res) }
+			if answer(w, r, next, Status(res, err), err, setHeaders) == http.StatusInternalServerError && misconfigured != nil {
 				misconfigured(err)
 			}
 		})
@@ -99,15 +100,14 @@ func limit(keyFor func(*http.Request) string, acquire func(ctx context.Context, 
 }
 
 // answer passes a limited request to next or answers it, from the outcome
-// of its acquire (see Status), and returns the status it answered with: 0
-// when it passed the request on or dropped it because its client went
-// away.
-func answer(w http.ResponseWriter, r *http.Request, next http.Handler, res Result, err error) int {
+// of its acquire or take (status and err: see Status), with the headers
+// setHeaders writes, and returns the status it answered with: 0 when it
+// passed the request on or dropped it because its client went away.
+func answer(w http.ResponseWriter, r *http.Request, next http.Handler, status int, err error, setHeaders func(http.Header)) int {
 	if err != nil && r.Context().Err() != nil {
 		return 0
 	}
-	SetHeaders(w.Header(), res)
-	status := Status(res, err)
+	setHeaders(w.Header())
 	if status == 0 {
 		next.ServeHTTP(w, r)
 		return 0
