@@ -46,18 +46,9 @@ func KeyConcurrency(t client.SlotTaker, limit string, keyFor func(*gin.Context) 
 func hold(c *gin.Context, take func(context.Context) (*client.Slot, error)) {
 	ctx := c.Request.Context()
 	s, err := take(ctx)
-	if err != nil && ctx.Err() != nil {
-		c.Abort()
-		return
+	status := client.SlotStatus(s.SlotResult, err)
+	if status == 0 {
+		defer client.ReleaseAfter(ctx, s)()
 	}
-	client.SetSlotHeaders(c.Writer.Header(), s.SlotResult)
-	if status := client.SlotStatus(s.SlotResult, err); status != 0 {
-		if err != nil {
-			_ = c.Error(err)
-		}
-		c.AbortWithStatusJSON(status, gin.H{"error": http.StatusText(status)})
-		return
-	}
-	defer client.ReleaseAfter(ctx, s)()
-	c.Next()
+	respond(c, status, err, func(h http.Header) { client.SetSlotHeaders(h, s.SlotResult) })
 }

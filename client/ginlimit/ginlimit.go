@@ -30,14 +30,20 @@ func Middleware(l client.Acquirer, bucketFor func(*gin.Context) string) gin.Hand
 // answer takes the request's token through acquire, then lets the request
 // through or refuses it as Middleware describes.
 func answer(c *gin.Context, acquire func(context.Context) (client.Result, error)) {
-	ctx := c.Request.Context()
-	res, err := acquire(ctx)
-	if err != nil && ctx.Err() != nil {
+	res, err := acquire(c.Request.Context())
+	respond(c, client.Status(res, err), err, func(h http.Header) { client.SetHeaders(h, res) })
+}
+
+// respond runs the rest of the chain or refuses the request, from the
+// outcome of its acquire or take (status and err: see client.Status), with
+// the headers setHeaders writes. A request whose client went away is
+// dropped.
+func respond(c *gin.Context, status int, err error, setHeaders func(http.Header)) {
+	if err != nil && c.Request.Context().Err() != nil {
 		c.Abort()
 		return
 	}
-	client.SetHeaders(c.Writer.Header(), res)
-	status := client.Status(res, err)
+	setHeaders(c.Writer.Header())
 	if status == 0 {
 		c.Next()
 		return
