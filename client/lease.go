@@ -89,12 +89,10 @@ func (ls *lease) takeLeased(n int64) (Result, bool) {
 // take answers an acquire of n tokens in lease mode. A lease is never
 // critical: it leaves the bucket's reserve (docs/protocol.md, "Leases").
 func (ls *lease) take(ctx context.Context, n int64) (Result, error) {
-	ls.asked.Add(n)
-	if now := int64(ls.l.now()); now < ls.expires.Load() {
-		if left, ok := ls.takeTokens(n); ok {
-			return Result{Allowed: true, Remaining: left, Limit: ls.capacity.Load()}, nil
-		}
+	if res, ok := ls.takeLeased(n); ok {
+		return res, nil
 	}
+	ls.asked.Add(n)
 	return ls.slow(ctx, n)
 }
 
