@@ -221,21 +221,20 @@ func (l *Limiter) takeSlot(ctx context.Context, name, key string, keyed bool) (*
 }
 
 func (r *slotRef) release(ctx context.Context) (SlotResult, error) {
-	if r.local {
-		return r.l.local.do(r, slots.Release, r.l.opt.instances, int64(r.l.now()/time.Microsecond)), nil
-	}
-	a, err := r.l.slotCall(ctx, r.name, r.key, redisscript.SlotRelease, r.id)
-	if err != nil {
-		return SlotResult{}, err
-	}
-	return slotResultOf(a), slotErr(a.Code)
+	return r.do(ctx, redisscript.SlotRelease, slots.Release)
 }
 
 func (r *slotRef) renew(ctx context.Context) (SlotResult, error) {
+	return r.do(ctx, redisscript.SlotRenew, slots.Renew)
+}
+
+// do releases or renews the slot: in Redis (op), or locally (local) when
+// FailLocal took it.
+func (r *slotRef) do(ctx context.Context, op redisscript.SlotOp, local slots.Op) (SlotResult, error) {
 	if r.local {
-		return r.l.local.do(r, slots.Renew, r.l.opt.instances, int64(r.l.now()/time.Microsecond)), nil
+		return r.l.local.do(r, local, r.l.opt.instances, int64(r.l.now()/time.Microsecond)), nil
 	}
-	a, err := r.l.slotCall(ctx, r.name, r.key, redisscript.SlotRenew, r.id)
+	a, err := r.l.slotCall(ctx, r.name, r.key, op, r.id)
 	if err != nil {
 		return SlotResult{}, err
 	}
