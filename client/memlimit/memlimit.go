@@ -342,9 +342,6 @@ func (p *periods) at(now int64) (int64, int64, bool) {
 // The override of a quota is another quota for its keys (Capacity); its
 // Permits and Per are not used.
 func (l *Limiter) Override(name string, o Override) error {
-	if o.Permits == 0 && o.Per == 0 {
-		o.Permits, o.Per = 1, time.Second // a concurrency limit's: no rate
-	}
 	if len(o.Key) < 1 || len(o.Key) > maxKey {
 		return fmt.Errorf("memlimit: override of %s: %w", name, client.ErrInvalidKey)
 	}
@@ -356,9 +353,14 @@ func (l *Limiter) Override(name string, o Override) error {
 	}
 	var lim limit
 	var err error
-	if b.q != nil {
+	switch {
+	case b.q != nil:
 		lim, err = quotaLimitOf("override of "+name, o.Capacity, o.Shadow)
-	} else {
+	case b.def.SlotLease != 0:
+		// A concurrency limit has no rate: any valid one stands in for it,
+		// as in Define.
+		lim, err = limitOf("override of "+name, o.Capacity, 1, time.Second, o.Shadow, 0)
+	default:
 		lim, err = limitOf("override of "+name, o.Capacity, o.Permits, o.Per, o.Shadow, 0)
 	}
 	if err != nil {
