@@ -364,13 +364,7 @@ func ApplyKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, cfg Config,
 	if err := cfg.Validate(); err != nil {
 		return 0, fmt.Errorf("apply keyed bucket %q: %w", name, err)
 	}
-	f := "0"
-	if force {
-		f = "1"
-	}
-	args := []any{strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
-		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f, "0", flag(cfg.Shadow), cfg.LimitKind(),
-		cfg.boundsArg(), strconv.FormatInt(cfg.SlotMillis, 10), strconv.FormatInt(cfg.Reserve, 10)}
+	args := cfg.scriptArgs(force, 0) // a keyed bucket has no lease mode
 	calls := make([]groupCall, KeyGroups)
 	for g := range calls {
 		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyTombstone(name, g)}, args: args}

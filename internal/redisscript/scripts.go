@@ -180,17 +180,17 @@ func applyArgs(cfg Config, force bool) ([]any, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("apply bucket %q: %w", cfg.Name, err)
 	}
-	f, shadow := "0", "0"
-	if force {
-		f = "1"
-	}
-	if cfg.Shadow {
-		shadow = "1"
-	}
-	return []any{strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
-		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f,
-		strconv.FormatInt(cfg.LeaseMillis, 10), shadow, cfg.LimitKind(), cfg.boundsArg(), strconv.FormatInt(cfg.SlotMillis, 10),
-		strconv.FormatInt(cfg.Reserve, 10)}, nil
+	return cfg.scriptArgs(force, cfg.LeaseMillis), nil
+}
+
+// scriptArgs are the arguments of the apply scripts (a bucket's hash and a
+// keyed bucket's groups) for c, checked by Validate, with leaseMillis as
+// the lease time.
+func (c Config) scriptArgs(force bool, leaseMillis int64) []any {
+	return []any{strconv.FormatInt(c.ID, 10), strconv.FormatInt(c.Version, 10), strconv.FormatInt(c.Capacity, 10),
+		FormatPermits(c.PermitsMicro), strconv.FormatInt(c.PeriodSeconds, 10), joinApps(c.Apps), flag(force),
+		strconv.FormatInt(leaseMillis, 10), flag(c.Shadow), c.LimitKind(), c.boundsArg(), strconv.FormatInt(c.SlotMillis, 10),
+		strconv.FormatInt(c.Reserve, 10)}
 }
 
 // applyOutcome reads the apply script's answer n (or error) for bucket name.
