@@ -112,14 +112,17 @@ func kindsCost(ctx context.Context, out io.Writer, opts *redis.Options, calls, r
 	evalsha := func(sha string, keys []string, args ...any) func(redis.Pipeliner, int) {
 		return testenv.EvalSha(ctx, sha, keys, args...)
 	}
+	// slotSend sends op of slot ids[i] (of key, for a keyed limit).
+	slotSend := func(sha string, keys []string, op redisscript.SlotOp, key string) func(redis.Pipeliner, int) {
+		return func(pipe redis.Pipeliner, i int) {
+			pipe.EvalSha(ctx, sha, keys, redisscript.SlotArgs(benchApp, op, ids[i], key)...)
+		}
+	}
 	slotCases := func(suffix, sha string) []kindCase {
 		return []kindCase{
-			{name: "slot take" + suffix, send: func(pipe redis.Pipeliner, i int) {
-				pipe.EvalSha(ctx, sha, slotKeys, redisscript.SlotArgs(benchApp, redisscript.SlotTake, ids[i], "")...)
-			}},
-			{name: "slot release" + suffix, send: func(pipe redis.Pipeliner, i int) {
-				pipe.EvalSha(ctx, sha, slotKeys, redisscript.SlotArgs(benchApp, redisscript.SlotRelease, ids[i], "")...)
-			}, note: "releases the takes just before"},
+			{name: "slot take" + suffix, send: slotSend(sha, slotKeys, redisscript.SlotTake, "")},
+			{name: "slot release" + suffix, send: slotSend(sha, slotKeys, redisscript.SlotRelease, ""),
+				note: "releases the takes just before"},
 			{name: "take+release" + suffix, send: func(pipe redis.Pipeliner, i int) {
 				op := redisscript.SlotTake
 				if i%2 == 1 {
@@ -138,13 +141,10 @@ func kindsCost(ctx context.Context, out io.Writer, opts *redis.Options, calls, r
 			base: "keyed acquire"},
 	}
 	cases = append(cases, slotCases("", slot)...)
-	cases = append(cases, kindCase{name: "keyed slot take", base: "keyed acquire",
-		send: func(pipe redis.Pipeliner, i int) {
-			pipe.EvalSha(ctx, keyedSlot, kslotKeys, redisscript.SlotArgs(benchApp, redisscript.SlotTake, ids[i], "user-1")...)
-		}}, kindCase{name: "keyed slot release", base: "keyed acquire",
-		send: func(pipe redis.Pipeliner, i int) {
-			pipe.EvalSha(ctx, keyedSlot, kslotKeys, redisscript.SlotArgs(benchApp, redisscript.SlotRelease, ids[i], "user-1")...)
-		}})
+	cases = append(cases,
+		kindCase{name: "keyed slot take", base: "keyed acquire", send: slotSend(keyedSlot, kslotKeys, redisscript.SlotTake, "user-1")},
+		kindCase{name: "keyed slot release", base: "keyed acquire",
+			send: slotSend(keyedSlot, kslotKeys, redisscript.SlotRelease, "user-1")})
 	cases = append(cases,
 		kindCase{name: "reserve", send: evalsha(acq, []string{ks.Bucket("kept")}, benchApp, "1", proto),
 			note: "a bucket with a reserve, not critical"},

@@ -160,12 +160,7 @@ const ProtocolReserve = "3"
 
 // CriticalArg is the critical argument of the acquire script: "1" marks a
 // request critical, "0" not.
-func CriticalArg(critical bool) string {
-	if critical {
-		return "1"
-	}
-	return "0"
-}
+func CriticalArg(critical bool) string { return flag(critical) }
 
 // AcquireRaw is Acquire with n passed as the raw string argument, so that
 // tests can send what a careless client might ("1.5", "1e3", "-1").

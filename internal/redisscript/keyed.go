@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -363,13 +364,7 @@ func ApplyKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, cfg Config,
 	if err := cfg.Validate(); err != nil {
 		return 0, fmt.Errorf("apply keyed bucket %q: %w", name, err)
 	}
-	f := "0"
-	if force {
-		f = "1"
-	}
-	args := []any{strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
-		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f, "0", flag(cfg.Shadow), cfg.LimitKind(),
-		cfg.boundsArg(), strconv.FormatInt(cfg.SlotMillis, 10), strconv.FormatInt(cfg.Reserve, 10)}
+	args := cfg.scriptArgs(force, 0) // a keyed bucket has no lease mode
 	calls := make([]groupCall, KeyGroups)
 	for g := range calls {
 		calls[g] = groupCall{keys: []string{ks.KeyGroup(name, g), ks.KeyTombstone(name, g)}, args: args}
@@ -432,16 +427,19 @@ func DeleteKeyed(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name strin
 	if err := rdb.SRem(ctx, ks.KeyedRegistry(), name).Err(); err != nil {
 		return false, fmt.Errorf("delete keyed bucket %q: unregister: %w", name, err)
 	}
-	for g := range KeyGroups {
-		n, err := rdb.Exists(ctx, ks.KeyGroup(name, g)).Result()
-		if err != nil {
-			return false, fmt.Errorf("delete keyed bucket %q: %w", name, err)
-		}
-		if n > 0 {
-			if err := rdb.SAdd(ctx, ks.KeyedRegistry(), name).Err(); err != nil {
-				return false, fmt.Errorf("delete keyed bucket %q: register: %w", name, err)
-			}
-			break
+	// One EXISTS per group, in one pipeline (the groups are in different
+	// Cluster slots, so not one EXISTS of them all).
+	pipe := rdb.Pipeline()
+	exists := make([]*redis.IntCmd, KeyGroups)
+	for g := range exists {
+		exists[g] = pipe.Exists(ctx, ks.KeyGroup(name, g))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, fmt.Errorf("delete keyed bucket %q: %w", name, err)
+	}
+	if slices.ContainsFunc(exists, func(c *redis.IntCmd) bool { return c.Val() > 0 }) {
+		if err := rdb.SAdd(ctx, ks.KeyedRegistry(), name).Err(); err != nil {
+			return false, fmt.Errorf("delete keyed bucket %q: register: %w", name, err)
 		}
 	}
 	deleted := false

@@ -180,17 +180,17 @@ func applyArgs(cfg Config, force bool) ([]any, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("apply bucket %q: %w", cfg.Name, err)
 	}
-	f, shadow := "0", "0"
-	if force {
-		f = "1"
-	}
-	if cfg.Shadow {
-		shadow = "1"
-	}
-	return []any{strconv.FormatInt(cfg.ID, 10), strconv.FormatInt(cfg.Version, 10), strconv.FormatInt(cfg.Capacity, 10),
-		FormatPermits(cfg.PermitsMicro), strconv.FormatInt(cfg.PeriodSeconds, 10), joinApps(cfg.Apps), f,
-		strconv.FormatInt(cfg.LeaseMillis, 10), shadow, cfg.LimitKind(), cfg.boundsArg(), strconv.FormatInt(cfg.SlotMillis, 10),
-		strconv.FormatInt(cfg.Reserve, 10)}, nil
+	return cfg.scriptArgs(force, cfg.LeaseMillis), nil
+}
+
+// scriptArgs are the arguments of the apply scripts (a bucket's hash and a
+// keyed bucket's groups) for c, checked by Validate, with leaseMillis as
+// the lease time.
+func (c Config) scriptArgs(force bool, leaseMillis int64) []any {
+	return []any{strconv.FormatInt(c.ID, 10), strconv.FormatInt(c.Version, 10), strconv.FormatInt(c.Capacity, 10),
+		FormatPermits(c.PermitsMicro), strconv.FormatInt(c.PeriodSeconds, 10), joinApps(c.Apps), flag(force),
+		strconv.FormatInt(leaseMillis, 10), flag(c.Shadow), c.LimitKind(), c.boundsArg(), strconv.FormatInt(c.SlotMillis, 10),
+		strconv.FormatInt(c.Reserve, 10)}
 }
 
 // applyOutcome reads the apply script's answer n (or error) for bucket name.
@@ -297,32 +297,38 @@ func Read(ctx context.Context, rdb redis.Scripter, ks Keyspace, name string) (St
 	if err := errors.Join(err1, err2); err != nil {
 		return State{}, fmt.Errorf("read bucket %q: time: %w", name, err)
 	}
-	st := State{Now: time.UnixMicro(sec*1_000_000 + usec)}
 	h := make(map[string]string, (len(vals)-2)/2)
 	for i := 2; i+1 < len(vals); i += 2 {
 		h[vals[i]] = vals[i+1]
 	}
+	return stateOf(name, h, time.UnixMicro(sec*1_000_000+usec)), nil
+}
+
+// stateOf is the State of bucket name whose hash holds the fields h, read
+// at now (Redis TIME): Read's and ReadMany's answer.
+func stateOf(name string, h map[string]string, now time.Time) State {
+	st := State{Now: now}
 	cfg, ok := parseConfig(h)
 	if !ok {
-		return st, nil
+		return st
 	}
 	cfg.Name = name
 	st.Exists, st.Config = true, cfg
-	now := sec*1_000_000 + usec
+	nowMicro := now.UnixMicro()
 	if cfg.Kind == KindQuota {
-		st.quotaState(h, now)
-		return st, nil
+		st.quotaState(h, nowMicro)
+		return st
 	}
 	tokens, err1 := strconv.ParseFloat(h[FieldTokens], 64)
 	ts, err2 := strconv.ParseInt(h[FieldTS], 10, 64)
 	if err1 != nil || err2 != nil {
 		// No state yet: the acquire script treats the bucket as full.
-		st.Tokens, st.Stored, st.Refilled = float64(cfg.Capacity), float64(cfg.Capacity), st.Now
-		return st, nil
+		st.Tokens, st.Stored, st.Refilled = float64(cfg.Capacity), float64(cfg.Capacity), now
+		return st
 	}
 	st.Stored, st.Refilled = tokens, time.UnixMicro(ts)
-	st.Tokens = Refill(cfg, tokens, ts, now)
-	return st, nil
+	st.Tokens = Refill(cfg, tokens, ts, nowMicro)
+	return st
 }
 
 // Refill returns the tokens of a bucket with config cfg that held tokens
@@ -400,12 +406,10 @@ func ReadMany(ctx context.Context, rdb redis.Cmdable, ks Keyspace, names []strin
 		return nil, fmt.Errorf("read buckets: %w", err)
 	}
 	now := tm.Val()
-	nowMicro := now.UnixMicro()
 	for _, n := range names {
 		cmd := cmds[n]
-		st := State{Now: now}
 		if cmd == nil {
-			out[n] = st
+			out[n] = State{Now: now}
 			continue
 		}
 		h := make(map[string]string, len(readManyFields))
@@ -414,27 +418,7 @@ func ReadMany(ctx context.Context, rdb redis.Cmdable, ks Keyspace, names []strin
 				h[readManyFields[i]] = s
 			}
 		}
-		cfg, ok := parseConfig(h)
-		if !ok {
-			out[n] = st
-			continue
-		}
-		cfg.Name = n
-		st.Exists, st.Config = true, cfg
-		if cfg.Kind == KindQuota {
-			st.quotaState(h, nowMicro)
-			out[n] = st
-			continue
-		}
-		tokens, err1 := strconv.ParseFloat(h[FieldTokens], 64)
-		ts, err2 := strconv.ParseInt(h[FieldTS], 10, 64)
-		if err1 != nil || err2 != nil {
-			st.Tokens, st.Stored, st.Refilled = float64(cfg.Capacity), float64(cfg.Capacity), now
-		} else {
-			st.Stored, st.Refilled = tokens, time.UnixMicro(ts)
-			st.Tokens = Refill(cfg, tokens, ts, nowMicro)
-		}
-		out[n] = st
+		out[n] = stateOf(n, h, now)
 	}
 	return out, nil
 }

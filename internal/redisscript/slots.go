@@ -128,8 +128,7 @@ func SlotAnswerOf(v []int64) (SlotAnswer, error) {
 // the key's group hash and its slot set.
 func (ks Keyspace) SlotKeys(name, key string) []string {
 	if key == "" {
-		b := ks.Bucket(name)
-		return []string{b, b + ":slots"}
+		return []string{ks.Bucket(name), ks.Slots(name)}
 	}
 	k := ks.Keyed(name, key)
 	return []string{k.Config, k.Slots()}
@@ -191,11 +190,7 @@ func ReadSlots(ctx context.Context, rdb redis.Scripter, ks Keyspace, name, key s
 	if !ValidName(name) || (key != "" && !ValidKey(key)) {
 		return SlotState{}, nil // no such limit can exist
 	}
-	set := ks.Slots(name)
-	if key != "" {
-		set = ks.Keyed(name, key).Slots()
-	}
-	v, err := readSlotsScript.Run(ctx, rdb, []string{set}).Slice()
+	v, err := readSlotsScript.Run(ctx, rdb, ks.SlotKeys(name, key)[1:]).Slice()
 	if err != nil {
 		return SlotState{}, fmt.Errorf("read slots of %q: %w", name, err)
 	}

@@ -164,26 +164,29 @@ func (w *Worker) reconcile(ctx context.Context) (Report, error) {
 	}
 	slices.Sort(keyedExtras)
 
-	// Each definition is checked against Redis; plain buckets that need a
-	// repair are collected and repaired in batches (one lock and one
-	// pipeline per batch), keyed ones at once. Then the extras go.
+	// Each definition is checked against Redis, plain buckets a page of
+	// hashes to a pipeline; plain buckets that need a repair are collected
+	// and repaired in batches (one lock and one pipeline per batch), keyed
+	// ones at once. Then the extras go.
 	var mu sync.Mutex
 	var repairs []repairJob
-	checks := make([]func(context.Context) error, len(defs))
-	for i, d := range defs {
-		checks[i] = func(ctx context.Context) error {
-			if d.Keyed {
-				return w.reconcileKeyed(ctx, t, d)
-			}
-			kind, err := w.checkBucket(ctx, d)
-			if err != nil || kind == "" {
-				return err
-			}
-			mu.Lock()
-			repairs = append(repairs, repairJob{name: d.Name, kind: kind})
-			mu.Unlock()
-			return nil
+	var checks []func(context.Context) error
+	var plain []*buckets.Bucket
+	for _, d := range defs {
+		if d.Keyed {
+			checks = append(checks, func(ctx context.Context) error { return w.reconcileKeyed(ctx, t, d) })
+		} else {
+			plain = append(plain, d)
 		}
+	}
+	for page := range slices.Chunk(plain, redisscript.MaxReadMany) {
+		checks = append(checks, func(ctx context.Context) error {
+			jobs, err := w.checkBuckets(ctx, page)
+			mu.Lock()
+			repairs = append(repairs, jobs...)
+			mu.Unlock()
+			return err
+		})
 	}
 	if err := w.runJobs(ctx, checks); err != nil {
 		return t.rep, err
@@ -320,24 +323,36 @@ func (w *Worker) scanAll(ctx context.Context) (map[string]bool, error) {
 	return names, nil
 }
 
-// checkBucket compares the hash of one MySQL definition with it, and
-// names the repair it needs: repairMissing, repairDiffering, renewTable
-// (a quota's table of period boundaries), or "" for none.
-func (w *Worker) checkBucket(ctx context.Context, d *buckets.Bucket) (string, error) {
-	st, err := redisscript.Read(ctx, w.rdb, w.ks, d.Name)
+// checkBuckets compares the hashes of MySQL definitions ds (plain
+// buckets, at most redisscript.MaxReadMany) with them, read in one
+// pipeline, and names the repairs they need: repairMissing,
+// repairDiffering or renewTable (a quota's table of period boundaries).
+func (w *Worker) checkBuckets(ctx context.Context, ds []*buckets.Bucket) ([]repairJob, error) {
+	names := make([]string, len(ds))
+	for i, d := range ds {
+		names[i] = d.Name
+	}
+	sts, err := redisscript.ReadMany(ctx, w.rdb, w.ks, names)
 	if err != nil {
-		return "", fmt.Errorf("read redis hash of %q: %w", d.Name, err)
+		return nil, fmt.Errorf("read redis hashes: %w", err)
 	}
-	want := bucketConfig(d)
-	switch {
-	case !st.Exists:
-		return repairMissing, nil
-	case !sameConfig(st.Config, want):
-		return repairDiffering, nil
-	case !tableCurrent(st.Config.Bounds, want.Bounds):
-		return renewTable, nil
+	var jobs []repairJob
+	for _, d := range ds {
+		st, want := sts[d.Name], bucketConfig(d)
+		kind := ""
+		switch {
+		case !st.Exists:
+			kind = repairMissing
+		case !sameConfig(st.Config, want):
+			kind = repairDiffering
+		case !tableCurrent(st.Config.Bounds, want.Bounds):
+			kind = renewTable
+		}
+		if kind != "" {
+			jobs = append(jobs, repairJob{name: d.Name, kind: kind})
+		}
 	}
-	return "", nil
+	return jobs, nil
 }
 
 // repairJob is a bucket a reconcile found missing or differing in Redis.
