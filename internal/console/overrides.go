@@ -214,31 +214,31 @@ func (s *server) previewOverride(c *gin.Context, name string, form overrideForm)
 
 // editableOverride is overrideFor for a handler: it answers a refusal
 // itself, and returns false.
-func (s *server) editableOverride(c *gin.Context) (*buckets.Override, bool) {
-	o, err := s.overrideFor(c)
+func (s *server) editableOverride(c *gin.Context) (*buckets.Bucket, *buckets.Override, bool) {
+	b, o, err := s.overrideFor(c)
 	if err != nil {
 		s.fail(c, err)
-		return nil, false
+		return nil, nil, false
 	}
-	return o, true
+	return b, o, true
 }
 
-// overrideFor reads the {id} of the path and returns the override if the
-// caller may change it.
-func (s *server) overrideFor(c *gin.Context) (*buckets.Override, error) {
+// overrideFor reads the {id} of the path and returns the override and its
+// bucket if the caller may change it.
+func (s *server) overrideFor(c *gin.Context) (*buckets.Bucket, *buckets.Override, error) {
 	id, ok := pathID(c)
 	if !ok {
 		// Checked first, as for any other id: a refusal must not depend on it.
 		if _, err := s.svc.EditableBucket(ctx(c), caller(c), c.Param("bucket")); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return nil, errs.NotFoundf("no such override")
+		return nil, nil, errs.NotFoundf("no such override")
 	}
 	return s.svc.EditableOverride(ctx(c), caller(c), c.Param("bucket"), id)
 }
 
 func (s *server) confirmDeleteOverride(c *gin.Context) {
-	o, ok := s.editableOverride(c)
+	_, o, ok := s.editableOverride(c)
 	if !ok {
 		return
 	}
@@ -248,7 +248,7 @@ func (s *server) confirmDeleteOverride(c *gin.Context) {
 
 // deleteOverride deletes the version the confirmation page showed.
 func (s *server) deleteOverride(c *gin.Context) {
-	o, ok := s.editableOverride(c)
+	_, o, ok := s.editableOverride(c)
 	if !ok {
 		return
 	}
@@ -302,26 +302,12 @@ func overrideFormOf(o *buckets.Override) overrideForm {
 	return f
 }
 
-// overrideKind is the limitKind of the bucket of an override the caller
-// may edit (read after editableOverride checked the permission).
-func (s *server) overrideKind(c *gin.Context, o *buckets.Override) (limitKind, bool) {
-	b, err := s.svc.EditableBucket(ctx(c), caller(c), o.Bucket)
-	if err != nil {
-		s.fail(c, err)
-		return limitKind{}, false
-	}
-	return limitKindOf(b), true
-}
-
 func (s *server) editOverride(c *gin.Context) {
-	o, ok := s.editableOverride(c)
+	b, o, ok := s.editableOverride(c)
 	if !ok {
 		return
 	}
-	lk, ok := s.overrideKind(c, o)
-	if !ok {
-		return
-	}
+	lk := limitKindOf(b)
 	s.render(c, http.StatusOK, "override_form", &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"},
 		limitKind: lk, Bucket: o.Bucket, Override: o, Form: overrideFormOf(o), Version: o.Version,
 		limitPreview: limitPreview{Pattern: defaultPattern, Hold: lk.Slots()}})
@@ -333,14 +319,11 @@ func (s *server) editOverride(c *gin.Context) {
 // them, and the newer version, so that saving again is a deliberate
 // choice (as for a bucket).
 func (s *server) updateOverride(c *gin.Context) {
-	o, ok := s.editableOverride(c)
+	b, o, ok := s.editableOverride(c)
 	if !ok {
 		return
 	}
-	lk, ok := s.overrideKind(c, o)
-	if !ok {
-		return
-	}
+	lk := limitKindOf(b)
 	form := overrideForm{
 		Match:       string(o.Match),
 		Key:         o.Key,
