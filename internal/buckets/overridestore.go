@@ -152,8 +152,10 @@ func (s *Store) CreateOverride(ctx context.Context, actor audit.Actor, o *Overri
 		if err != nil {
 			return err
 		}
-		if n.Kind = b.Kind; n.Validate() != nil {
-			return n.Validate()
+		// The bucket's kind decides whether the override has a rate.
+		n.Kind = b.Kind
+		if err := n.Validate(); err != nil {
+			return err
 		}
 		if n.Match == MatchPrefix {
 			var count int
@@ -201,8 +203,10 @@ func (s *Store) UpdateOverride(ctx context.Context, actor audit.Actor, o *Overri
 		if err != nil {
 			return err
 		}
-		if o.Kind = b.Kind; o.Validate() != nil {
-			return o.Validate()
+		// The bucket's kind decides whether the override has a rate.
+		o.Kind = b.Kind
+		if err := o.Validate(); err != nil {
+			return err
 		}
 		old, err := lockOverride(ctx, tx, b, o.ID)
 		if err != nil {

@@ -88,28 +88,35 @@ func Simulate(capacity, reserve int64, r Rate, p Pattern) (Simulation, error) {
 		return Simulation{}, err
 	}
 
-	steps := int(p.Duration / time.Second)
-	sim := Simulation{Step: time.Second, Allowed: make([]int64, steps), Denied: make([]int64, steps)}
 	perSec := r.PerSecond()
 	capF := float64(capacity)
 	tokens, last := capF, 0.0
-	take := func(at float64, n int64) {
+	return play(p, func(at float64, n int64) int64 {
 		tokens = math.Min(capF, tokens+(at-last)*perSec)
 		last = at
 		got := min(n, int64(math.Floor(tokens-float64(reserve)+1e-9)))
 		got = max(got, 0)
 		tokens = math.Max(tokens-float64(got), 0)
+		return got
+	}), nil
+}
+
+// play runs a simulation of p, a valid pattern: allow answers each
+// arrival (seconds from the start, and how many arrive at once) with how
+// many of them are allowed, and play counts them per second and in total.
+// The limit's own state is allow's.
+func play(p Pattern, allow func(at float64, n int64) int64) Simulation {
+	steps := int(p.Duration / time.Second)
+	sim := Simulation{Step: time.Second, Allowed: make([]int64, steps), Denied: make([]int64, steps)}
+	playPattern(p, func(at float64, n int64) {
+		got := allow(at, n)
 		i := min(int(at), steps-1)
 		sim.Allowed[i] += got
 		sim.Denied[i] += n - got
-	}
-
-	playPattern(p, take)
-	for i := range steps {
-		sim.TotalAllowed += sim.Allowed[i]
-		sim.TotalDenied += sim.Denied[i]
-	}
-	return sim, nil
+		sim.TotalAllowed += got
+		sim.TotalDenied += n - got
+	})
+	return sim
 }
 
 // playPattern calls take for every arrival of p, in time order (seconds
@@ -213,8 +220,6 @@ func SimulateSlots(limit int64, hold time.Duration, p Pattern) (Simulation, erro
 	if err := v.Err(); err != nil {
 		return Simulation{}, err
 	}
-	steps := int(p.Duration / time.Second)
-	sim := Simulation{Step: time.Second, Allowed: make([]int64, steps), Denied: make([]int64, steps)}
 	// The calls in progress, by when they end, grouped by arrival (a
 	// burst's calls end together): the order they were allowed is the
 	// order they end, since every call lasts hold. One group per arrival
@@ -226,7 +231,7 @@ func SimulateSlots(limit int64, hold time.Duration, p Pattern) (Simulation, erro
 	h := hold.Seconds()
 	var running []group
 	var inUse int64
-	take := func(at float64, n int64) {
+	return play(p, func(at float64, n int64) int64 {
 		for len(running) > 0 && running[0].end <= at {
 			inUse -= running[0].n
 			running = running[1:]
@@ -236,14 +241,6 @@ func SimulateSlots(limit int64, hold time.Duration, p Pattern) (Simulation, erro
 			running = append(running, group{at + h, got})
 			inUse += got
 		}
-		i := min(int(at), steps-1)
-		sim.Allowed[i] += got
-		sim.Denied[i] += n - got
-	}
-	playPattern(p, take)
-	for i := range steps {
-		sim.TotalAllowed += sim.Allowed[i]
-		sim.TotalDenied += sim.Denied[i]
-	}
-	return sim, nil
+		return got
+	}), nil
 }

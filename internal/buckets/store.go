@@ -369,17 +369,16 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	where, args := f.conditions()
 	var page Page
 	var err error
-	count := countBuckets + database.Where(where)
+	count, countArgs := countBuckets+database.Where(where), args
 	if apps := f.ofApps(); f.Search == "" && len(apps) == 1 {
 		// The buckets of one app list (a member's, an app's): counted from
 		// the two app indexes, as many entries as buckets counted, not a
 		// check of every bucket.
-		count, args = countOfAppsSQL, []any{apps[0], apps[0]}
+		count, countArgs = countOfAppsSQL, []any{apps[0], apps[0]}
 	}
-	if page.Total, err = database.Count(ctx, s.db, count, args...); err != nil {
+	if page.Total, err = database.Count(ctx, s.db, count, countArgs...); err != nil {
 		return Page{}, fmt.Errorf("count buckets: %w", err)
 	}
-	where, args = f.conditions()
 
 	backward := f.After == "" && f.Before != ""
 	order := ` ORDER BY b.name LIMIT ?`

@@ -131,16 +131,40 @@ func overridesPath(bucket string) string { return "/buckets/" + url.PathEscape(b
 // Summary is the new override's limit in plain words (see kindSummary).
 func (v *overridesView) Summary() string { return v.kindSummary(v.Form.MaxPermits, v.Form.Rate) }
 
-// stateWord names what a key holds in Redis, by kind.
-func (k limitKind) stateWord() string {
-	switch k.Kind {
-	case buckets.KindConcurrency:
-		return "slots"
-	case buckets.KindQuota:
-		return "count"
-	}
-	return "tokens"
+// kindWords are the words the console uses for what a kind of limit
+// counts, so that every page says the same.
+type kindWords struct {
+	// state names what a key holds in Redis.
+	state string
+	// limitTitle names the column and field of an override's limit.
+	limitTitle string
+	// takenTitle, takenUnit and takenEmpty word the top keys that took most.
+	takenTitle, takenUnit, takenEmpty string
+	// calls names what the usage counts, callsTitle in a title.
+	calls, callsTitle string
 }
+
+// wordsOf holds the kindWords of each kind.
+var wordsOf = map[buckets.Kind]kindWords{
+	buckets.KindBucket: {state: "tokens", limitTitle: "Capacity", takenTitle: "Taking most", takenUnit: "allowed",
+		takenEmpty: "No key took tokens.", calls: "acquires", callsTitle: "Acquires"},
+	buckets.KindConcurrency: {state: "slots", limitTitle: "Slots", takenTitle: "Taking most slots", takenUnit: "slot takes",
+		takenEmpty: "No key took a slot.", calls: "slot takes", callsTitle: "Slot takes"},
+	buckets.KindQuota: {state: "count", limitTitle: "Quota", takenTitle: "Calling most", takenUnit: "calls allowed",
+		takenEmpty: "No key was allowed a call.", calls: "calls", callsTitle: "Calls"},
+}
+
+// wordsFor is the kindWords of k; an unknown kind is worded as a token
+// bucket, as buckets.Kind.Refills takes it.
+func wordsFor(k buckets.Kind) kindWords {
+	if w, ok := wordsOf[k]; ok {
+		return w
+	}
+	return wordsOf[buckets.KindBucket]
+}
+
+// stateWord names what a key holds in Redis, by kind.
+func (k limitKind) stateWord() string { return wordsFor(k.Kind).state }
 
 // rawQuery is a query parameter made valid UTF-8 and cut to n bytes, but
 // not trimmed: keys may have spaces at either end.
@@ -214,31 +238,31 @@ func (s *server) previewOverride(c *gin.Context, name string, form overrideForm)
 
 // editableOverride is overrideFor for a handler: it answers a refusal
 // itself, and returns false.
-func (s *server) editableOverride(c *gin.Context) (*buckets.Override, bool) {
-	o, err := s.overrideFor(c)
+func (s *server) editableOverride(c *gin.Context) (*buckets.Bucket, *buckets.Override, bool) {
+	b, o, err := s.overrideFor(c)
 	if err != nil {
 		s.fail(c, err)
-		return nil, false
+		return nil, nil, false
 	}
-	return o, true
+	return b, o, true
 }
 
-// overrideFor reads the {id} of the path and returns the override if the
-// caller may change it.
-func (s *server) overrideFor(c *gin.Context) (*buckets.Override, error) {
+// overrideFor reads the {id} of the path and returns the override and its
+// bucket if the caller may change it.
+func (s *server) overrideFor(c *gin.Context) (*buckets.Bucket, *buckets.Override, error) {
 	id, ok := pathID(c)
 	if !ok {
 		// Checked first, as for any other id: a refusal must not depend on it.
 		if _, err := s.svc.EditableBucket(ctx(c), caller(c), c.Param("bucket")); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return nil, errs.NotFoundf("no such override")
+		return nil, nil, errs.NotFoundf("no such override")
 	}
 	return s.svc.EditableOverride(ctx(c), caller(c), c.Param("bucket"), id)
 }
 
 func (s *server) confirmDeleteOverride(c *gin.Context) {
-	o, ok := s.editableOverride(c)
+	_, o, ok := s.editableOverride(c)
 	if !ok {
 		return
 	}
@@ -248,7 +272,7 @@ func (s *server) confirmDeleteOverride(c *gin.Context) {
 
 // deleteOverride deletes the version the confirmation page showed.
 func (s *server) deleteOverride(c *gin.Context) {
-	o, ok := s.editableOverride(c)
+	_, o, ok := s.editableOverride(c)
 	if !ok {
 		return
 	}
@@ -302,26 +326,12 @@ func overrideFormOf(o *buckets.Override) overrideForm {
 	return f
 }
 
-// overrideKind is the limitKind of the bucket of an override the caller
-// may edit (read after editableOverride checked the permission).
-func (s *server) overrideKind(c *gin.Context, o *buckets.Override) (limitKind, bool) {
-	b, err := s.svc.EditableBucket(ctx(c), caller(c), o.Bucket)
-	if err != nil {
-		s.fail(c, err)
-		return limitKind{}, false
-	}
-	return limitKindOf(b), true
-}
-
 func (s *server) editOverride(c *gin.Context) {
-	o, ok := s.editableOverride(c)
+	b, o, ok := s.editableOverride(c)
 	if !ok {
 		return
 	}
-	lk, ok := s.overrideKind(c, o)
-	if !ok {
-		return
-	}
+	lk := limitKindOf(b)
 	s.render(c, http.StatusOK, "override_form", &overrideFormPage{layout: layout{Title: "Edit override", Nav: "buckets"},
 		limitKind: lk, Bucket: o.Bucket, Override: o, Form: overrideFormOf(o), Version: o.Version,
 		limitPreview: limitPreview{Pattern: defaultPattern, Hold: lk.Slots()}})
@@ -333,14 +343,11 @@ func (s *server) editOverride(c *gin.Context) {
 // them, and the newer version, so that saving again is a deliberate
 // choice (as for a bucket).
 func (s *server) updateOverride(c *gin.Context) {
-	o, ok := s.editableOverride(c)
+	b, o, ok := s.editableOverride(c)
 	if !ok {
 		return
 	}
-	lk, ok := s.overrideKind(c, o)
-	if !ok {
-		return
-	}
+	lk := limitKindOf(b)
 	form := overrideForm{
 		Match:       string(o.Match),
 		Key:         o.Key,
@@ -446,15 +453,7 @@ func (k limitKind) LimitOf(n int64, r buckets.Rate) string {
 }
 
 // LimitTitle names the column and field of an override's limit.
-func (k limitKind) LimitTitle() string {
-	switch k.Kind {
-	case buckets.KindConcurrency:
-		return "Slots"
-	case buckets.KindQuota:
-		return "Quota"
-	}
-	return "Capacity"
-}
+func (k limitKind) LimitTitle() string { return wordsFor(k.Kind).limitTitle }
 
 // LimitHint is the hint of the override form's limit field.
 func (k limitKind) LimitHint() string {
@@ -471,37 +470,13 @@ func (k limitKind) LimitHint() string {
 
 // TakenTitle, TakenUnit and TakenEmpty word the top keys that took most:
 // tokens of a token bucket, slots of a concurrency limit, calls of a quota.
-func (k limitKind) TakenTitle() string {
-	switch k.Kind {
-	case buckets.KindConcurrency:
-		return "Taking most slots"
-	case buckets.KindQuota:
-		return "Calling most"
-	}
-	return "Taking most"
-}
+func (k limitKind) TakenTitle() string { return wordsFor(k.Kind).takenTitle }
 
 // TakenUnit: see TakenTitle.
-func (k limitKind) TakenUnit() string {
-	switch k.Kind {
-	case buckets.KindConcurrency:
-		return "slot takes"
-	case buckets.KindQuota:
-		return "calls allowed"
-	}
-	return "allowed"
-}
+func (k limitKind) TakenUnit() string { return wordsFor(k.Kind).takenUnit }
 
 // TakenEmpty: see TakenTitle.
-func (k limitKind) TakenEmpty() string {
-	switch k.Kind {
-	case buckets.KindConcurrency:
-		return "No key took a slot."
-	case buckets.KindQuota:
-		return "No key was allowed a call."
-	}
-	return "No key took tokens."
-}
+func (k limitKind) TakenEmpty() string { return wordsFor(k.Kind).takenEmpty }
 
 // kindSummary is an override's limit as typed, in words, for its form
 // ("" while it is not a valid one): a token bucket's as limitSummary says

@@ -70,13 +70,8 @@ func requestedWindow(c *gin.Context) usage.Window {
 // usageOf draws the usage part of a bucket's detail.
 func usageOf(d *manage.BucketDetail) usageView {
 	w := d.Window
-	v := usageView{Window: w.String(), Windows: windowLinks(w), Calls: "acquires", CallsTitle: "Acquires"}
-	switch d.Kind {
-	case buckets.KindConcurrency:
-		v.Calls, v.CallsTitle = "slot takes", "Slot takes"
-	case buckets.KindQuota:
-		v.Calls, v.CallsTitle = "calls", "Calls"
-	}
+	words := wordsFor(d.Kind)
+	v := usageView{Window: w.String(), Windows: windowLinks(w), Calls: words.calls, CallsTitle: words.callsTitle}
 	switch {
 	case errors.Is(d.UsageErr, manage.ErrNoRedis):
 		v.Message = "This console is not connected to Redis, so usage cannot be shown."

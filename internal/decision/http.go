@@ -100,24 +100,34 @@ func (s *Service) endpoint(answer func(w http.ResponseWriter, r *http.Request, a
 	}
 }
 
-func (s *Service) post(w http.ResponseWriter, r *http.Request, app string) string {
-	var req AcquireRequest
+// decodeBody reads r's body, at most maxBody bytes, into dst: one JSON
+// object of valid UTF-8 without unknown fields, like example. Anything else
+// is a *errs.Validation on body.
+func decodeBody(w http.ResponseWriter, r *http.Request, dst any, example string) error {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		return s.writeError(w, errs.Invalid("body", jsonProblem(err)))
+		return errs.Invalid("body", jsonProblem(err))
 	}
 	// JSON decoding turns invalid UTF-8 into U+FFFD: two different keys
 	// would become one.
 	if !utf8.Valid(raw) {
-		return s.writeError(w, errs.Invalid("body", "must be valid UTF-8"))
+		return errs.Invalid("body", "must be valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return s.writeError(w, errs.Invalid("body", "must be a JSON object like {\"bucket\": \"checkout\", \"n\": 1}: "+jsonProblem(err)))
+	if err := dec.Decode(dst); err != nil {
+		return errs.Invalid("body", "must be a JSON object like "+example+": "+jsonProblem(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return s.writeError(w, errs.Invalid("body", "must hold one JSON object"))
+		return errs.Invalid("body", "must hold one JSON object")
+	}
+	return nil
+}
+
+func (s *Service) post(w http.ResponseWriter, r *http.Request, app string) string {
+	var req AcquireRequest
+	if err := decodeBody(w, r, &req, `{"bucket": "checkout", "n": 1}`); err != nil {
+		return s.writeError(w, err)
 	}
 	res, err := s.acquireHTTP(r, app, req)
 	if err != nil {

@@ -1,14 +1,11 @@
 package decision
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/errs"
@@ -103,24 +100,12 @@ func (s *Service) slotEndpoint(op string) func(w http.ResponseWriter, r *http.Re
 
 func decodeSlotRequest(w http.ResponseWriter, r *http.Request, op string) (SlotRequest, error) {
 	var req SlotRequest
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		return req, errs.Invalid("body", jsonProblem(err))
-	}
-	if !utf8.Valid(raw) {
-		return req, errs.Invalid("body", "must be valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	example := `{"limit": "exports"}`
 	if op != "take" {
 		example = `{"limit": "exports", "slot": "<the id the take answered>"}`
 	}
-	if err := dec.Decode(&req); err != nil {
-		return req, errs.Invalid("body", "must be a JSON object like "+example+": "+jsonProblem(err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return req, errs.Invalid("body", "must hold one JSON object")
+	if err := decodeBody(w, r, &req, example); err != nil {
+		return req, err
 	}
 	var v errs.Validation
 	if req.Limit == "" {

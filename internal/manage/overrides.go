@@ -54,14 +54,19 @@ func (s *Service) Override(ctx context.Context, c Caller, bucket string, id int6
 	return &OverrideView{Override: o, CanEdit: s.can(c, b.OwnerApp, rbac.ActionEdit)}, nil
 }
 
-// EditableOverride returns override id if the caller may change it (a
-// delete confirmation).
-func (s *Service) EditableOverride(ctx context.Context, c Caller, bucket string, id int64) (*buckets.Override, error) {
+// EditableOverride returns override id and its bucket if the caller may
+// change it (an edit form, a delete confirmation): the bucket says what
+// kind of limit the override sets, without reading it again.
+func (s *Service) EditableOverride(ctx context.Context, c Caller, bucket string, id int64) (*buckets.Bucket, *buckets.Override, error) {
 	b, err := s.bucketFor(ctx, c, bucket, rbac.ActionEdit)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.override(ctx, b, id)
+	o, err := s.override(ctx, b, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, o, nil
 }
 
 func (s *Service) override(ctx context.Context, b *buckets.Bucket, id int64) (*buckets.Override, error) {

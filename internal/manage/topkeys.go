@@ -87,6 +87,16 @@ func (ks KeyState) ReserveLeft() int64 {
 	return max(0, min(ks.Reserve, int64(math.Floor(ks.Tokens))))
 }
 
+// left sets what a key of a concurrency limit or a quota may still take,
+// used of its MaxPermits being taken, as Tokens, and when all of it is
+// back, back (unless none is taken).
+func (ks *KeyState) left(used int64, back time.Time) {
+	ks.Tokens, ks.Full = float64(max(0, ks.MaxPermits-used)), used == 0
+	if !ks.Full {
+		ks.FullAt = back
+	}
+}
+
 // KeyState returns the live state of key in keyed bucket bucket, for
 // anyone who may see the bucket. The limit comes from MySQL (the override
 // rule of buckets.MostSpecific, as the acquire script applies it), the
@@ -120,10 +130,7 @@ func (s *Service) KeyState(ctx context.Context, c Caller, bucket, key string) (*
 			return b, ks, fmt.Errorf("read slots of a key of %q: %w: %w", b.Name, errs.ErrUnavailable, err)
 		}
 		ks.RedisTime, ks.InUse, ks.NextExpiry = sl.Now, sl.InUse, sl.NextExpiry
-		ks.Tokens, ks.Full = float64(max(0, ks.MaxPermits-sl.InUse)), sl.InUse == 0
-		if !ks.Full {
-			ks.FullAt = sl.LastExpiry
-		}
+		ks.left(sl.InUse, sl.LastExpiry)
 		return b, ks, nil
 	}
 	st, err := redisscript.ReadKeyState(rctx, s.rdb, s.ks, b.Name, key)
@@ -133,10 +140,7 @@ func (s *Service) KeyState(ctx context.Context, c Caller, bucket, key string) (*
 	ks.RedisTime = st.Now
 	if ks.Kind == buckets.KindQuota {
 		ks.Used, ks.PeriodStart, ks.PeriodEnd, _ = st.Quota(b.ID)
-		ks.Tokens, ks.Full = float64(max(0, ks.MaxPermits-ks.Used)), ks.Used == 0
-		if !ks.Full {
-			ks.FullAt = ks.PeriodEnd
-		}
+		ks.left(ks.Used, ks.PeriodEnd)
 		return b, ks, nil
 	}
 	ks.Tokens = st.Tokens(b.ID, ks.MaxPermits, ks.Rate.PerSecond())
