@@ -2,10 +2,13 @@ package redisscript
 
 import (
 	"context"
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -60,12 +63,51 @@ const (
 
 // The scripts a client runs to take tokens.
 var (
-	AcquireScript      = script(coreBucket, coreQuota, "lua/acquire.lua")
+	AcquireScript      = AcquireFunction.Script
 	KeyedAcquireScript = script(coreBucket, coreQuota, coreKeyed, "lua/keyed_acquire.lua")
 	AcquireAllScript   = script(coreBucket, coreQuota, coreKeyed, "lua/acquire_all.lua")
 	AdjustScript       = script(coreBucket, "lua/adjust.lua")
 	LeaseScript        = script(coreBucket, "lua/lease.lua")
 )
+
+// Function is a token script loaded as a Redis function (Redis 7 and
+// later): FUNCTION LOAD runs the library's chunk once, so the core's local
+// functions are made once instead of on every call, as an EVALSHA's chunk
+// makes them (docs/protocol.md, "Functions"). FCALL of Name answers
+// exactly as the Script's EVALSHA; a client falls back to the Script where
+// functions cannot be loaded. The library and function names carry a hash
+// of the source, so clients of different versions never replace each
+// other's functions.
+type Function struct {
+	// Script is the same script, for EVAL and EVALSHA.
+	Script
+	// Name is the function's name for FCALL.
+	Name string
+	// Library is the library's source for FUNCTION LOAD.
+	Library string
+}
+
+// function makes the Function of a script joined from core and part: the
+// library is the core followed by part as the body of the registered
+// function, whose parameters are named KEYS and ARGV as a script's
+// globals are.
+func function(kind string, core []string, part string) Function {
+	s := script(append(slices.Clone(core), part)...)
+	sum := sha1.Sum([]byte(s.src))
+	tag := hex.EncodeToString(sum[:6])
+	lib := script(core...).src
+	body, err := lua.ReadFile(part)
+	if err != nil {
+		panic(err)
+	}
+	name := "sluice_" + kind + "_" + tag
+	src := "#!lua name=sluice_" + tag + "\n" + lib +
+		"redis.register_function('" + name + "', function(KEYS, ARGV)\n" + string(body) + "end)\n"
+	return Function{Script: s, Name: name, Library: src}
+}
+
+// AcquireFunction is AcquireScript as a Redis function.
+var AcquireFunction = function("acquire", []string{coreBucket, coreQuota}, "lua/acquire.lua")
 
 // Published maps the file names of the stand-alone token scripts, which
 // clients in other languages load (this directory, with their SHA1 in
