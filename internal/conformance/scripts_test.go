@@ -21,13 +21,16 @@ import (
 type server struct {
 	rdb redis.UniversalClient
 	ks  redisscript.Keyspace
+	// real is set for redis-server, whose Lua has the struct library
+	// (the packed limit) and Redis functions.
+	real bool
 }
 
 func servers(t *testing.T) map[string]func(t *testing.T) server {
 	return map[string]func(t *testing.T) server{
 		"redis": func(t *testing.T) server {
 			rdb, prefix := testenv.Redis(t)
-			return server{rdb: rdb, ks: redisscript.Keyspace{Prefix: prefix}}
+			return server{rdb: rdb, ks: redisscript.Keyspace{Prefix: prefix}, real: true}
 		},
 		"miniredis": func(t *testing.T) server {
 			m := miniredis.RunT(t)

@@ -61,17 +61,26 @@ if tombstoned(id) then
 end
 
 local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts',
-  'lease_ms', 'shadow', 'kind', 'slot_ms', 'bounds', 'reserve')
+  'lease_ms', 'shadow', 'kind', 'slot_ms', 'bounds', 'reserve', 'cfg')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
+-- The packed limit (lua/packed.lua); nil on a server without struct.
+local cfg = packed(kind, ARGV[3], ARGV[4], ARGV[5], lease, shadow, reserve)
+
 -- A new hash gets its fields in this order: Redis finds a field of a small
--- hash by scanning from the first, and every acquire reads and writes
--- tokens and ts, then reads the limit, apps, lease_ms and shadow.
+-- hash by scanning from the first, and every acquire reads tokens, ts, cfg
+-- and apps (and without cfg the limit, lease_ms, shadow, kind and reserve).
 local function write(tokens, ts)
-  redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts),
-    'capacity', ARGV[3], 'permits', ARGV[4], 'period', ARGV[5], 'apps', ARGV[6], 'lease_ms', lease, 'shadow', shadow,
-    'kind', kind, 'reserve', reserve, 'id', ARGV[1], 'version', ARGV[2])
+  local f = {'HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts)}
+  if cfg then
+    f[#f + 1], f[#f + 2] = 'cfg', cfg
+  end
+  for _, v in ipairs({'apps', ARGV[6], 'capacity', ARGV[3], 'permits', ARGV[4], 'period', ARGV[5], 'lease_ms', lease,
+    'shadow', shadow, 'kind', kind, 'reserve', reserve, 'id', ARGV[1], 'version', ARGV[2]}) do
+    f[#f + 1] = v
+  end
+  redis.call(unpack(f))
   -- Only a concurrency limit has a slot lease time, only a quota a table:
   -- a bucket's hash keeps its fields.
   if kind == 'concurrency' then redis.call('HSET', KEYS[1], 'slot_ms', slot_ms) end
@@ -90,7 +99,8 @@ if stale(cid, tonumber(cur[2]) or -1, id, version, force) then
   return 4
 end
 if same_config(cur) and (cur[9] or '0') == lease and (cur[10] or '0') == shadow and (cur[11] or 'bucket') == kind
-    and (cur[12] or '0') == slot_ms and (cur[13] or '') == bounds and (cur[14] or '0') == reserve then
+    and (cur[12] or '0') == slot_ms and (cur[13] or '') == bounds and (cur[14] or '0') == reserve
+    and (cur[15] or false) == (cfg or false) then
   return 3
 end
 

@@ -1,8 +1,10 @@
 package redisscript
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -212,4 +214,26 @@ func (c Config) boundsArg() string {
 	}
 	s, _ := quota.Encode(c.Bounds) // Validate checked it
 	return s
+}
+
+// packed is the packed limit (FieldPacked) Apply writes for c: lua/packed.lua
+// packs the same seven numbers with struct.pack("<ddddddd", ...).
+func (c Config) packed() []byte {
+	kind := 0.0
+	switch c.LimitKind() {
+	case KindQuota:
+		kind = 1
+	case KindConcurrency:
+		kind = 2
+	}
+	shadow := 0.0
+	if c.Shadow {
+		shadow = 1
+	}
+	b := make([]byte, 0, 56)
+	for _, v := range []float64{kind, float64(c.Capacity), float64(c.PermitsMicro), float64(c.PeriodSeconds),
+		float64(c.LeaseMillis), shadow, float64(c.Reserve)} {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	return b
 }

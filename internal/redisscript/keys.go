@@ -57,6 +57,13 @@ const (
 	// marked critical may take, a whole number below the capacity; absent
 	// means "0" (none). Written by Apply.
 	FieldReserve = "reserve"
+	// FieldPacked is the packed limit: the kind (0 token bucket, 1 quota,
+	// 2 concurrency), capacity, permits in millionths, period, lease_ms,
+	// shadow and reserve once more, as seven little-endian float64, which
+	// the acquire reads as one field (docs/protocol.md, "The packed
+	// limit"). Written by Apply where Redis's Lua has the struct library;
+	// absent, the acquire reads the fields.
+	FieldPacked = "cfg"
 )
 
 // TombstoneTTLSeconds is how long a tombstone outlives its bucket: long

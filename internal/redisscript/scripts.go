@@ -59,6 +59,9 @@ const (
 	coreKeyed  = "lua/keyed.lua"
 	coreSlots  = "lua/slots.lua"
 	coreQuota  = "lua/quota.lua"
+	// corePacked is the packed limit the apply script writes and the
+	// acquire reads.
+	corePacked = "lua/packed.lua"
 )
 
 // The scripts a client runs to take tokens.
@@ -107,7 +110,7 @@ func function(kind string, core []string, part string) Function {
 }
 
 // AcquireFunction is AcquireScript as a Redis function.
-var AcquireFunction = function("acquire", []string{coreBucket, coreQuota}, "lua/acquire.lua")
+var AcquireFunction = function("acquire", []string{coreBucket, coreQuota, corePacked}, "lua/acquire.lua")
 
 // Published maps the file names of the stand-alone token scripts, which
 // clients in other languages load (this directory, with their SHA1 in
@@ -130,7 +133,7 @@ const configGuards = "config_guards.lua"
 
 // The scripts the sync worker runs to write definitions.
 var (
-	applyScript      = script(configGuards, "apply.lua")
+	applyScript      = script(configGuards, corePacked, "apply.lua")
 	keyedApplyScript = script(configGuards, "keyed_apply.lua")
 	overrideScript   = script(configGuards, "override.lua")
 	deleteScript     = script(configGuards, "delete.lua")
@@ -301,6 +304,10 @@ type State struct {
 	// not cover Now (the acquire script then answers unknown bucket).
 	Used                   int64
 	PeriodStart, PeriodEnd time.Time
+	// PackedDiffers is set when the hash holds a packed limit
+	// (FieldPacked) that is not its fields' limit: the acquire would
+	// decide with it, so the reconcile rewrites the hash.
+	PackedDiffers bool
 }
 
 // quotaState fills st's quota fields from the hash fields h at now (µs).
@@ -356,6 +363,9 @@ func stateOf(name string, h map[string]string, now time.Time) State {
 	}
 	cfg.Name = name
 	st.Exists, st.Config = true, cfg
+	if p, ok := h[FieldPacked]; ok && p != string(cfg.packed()) {
+		st.PackedDiffers = true
+	}
 	nowMicro := now.UnixMicro()
 	if cfg.Kind == KindQuota {
 		st.quotaState(h, nowMicro)
@@ -422,7 +432,7 @@ const MaxReadMany = 200
 // readManyFields are the fields ReadMany asks for, in order.
 var readManyFields = []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps,
 	FieldLeaseMillis, FieldTokens, FieldTS, FieldShadow, FieldKind, FieldSlotMillis, FieldBounds, FieldUsed, FieldPeriodStart,
-	FieldReserve}
+	FieldReserve, FieldPacked}
 
 // ReadMany returns the state of each bucket of names (a page: at most
 // MaxReadMany), as Read does, in one pipeline of one HMGET per bucket and

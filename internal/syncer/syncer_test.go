@@ -792,3 +792,41 @@ func TestUpsertEventReadsTheCurrentRow(t *testing.T) {
 		t.Fatal("a deleted bucket was written")
 	}
 }
+
+// TestReconcileRepairsPackedLimit: a packed limit that is not the hash's
+// fields' limit (the acquire decides with it) is repaired like a differing
+// field, keeping the bucket's tokens.
+func TestReconcileRepairsPackedLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	w := e.worker(Config{})
+	e.create(t, "packed", 5, "1/day")
+	e.create(t, "other", 100, "1/day")
+	syncOnce(t, w)
+	if a, err := redisscript.Acquire(ctx, e.rdb, e.ks, "packed", ownerApp, 2); err != nil || a.Code != redisscript.Allowed {
+		t.Fatalf("acquire: %+v %v", a, err)
+	}
+	other, err := e.rdb.HGet(ctx, e.ks.Bucket("other"), redisscript.FieldPacked).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.HSet(ctx, e.ks.Bucket("packed"), redisscript.FieldPacked, other).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := w.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Differing != 1 || rep.Repaired() != 1 {
+		t.Fatalf("report %+v, want 1 differing", rep)
+	}
+	st := e.read(t, "packed")
+	// 1 a day refills a few millionths of a token a second.
+	if st.PackedDiffers || st.Stored < 3 || st.Stored > 3.01 {
+		t.Fatalf("after the reconcile: %+v, want the packed limit rewritten and 3 tokens kept", st)
+	}
+	if a, err := redisscript.Acquire(ctx, e.rdb, e.ks, "packed", ownerApp, 1); err != nil || a.Capacity != 5 {
+		t.Fatalf("acquire after the repair: %+v %v", a, err)
+	}
+}

@@ -11,55 +11,74 @@
 -- reserve, which every other request must leave. A hash of kind 'quota'
 -- is a calendar quota (lua/quota.lua): the same answer, counted per
 -- period, with no reserve.
+-- unpacked_fields returns what unpacked does, from the fields kind, capacity,
+-- permits, period, lease_ms, shadow and reserve (f, in that order), or nil
+-- when they hold no limit of a token bucket or a quota.
+local function unpacked_fields(f)
+  local k = 0
+  if f[1] == 'quota' then
+    k = 1
+  elseif f[1] and f[1] ~= 'bucket' then
+    return nil
+  end
+  local c, pm, d = kind_limit(f[1], f[2], f[3], f[4])
+  if not c then return nil end
+  local shadow = 0
+  if f[6] == '1' then shadow = 1 end
+  return k, c, pm, d, tonumber(f[5]) or 0, shadow, f[7]
+end
+
 local n = count(ARGV[2])
 if not n or n < 1 then
   return {-4, 0, 0, 0, 0, 0, 0}
 end
--- A quota's fields (10..12) and the reserve (13) come in the same HMGET: a
--- second call would cost more than the absent fields cost.
-local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms', 'shadow',
-  'kind', 'bounds', 'used', 'pstart', 'reserve')
+-- The state, the packed limit and the apps in one HMGET (lua/packed.lua).
+local f = redis.call('HMGET', KEYS[1], 'tokens', 'ts', 'cfg', 'apps')
+local kind, capacity, pm, period, lease_ms, shadow_f, reserve = unpacked(f[3])
+if not kind then
+  kind, capacity, pm, period, lease_ms, shadow_f, reserve = unpacked_fields(redis.call('HMGET', KEYS[1], 'kind',
+    'capacity', 'permits', 'period', 'lease_ms', 'shadow', 'reserve'))
+end
 -- A limit of another kind than a token bucket or a quota is not this
 -- script's to take from.
-local capacity, pm, period
-if not f[9] or f[9] == 'bucket' or f[9] == 'quota' then capacity, pm, period = kind_limit(f[9], f[1], f[2], f[3]) end
-if not capacity then
+if not kind then
   return {-1, 0, 0, 0, 0, 0, 0}
 end
 if not app_ok(ARGV[1], f[4]) then
   return {-2, 0, 0, 0, capacity, pm, period}
 end
 local res = 0
-if f[9] ~= 'quota' then res = kept(f[13], capacity, false) end
+if kind == 0 then res = kept(reserve, capacity, false) end
 local r = res
 if ARGV[4] == '1' then r = 0 end
 if n > capacity - r then
   return {-3, 0, 0, 0, capacity, pm, period}
 end
-local shadow = f[8] == '1'
+local shadow = shadow_f == 1
 local lease, sh
 if ARGV[3] == '2' or ARGV[3] == '3' then
-  lease, sh = tonumber(f[7]) or 0, 0
+  lease, sh = lease_ms, 0
   if shadow then sh = 1 end
 end
 if ARGV[3] ~= '3' then res = nil end
-if f[9] == 'quota' then
+if kind == 1 then
   -- A quota (capacity is the quota): the count of the period containing
   -- now, kept with the period's start; a table that does not cover now
   -- is no valid config. Quotas have no lease mode and no reserve.
   local now = now_us()
-  local s, e = period_of(f[10], now)
+  local q = redis.call('HMGET', KEYS[1], 'bounds', 'used', 'pstart')
+  local s, e = period_of(q[1], now)
   if not s then
     return {-1, 0, 0, 0, 0, 0, 0}
   end
   local used = 0
-  if tonumber(f[12]) == s then used = tonumber(f[11]) or 0 end
+  if tonumber(q[3]) == s then used = tonumber(q[2]) or 0 end
   if lease then lease = 0 end
   local u, answer = quota_take(capacity, used, n, s, e, now, shadow, lease, sh, res)
   if u then redis.call('HSET', KEYS[1], 'used', string.format('%d', u), 'pstart', string.format('%d', s)) end
   return answer
 end
-local tokens, ts = refill(f[5], f[6], now_us(), capacity, pm, period)
+local tokens, ts = refill(f[1], f[2], now_us(), capacity, pm, period)
 local left, answer = take(tokens, n, capacity, pm, period, shadow, r, lease, sh, res)
 -- A denial writes nothing: refill is a pure function of time, so the
 -- stored (tokens, ts) pair still yields the same count later.

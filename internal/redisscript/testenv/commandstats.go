@@ -9,25 +9,45 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// EvalshaMicrosPerCall reads EVALSHA's usec_per_call from INFO commandstats: the
-// time Redis spent per script call, which the script-cost benchmarks compare.
+// EvalshaMicrosPerCall reads EVALSHA's and FCALL's usec_per_call from
+// INFO commandstats, both counted together: the time Redis spent per
+// script or function call, which the script-cost benchmarks compare.
 func EvalshaMicrosPerCall(ctx context.Context, rdb *redis.Client) (float64, error) {
 	info, err := rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
 		return 0, err
 	}
+	var calls, usec float64
 	for line := range strings.SplitSeq(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		line = strings.TrimSpace(line)
+		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
+		if !ok {
+			rest, ok = strings.CutPrefix(line, "cmdstat_fcall:")
+		}
 		if !ok {
 			continue
 		}
 		for kv := range strings.SplitSeq(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "usec_per_call="); ok {
-				return strconv.ParseFloat(v, 64)
+			k, v, _ := strings.Cut(kv, "=")
+			f, err := strconv.ParseFloat(v, 64)
+			switch {
+			case err != nil:
+			case k == "calls":
+				calls += f
+			case k == "usec":
+				usec += f
 			}
 		}
 	}
-	return 0, fmt.Errorf("no evalsha in commandstats")
+	if calls == 0 {
+		return 0, fmt.Errorf("no evalsha or fcall in commandstats")
+	}
+	return usec / calls, nil
+}
+
+// FCall is a Send that adds the same FCALL every time.
+func FCall(ctx context.Context, fn string, keys []string, args ...any) func(redis.Pipeliner, int) {
+	return func(pipe redis.Pipeliner, _ int) { pipe.FCall(ctx, fn, keys, args...) }
 }
 
 // ScriptCost is one case of a script-cost measurement: Send adds the
