@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,7 +24,8 @@ import (
 // EVALSHA and falls back to EVAL on NOSCRIPT.
 type Script struct {
 	*redis.Script
-	src string
+	src   string
+	files []string
 }
 
 //go:embed *.lua lua/*.lua
@@ -40,7 +43,7 @@ func script(names ...string) Script {
 		}
 		src = append(src, b...)
 	}
-	return Script{redis.NewScript(string(src)), string(src)}
+	return Script{redis.NewScript(string(src)), string(src), names}
 }
 
 // Source returns the script's Lua source, for EVAL and SCRIPT LOAD.
@@ -66,21 +69,88 @@ const (
 
 // The scripts a client runs to take tokens.
 var (
-	AcquireScript      = AcquireFunction.Script
+	AcquireScript      = script(coreBucket, coreQuota, corePacked, "lua/acquire.lua")
 	KeyedAcquireScript = script(coreBucket, coreQuota, coreKeyed, "lua/keyed_acquire.lua")
 	AcquireAllScript   = script(coreBucket, coreQuota, coreKeyed, "lua/acquire_all.lua")
 	AdjustScript       = script(coreBucket, "lua/adjust.lua")
 	LeaseScript        = script(coreBucket, "lua/lease.lua")
 )
 
-// Function is a token script loaded as a Redis function (Redis 7 and
-// later): FUNCTION LOAD runs the library's chunk once, so the core's local
-// functions are made once instead of on every call, as an EVALSHA's chunk
-// makes them (docs/protocol.md, "Functions"). FCALL of Name answers
-// exactly as the Script's EVALSHA; a client falls back to the Script where
-// functions cannot be loaded. The library and function names carry a hash
-// of the source, so clients of different versions never replace each
-// other's functions.
+// Library is the token scripts as one Redis function library (Redis 7
+// and later): FUNCTION LOAD runs the library's chunk once, so the core's
+// local functions are made once instead of on every call, as an EVALSHA's
+// chunk makes them (docs/protocol.md, "As a Redis function"). FCALL of a
+// script's function answers exactly as the script's EVALSHA; a client
+// falls back to the script where the library cannot be loaded. The
+// library's name and its functions' carry a hash of its source, so
+// clients of different versions never replace each other's functions.
+type Library struct {
+	// Name is the library's name, sluice_<12 hex digits of a SHA1>.
+	Name string
+	// Source is the library's source for FUNCTION LOAD.
+	Source string
+	fns    map[string]string // script SHA1 -> function name
+}
+
+// Function returns the name of script s's function in the library, for
+// FCALL, or "" when s is not in it.
+func (l Library) Function(s Script) string { return l.fns[s.SHA()] }
+
+// library joins the cores once, then each script's own part (the last of
+// its files) as the body of a registered function named after it; the
+// parameters are named KEYS and ARGV, as a script's globals are. Every
+// script's cores must be among cores: a part sees all of them.
+func library(cores []string, scripts map[string]Script) Library {
+	names := slices.Sorted(maps.Keys(scripts))
+	var src strings.Builder
+	for _, c := range cores {
+		b, err := lua.ReadFile(c)
+		if err != nil {
+			panic(err)
+		}
+		src.Write(b)
+	}
+	parts := make([]string, len(names))
+	h := sha1.New()
+	h.Write([]byte(src.String()))
+	for i, n := range names {
+		s := scripts[n]
+		b, err := lua.ReadFile(s.files[len(s.files)-1])
+		if err != nil {
+			panic(err)
+		}
+		for _, f := range s.files[:len(s.files)-1] {
+			if !slices.Contains(cores, f) {
+				panic("redisscript: library lacks core " + f + " of " + n)
+			}
+		}
+		parts[i] = string(b)
+		h.Write(b)
+	}
+	tag := hex.EncodeToString(h.Sum(nil)[:6])
+	l := Library{Name: "sluice_" + tag, fns: make(map[string]string, len(names))}
+	for i, n := range names {
+		fn := "sluice_" + n + "_" + tag
+		l.fns[scripts[n].SHA()] = fn
+		src.WriteString("redis.register_function('" + fn + "', function(KEYS, ARGV)\n" + parts[i] + "end)\n")
+	}
+	l.Source = "#!lua name=" + l.Name + "\n" + src.String()
+	return l
+}
+
+// Functions is the token scripts as a library: every script a client
+// runs to take, return or hold tokens and slots.
+var Functions = library([]string{coreBucket, coreQuota, corePacked, coreKeyed, coreSlots}, map[string]Script{
+	"acquire":       AcquireScript,
+	"keyed_acquire": KeyedAcquireScript,
+	"acquire_all":   AcquireAllScript,
+	"adjust":        AdjustScript,
+	"lease":         LeaseScript,
+	"slot":          SlotScript,
+	"keyed_slot":    KeyedSlotScript,
+})
+
+// Function is a script and its function in Functions.
 type Function struct {
 	// Script is the same script, for EVAL and EVALSHA.
 	Script
@@ -90,27 +160,8 @@ type Function struct {
 	Library string
 }
 
-// function makes the Function of a script joined from core and part: the
-// library is the core followed by part as the body of the registered
-// function, whose parameters are named KEYS and ARGV as a script's
-// globals are.
-func function(kind string, core []string, part string) Function {
-	s := script(append(slices.Clone(core), part)...)
-	sum := sha1.Sum([]byte(s.src))
-	tag := hex.EncodeToString(sum[:6])
-	lib := script(core...).src
-	body, err := lua.ReadFile(part)
-	if err != nil {
-		panic(err)
-	}
-	name := "sluice_" + kind + "_" + tag
-	src := "#!lua name=sluice_" + tag + "\n" + lib +
-		"redis.register_function('" + name + "', function(KEYS, ARGV)\n" + string(body) + "end)\n"
-	return Function{Script: s, Name: name, Library: src}
-}
-
 // AcquireFunction is AcquireScript as a Redis function.
-var AcquireFunction = function("acquire", []string{coreBucket, coreQuota, corePacked}, "lua/acquire.lua")
+var AcquireFunction = Function{Script: AcquireScript, Name: Functions.Function(AcquireScript), Library: Functions.Source}
 
 // Published maps the file names of the stand-alone token scripts, which
 // clients in other languages load (this directory, with their SHA1 in
