@@ -44,7 +44,9 @@ import (
 // over-limit local cache), each a process of its own on one redis-server,
 // driven by the same load generator over gRPC (Envoy's ShouldRateLimit)
 // and over HTTP (sluice-decide's POST /v1/acquire, envoy ratelimit's
-// POST /json).
+// POST /json). With -stub, a stub answering every request at once
+// (stub.go) runs beside them as a process of its own too: the transport's
+// floor.
 
 // rls is one rate limit service under test.
 type rls struct {
@@ -55,7 +57,8 @@ type rls struct {
 	// httpURL and httpBody are the service's HTTP form of the request.
 	httpURL  string
 	httpBody []byte
-	// bound is the most a correct service may admit in [start, end].
+	// bound is the most a correct service may admit in [start, end]; nil
+	// for the stub, which grants everything and is not checked.
 	bound func(start, end time.Time) int64
 	stop  func()
 	pid   int // of the service's process, for its CPU time
@@ -131,6 +134,7 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 		return limit * (end.Unix() - start.Unix() + 1)
 	}
 	services := []*rls{sl}
+	var envoys []*rls
 	for i, ec := range envoyConfigs {
 		// Each configuration counts under a key prefix of its own.
 		en, err := startEnvoyRatelimit(ctx, cfg.envoyRatelimit, filepath.Join(dir, "envoy"+strconv.Itoa(i)), redisAddr,
@@ -140,14 +144,23 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 		}
 		defer en.stop()
 		en.name, en.bound = ec.name, windowBound
-		services = append(services, en)
+		envoys = append(envoys, en)
+	}
+	services = append(services, envoys...)
+	var stub *rls
+	if cfg.stub {
+		if stub, err = startStub(ctx, dir); err != nil {
+			return err
+		}
+		defer stub.stop()
+		services = append(services, stub)
 	}
 	req := &rlsv3.RateLimitRequest{Domain: name, Descriptors: []*ratelimitv3.RateLimitDescriptor{{
 		Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "generic_key", Value: name}},
 	}}}
 	envoyBody := []byte(`{"domain":"` + name + `","descriptors":[{"entries":[{"key":"generic_key","value":"` + name + `"}]}]}`)
 	for _, s := range services[1:] {
-		s.httpBody = envoyBody
+		s.httpBody = envoyBody // envoy ratelimit's, and the stub's
 	}
 	sl.httpBody = []byte(`{"bucket":"` + name + `"}`)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: 1000, MaxIdleConnsPerHost: 1000, IdleConnTimeout: time.Minute}}
@@ -168,6 +181,10 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 		cfg.limit, cfg.limit, cfg.limit, cfg.limit, cfg.rounds, cfg.duration, cfg.warmup)
 	for _, ec := range envoyConfigs {
 		fmt.Fprintf(out, "%s: %v\n", ec.name, ec.env)
+	}
+	if stub != nil {
+		fmt.Fprintf(out, "%s: answers every request OK at once (default grpc-go and net/http servers, envoy ratelimit's requests); "+
+			"it grants everything, so its over-admission is not checked (-)\n", stubName)
 	}
 	fmt.Fprintln(out)
 
@@ -195,15 +212,19 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 			}
 		}
 	}
-	fmt.Fprintf(out, "%-26s %7s %9s %9s %9s %9s %9s %9s %6s %9s\n", "service", "streams", "calls", "ops/s", "p50", "p99",
+	fmt.Fprintf(out, "%-28s %7s %9s %9s %9s %9s %9s %9s %6s %9s\n", "service", "streams", "calls", "ops/s", "p50", "p99",
 		"admitted", "over-adm.", "errors", "cpu/call")
 	for _, tr := range cfg.transports {
 		for _, g := range cfg.concurrency {
 			for _, s := range services {
 				r := results[caseName(s, tr)][g]
-				fmt.Fprintf(out, "%-26s %7d %9d %9.0f %9s %9s %9d %9d %6d %9s\n", caseName(s, tr), g, r.calls,
+				over := strconv.FormatInt(r.over, 10)
+				if s.bound == nil {
+					over = "-"
+				}
+				fmt.Fprintf(out, "%-28s %7d %9d %9.0f %9s %9s %9d %9s %6d %9s\n", caseName(s, tr), g, r.calls,
 					float64(r.calls)/r.elapsed.Seconds(), fmtDur(r.hist.quantile(0.5)), fmtDur(r.hist.quantile(0.99)),
-					r.admitted, r.over, r.errors, fmtDur(r.cpuPerCall()))
+					r.admitted, over, r.errors, fmtDur(r.cpuPerCall()))
 				if r.firstErr != nil {
 					fmt.Fprintf(out, "    first error: %v\n", r.firstErr)
 				}
@@ -211,20 +232,28 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 		}
 	}
 	fmt.Fprintf(out, "load average at end: %s\n", loadAverage())
-	fmt.Fprintf(out, "\nsluice-decide against envoy ratelimit's best configuration at each point:\n")
+	fmt.Fprintf(out, "\nsluice-decide against envoy ratelimit's best configuration at each point")
+	if stub != nil {
+		fmt.Fprintf(out, " (floor: the stub's throughput over envoy's best, the most any service reaches against it in this harness)")
+	}
+	fmt.Fprintln(out, ":")
 	for _, tr := range cfg.transports {
 		for _, g := range cfg.concurrency {
 			a := results[caseName(sl, tr)][g]
 			var b *gatewayResult
 			var bn string
-			for _, s := range services[1:] {
+			for _, s := range envoys {
 				if x := results[caseName(s, tr)][g]; b == nil || x.opsPerSec() > b.opsPerSec() {
 					b, bn = x, s.name
 				}
 			}
 			ratio := a.opsPerSec() / b.opsPerSec()
-			fmt.Fprintf(out, "  %-4s %3d streams: %.2fx %s's throughput; p99 %s vs %s (goal lower: %s); over-admission %d (goal 0: %s)",
-				tr, g, ratio, bn, fmtDur(a.hist.quantile(0.99)), fmtDur(b.hist.quantile(0.99)),
+			fmt.Fprintf(out, "  %-4s %3d streams: sluice / best %.2fx", tr, g, ratio)
+			if stub != nil {
+				fmt.Fprintf(out, ", floor: stub / best %.2fx", results[caseName(stub, tr)][g].opsPerSec()/b.opsPerSec())
+			}
+			fmt.Fprintf(out, " (best: %s); p99 %s vs %s (goal lower: %s); over-admission %d (goal 0: %s)",
+				bn, fmtDur(a.hist.quantile(0.99)), fmtDur(b.hist.quantile(0.99)),
 				verdict(a.hist.quantile(0.99) < b.hist.quantile(0.99)), a.over, verdict(a.over == 0))
 			if g == 100 {
 				fmt.Fprintf(out, "; goal >= 1.5x: %s", verdict(ratio >= 1.5))
@@ -348,8 +377,11 @@ func measureRLS(ctx context.Context, s *rls, tr string, req *rlsv3.RateLimitRequ
 			cpu1 = pidCPU(s.pid)
 		}
 	})
-	r := &gatewayResult{tally: t, admitted: admitted.Load(), bound: s.bound(caseStart, time.Now()), cpu: cpu1 - cpu0}
-	r.over = max(0, r.admitted-r.bound)
+	r := &gatewayResult{tally: t, admitted: admitted.Load(), cpu: cpu1 - cpu0}
+	if s.bound != nil {
+		r.bound = s.bound(caseStart, time.Now())
+		r.over = max(0, r.admitted-r.bound)
+	}
 	return r
 }
 
@@ -403,13 +435,13 @@ type process struct {
 	log  string
 }
 
-func startProcess(path string, env []string, logPath string) (*process, error) {
+func startProcess(path string, env []string, logPath string, args ...string) (*process, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	cmd := exec.Command(path)
+	cmd := exec.Command(path, args...)
 	cmd.Env, cmd.Stdout, cmd.Stderr = env, f, f
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", path, err)

@@ -18,6 +18,10 @@
 //
 //	go run . -gateway -envoy-ratelimit /path/to/service_cmd -mysql 'user:pw@tcp(127.0.0.1:3306)/bench'
 //
+// Beside them (-stub, on by default) it runs a stub service answering at
+// once, this program again as a process of its own, as the transport's
+// floor.
+//
 // With -kinds it measures only what each kind of limit costs Redis per
 // call against a plain acquire (see kindsCost), on its private
 // redis-server:
@@ -50,6 +54,12 @@ import (
 
 func main() {
 	log.SetFlags(0)
+	if len(os.Args) > 1 && os.Args[1] == stubCommand {
+		if err := serveStub(os.Args[2:]); err != nil {
+			log.Fatalf("bench: %v", err)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		log.Fatalf("bench: %v", err)
 	}
@@ -77,6 +87,7 @@ type config struct {
 	pools          []int
 	sluicePools    []int
 	transports     []string
+	stub           bool
 	scriptCalls    int
 	lease          time.Duration
 
@@ -108,6 +119,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&c.decideBin, "decide", "", "with -gateway: path of sluice-decide; empty builds ../cmd/decide")
 	flag.StringVar(&c.mysqlDSN, "mysql", "", "with -gateway: DSN of a MySQL database the harness may migrate and add rows to")
 	flag.StringVar(&transportList, "transports", "grpc,http", "with -gateway: comma-separated transports to drive each service over (grpc, http)")
+	flag.BoolVar(&c.stub, "stub", true, "with -gateway: also run a stub service answering every request OK at once (the transport's floor; not checked for over-admission)")
 	flag.IntVar(&c.limit, "limit", 1000, "with -gateway: the limit, requests per second (and the bucket's capacity)")
 	flag.DurationVar(&c.lease, "lease", 100*time.Millisecond, "lease time of the 'sluice lease' case: Sluice on one hot bucket in lease mode (0 skips it)")
 	flag.IntVar(&c.scriptCalls, "script-calls", 20_000, "calls per round measuring Redis's time per script call (0 skips; only with the private redis-server)")
