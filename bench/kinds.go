@@ -69,23 +69,15 @@ func kindsCost(ctx context.Context, out io.Writer, opts *redis.Options, calls, r
 			return fmt.Errorf("define %s: %w", c.Name, err)
 		}
 	}
+	// The token scripts run as the client runs them: FCALL of their
+	// functions in one library.
+	if err := rdb.FunctionLoadReplace(ctx, redisscript.Functions.Source).Err(); err != nil {
+		return fmt.Errorf("load the function library: %w", err)
+	}
 	load := func(src string) (string, error) { return rdb.ScriptLoad(ctx, src).Result() }
-	acq, err := load(redisscript.AcquireScript.Source())
-	if err != nil {
-		return err
-	}
-	keyed, err := load(redisscript.KeyedAcquireScript.Source())
-	if err != nil {
-		return err
-	}
-	slot, err := load(redisscript.SlotScript.Source())
-	if err != nil {
-		return err
-	}
-	keyedSlot, err := load(redisscript.KeyedSlotScript.Source())
-	if err != nil {
-		return err
-	}
+	fn := redisscript.Functions.Function
+	acq, keyed, slot, keyedSlot := fn(redisscript.AcquireScript), fn(redisscript.KeyedAcquireScript),
+		fn(redisscript.SlotScript), fn(redisscript.KeyedSlotScript)
 	kslotKeys := ks.SlotKeys("kslots", "user-1")
 	before := ""
 	if slotBefore != "" {
@@ -109,26 +101,35 @@ func kindsCost(ctx context.Context, out io.Writer, opts *redis.Options, calls, r
 	}
 	kb, kq := ks.Keyed("kbucket", "user-1"), ks.Keyed("kquota", "user-1")
 	proto := redisscript.ProtocolReserve
-	evalsha := func(sha string, keys []string, args ...any) func(redis.Pipeliner, int) {
-		return testenv.EvalSha(ctx, sha, keys, args...)
+	evalsha := func(name string, keys []string, args ...any) func(redis.Pipeliner, int) {
+		return testenv.FCall(ctx, name, keys, args...)
+	}
+	// call sends a call of the function name, or of the script of SHA1
+	// sha when name is "" (the -slot-lua-before build).
+	call := func(pipe redis.Pipeliner, name, sha string, keys []string, args ...any) {
+		if name == "" {
+			pipe.EvalSha(ctx, sha, keys, args...)
+			return
+		}
+		pipe.FCall(ctx, name, keys, args...)
 	}
 	// slotSend sends op of slot ids[i] (of key, for a keyed limit).
-	slotSend := func(sha string, keys []string, op redisscript.SlotOp, key string) func(redis.Pipeliner, int) {
+	slotSend := func(name, sha string, keys []string, op redisscript.SlotOp, key string) func(redis.Pipeliner, int) {
 		return func(pipe redis.Pipeliner, i int) {
-			pipe.EvalSha(ctx, sha, keys, redisscript.SlotArgs(benchApp, op, ids[i], key)...)
+			call(pipe, name, sha, keys, redisscript.SlotArgs(benchApp, op, ids[i], key)...)
 		}
 	}
-	slotCases := func(suffix, sha string) []kindCase {
+	slotCases := func(suffix, name, sha string) []kindCase {
 		return []kindCase{
-			{name: "slot take" + suffix, send: slotSend(sha, slotKeys, redisscript.SlotTake, "")},
-			{name: "slot release" + suffix, send: slotSend(sha, slotKeys, redisscript.SlotRelease, ""),
+			{name: "slot take" + suffix, send: slotSend(name, sha, slotKeys, redisscript.SlotTake, "")},
+			{name: "slot release" + suffix, send: slotSend(name, sha, slotKeys, redisscript.SlotRelease, ""),
 				note: "releases the takes just before"},
 			{name: "take+release" + suffix, send: func(pipe redis.Pipeliner, i int) {
 				op := redisscript.SlotTake
 				if i%2 == 1 {
 					op = redisscript.SlotRelease
 				}
-				pipe.EvalSha(ctx, sha, slotKeys, redisscript.SlotArgs(benchApp, op, ids[i/2], "")...)
+				call(pipe, name, sha, slotKeys, redisscript.SlotArgs(benchApp, op, ids[i/2], "")...)
 			}, note: "per call: a take and a release of one id in turn"},
 		}
 	}
@@ -140,18 +141,18 @@ func kindsCost(ctx context.Context, out io.Writer, opts *redis.Options, calls, r
 		{name: "keyed quota", send: evalsha(keyed, []string{kq.Config, kq.State}, benchApp, "1", "user-1", proto),
 			base: "keyed acquire"},
 	}
-	cases = append(cases, slotCases("", slot)...)
+	cases = append(cases, slotCases("", slot, "")...)
 	cases = append(cases,
-		kindCase{name: "keyed slot take", base: "keyed acquire", send: slotSend(keyedSlot, kslotKeys, redisscript.SlotTake, "user-1")},
+		kindCase{name: "keyed slot take", base: "keyed acquire", send: slotSend(keyedSlot, "", kslotKeys, redisscript.SlotTake, "user-1")},
 		kindCase{name: "keyed slot release", base: "keyed acquire",
-			send: slotSend(keyedSlot, kslotKeys, redisscript.SlotRelease, "user-1")})
+			send: slotSend(keyedSlot, "", kslotKeys, redisscript.SlotRelease, "user-1")})
 	cases = append(cases,
 		kindCase{name: "reserve", send: evalsha(acq, []string{ks.Bucket("kept")}, benchApp, "1", proto),
 			note: "a bucket with a reserve, not critical"},
 		kindCase{name: "critical", send: evalsha(acq, []string{ks.Bucket("kept")}, benchApp, "1", proto, "1"),
 			note: "the same bucket, critical"})
 	if before != "" {
-		cases = append(cases, slotCases(" (before)", before)...)
+		cases = append(cases, slotCases(" (before, EVALSHA)", "", before)...)
 	}
 
 	costs := make([]testenv.ScriptCost, len(cases))
@@ -162,7 +163,7 @@ func kindsCost(ctx context.Context, out io.Writer, opts *redis.Options, calls, r
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nRedis time inside the script per call, by kind (best of %d rounds of %d calls, 100 to a pipeline, cases in turn):\n",
+	fmt.Fprintf(out, "\nRedis time inside the function per call (FCALL, as the client sends it), by kind (best of %d rounds of %d calls, 100 to a pipeline, cases in turn):\n",
 		rounds, calls)
 	fmt.Fprintf(out, "%-26s %10s %9s  %s\n", "call", "µs/call", "ratio", "(to the acquire; keyed cases to the keyed acquire)")
 	for _, c := range cases {

@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -168,4 +169,43 @@ func TestAcquireFunctionAnswersAsScript(t *testing.T) {
 	if err != nil || len(v) != 7 || v[0] != int64(redisscript.UnknownBucket) {
 		t.Errorf("unknown bucket: %v, %v", v, err)
 	}
+}
+
+// TestQuotaStoredPeriod: a grant stores the end of its period with the
+// count, and an apply that changes the table forgets it, so the next
+// acquire finds its period in the new table (where this count is of
+// another period, 0).
+func TestQuotaStoredPeriod(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		now := s.nowMicros(t) / 1_000_000
+		q := redisscript.Config{Name: "q", ID: 1, Version: 1, Capacity: 10, Apps: []string{"a"},
+			Kind: redisscript.KindQuota, Bounds: []int64{now - 100, now + 100_000}}
+		s.apply(t, q, false)
+		if a := s.acquire(t, "q", "a", 2); a.Code != redisscript.Allowed || a.Remaining != 8 {
+			t.Fatalf("first acquire: %+v", a)
+		}
+		h := s.fields(t, "q")
+		if h[redisscript.FieldPeriodEnd] != strconv.FormatInt(now+100_000, 10) ||
+			h[redisscript.FieldPeriodStart] != strconv.FormatInt(now-100, 10) {
+			t.Fatalf("stored period %s..%s", h[redisscript.FieldPeriodStart], h[redisscript.FieldPeriodEnd])
+		}
+		if a := s.acquire(t, "q", "a", 1); a.Remaining != 7 {
+			t.Fatalf("second acquire: %+v", a)
+		}
+		// The same instant falls in a period of the new table that starts
+		// later: the count of the old one is not this period's.
+		q.Version, q.Bounds = 2, []int64{now - 50, now + 100_000}
+		if out := s.apply(t, q, false); out != redisscript.Updated {
+			t.Fatalf("apply: %v", out)
+		}
+		if a := s.acquire(t, "q", "a", 1); a.Code != redisscript.Allowed || a.Remaining != 9 {
+			t.Fatalf("after the new table: %+v, want 9 left of a new count", a)
+		}
+		// An update that keeps the table keeps the count.
+		q.Version, q.Capacity = 3, 20
+		s.apply(t, q, false)
+		if a := s.acquire(t, "q", "a", 1); a.Remaining != 18 {
+			t.Fatalf("after a new capacity: %+v, want 18 left", a)
+		}
+	})
 }

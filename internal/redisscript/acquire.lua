@@ -179,6 +179,17 @@ local function period_of(b, now)
   return lo, hi
 end
 
+-- counted returns the period [s, e) of a quota's stored count used and
+-- that count, when its stored period (start ps, end pe, Unix seconds)
+-- holds now (µs), else nil: the acquire then finds the period in the
+-- table. The apply script forgets pe (writes 0) whenever the table may
+-- have changed, so a stored period is always one of the table's.
+local function counted(used, ps, pe, now)
+  ps, pe = tonumber(ps), tonumber(pe)
+  if not ps or not pe or now < ps * 1000000 or now >= pe * 1000000 then return nil end
+  return ps, pe, tonumber(used) or 0
+end
+
 -- quota_take answers a request of n (1 <= n <= q) from a quota of q that
 -- counted used in the period [s, e) at now: the new count (nil when
 -- nothing is counted) and the answer of seven integers (then x8, x9, x10):
@@ -310,16 +321,22 @@ if kind == 1 then
   -- now, kept with the period's start; a table that does not cover now
   -- is no valid config. Quotas have no lease mode and no reserve.
   local now = now_us()
-  local q = redis.call('HMGET', KEYS[1], 'bounds', 'used', 'pstart')
-  local s, e = period_of(q[1], now)
+  local q = redis.call('HMGET', KEYS[1], 'used', 'pstart', 'pend')
+  local s, e, used = counted(q[1], q[2], q[3], now)
   if not s then
-    return {-1, 0, 0, 0, 0, 0, 0}
+    s, e = period_of(redis.call('HGET', KEYS[1], 'bounds'), now)
+    if not s then
+      return {-1, 0, 0, 0, 0, 0, 0}
+    end
+    used = 0
+    if tonumber(q[2]) == s then used = tonumber(q[1]) or 0 end
   end
-  local used = 0
-  if tonumber(q[3]) == s then used = tonumber(q[2]) or 0 end
   if lease then lease = 0 end
   local u, answer = quota_take(capacity, used, n, s, e, now, shadow, lease, sh, res)
-  if u then redis.call('HSET', KEYS[1], 'used', string.format('%d', u), 'pstart', string.format('%d', s)) end
+  if u then
+    redis.call('HSET', KEYS[1], 'used', string.format('%d', u), 'pstart', string.format('%d', s), 'pend',
+      string.format('%d', e))
+  end
   return answer
 end
 local tokens, ts = refill(f[1], f[2], now_us(), capacity, pm, period)

@@ -71,12 +71,23 @@ local cfg = packed(kind, ARGV[3], ARGV[4], ARGV[5], lease, shadow, reserve)
 -- A new hash gets its fields in this order: Redis finds a field of a small
 -- hash by scanning from the first, and every acquire reads tokens, ts, cfg
 -- and apps (and without cfg the limit, lease_ms, shadow, kind and reserve).
-local function write(tokens, ts)
+local function write(tokens, ts, fresh)
   local f = {'HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts)}
   if cfg then
     f[#f + 1], f[#f + 2] = 'cfg', cfg
   end
-  for _, v in ipairs({'apps', ARGV[6], 'capacity', ARGV[3], 'permits', ARGV[4], 'period', ARGV[5], 'lease_ms', lease,
+  f[#f + 1], f[#f + 2] = 'apps', ARGV[6]
+  -- A quota's count, its period's start and its end come next (the
+  -- acquire reads them second): a new incarnation counts 0 of no period;
+  -- an update keeps the count and forgets the end, so that the next
+  -- acquire finds the period in the table it may have changed.
+  if kind == 'quota' then
+    if fresh then
+      f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = 'used', '0', 'pstart', '0'
+    end
+    f[#f + 1], f[#f + 2] = 'pend', '0'
+  end
+  for _, v in ipairs({'capacity', ARGV[3], 'permits', ARGV[4], 'period', ARGV[5], 'lease_ms', lease,
     'shadow', shadow, 'kind', kind, 'reserve', reserve, 'id', ARGV[1], 'version', ARGV[2]}) do
     f[#f + 1] = v
   end
@@ -91,7 +102,7 @@ local cid = tonumber(cur[1])
 if not cid or cid < id then
   -- A new bucket, or a new incarnation of the name: it starts full.
   redis.call('DEL', KEYS[1])
-  write(capacity, now)
+  write(capacity, now, true)
   return 1
 end
 
@@ -120,5 +131,5 @@ else
 end
 if tokens > capacity then tokens = capacity end
 if tokens < 0 then tokens = 0 end
-write(tokens, ts)
+write(tokens, ts, false)
 return 2

@@ -53,6 +53,11 @@ const (
 	// period is 0. Written by the acquire scripts.
 	FieldUsed        = "used"
 	FieldPeriodStart = "pstart"
+	// FieldPeriodEnd is the end (Unix seconds) of the period FieldUsed
+	// counts, written with it by the acquire script so that the next
+	// acquire in the same period needs no look into the table; Apply
+	// writes 0 (none) whenever the table may have changed.
+	FieldPeriodEnd = "pend"
 	// FieldReserve is the bucket's reserve: tokens that only requests
 	// marked critical may take, a whole number below the capacity; absent
 	// means "0" (none). Written by Apply.

@@ -66,16 +66,22 @@ if kind == 1 then
   -- now, kept with the period's start; a table that does not cover now
   -- is no valid config. Quotas have no lease mode and no reserve.
   local now = now_us()
-  local q = redis.call('HMGET', KEYS[1], 'bounds', 'used', 'pstart')
-  local s, e = period_of(q[1], now)
+  local q = redis.call('HMGET', KEYS[1], 'used', 'pstart', 'pend')
+  local s, e, used = counted(q[1], q[2], q[3], now)
   if not s then
-    return {-1, 0, 0, 0, 0, 0, 0}
+    s, e = period_of(redis.call('HGET', KEYS[1], 'bounds'), now)
+    if not s then
+      return {-1, 0, 0, 0, 0, 0, 0}
+    end
+    used = 0
+    if tonumber(q[2]) == s then used = tonumber(q[1]) or 0 end
   end
-  local used = 0
-  if tonumber(q[3]) == s then used = tonumber(q[2]) or 0 end
   if lease then lease = 0 end
   local u, answer = quota_take(capacity, used, n, s, e, now, shadow, lease, sh, res)
-  if u then redis.call('HSET', KEYS[1], 'used', string.format('%d', u), 'pstart', string.format('%d', s)) end
+  if u then
+    redis.call('HSET', KEYS[1], 'used', string.format('%d', u), 'pstart', string.format('%d', s), 'pend',
+      string.format('%d', e))
+  end
   return answer
 end
 local tokens, ts = refill(f[1], f[2], now_us(), capacity, pm, period)

@@ -41,6 +41,17 @@ local function period_of(b, now)
   return lo, hi
 end
 
+-- counted returns the period [s, e) of a quota's stored count used and
+-- that count, when its stored period (start ps, end pe, Unix seconds)
+-- holds now (µs), else nil: the acquire then finds the period in the
+-- table. The apply script forgets pe (writes 0) whenever the table may
+-- have changed, so a stored period is always one of the table's.
+local function counted(used, ps, pe, now)
+  ps, pe = tonumber(ps), tonumber(pe)
+  if not ps or not pe or now < ps * 1000000 or now >= pe * 1000000 then return nil end
+  return ps, pe, tonumber(used) or 0
+end
+
 -- quota_take answers a request of n (1 <= n <= q) from a quota of q that
 -- counted used in the period [s, e) at now: the new count (nil when
 -- nothing is counted) and the answer of seven integers (then x8, x9, x10):
