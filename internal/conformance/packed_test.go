@@ -51,8 +51,8 @@ func TestPackedLimit(t *testing.T) {
 			}
 			p, ok := s.fields(t, c.Name)[redisscript.FieldPacked]
 			switch {
-			case s.real && len(p) != 56:
-				t.Fatalf("%s: packed limit %q, want 56 bytes", c.Name, p)
+			case s.real && len(p) != 64:
+				t.Fatalf("%s: packed limit %q, want 64 bytes", c.Name, p)
 			case !s.real && ok:
 				t.Fatalf("%s: a packed limit without struct: %q", c.Name, p)
 			}
@@ -117,7 +117,7 @@ func TestPackedLimit(t *testing.T) {
 		if out := s.apply(t, limits[0], false); out != redisscript.Updated {
 			t.Errorf("apply over a hash without a packed limit: %v, want updated", out)
 		}
-		if p := s.fields(t, "plain")[redisscript.FieldPacked]; len(p) != 56 {
+		if p := s.fields(t, "plain")[redisscript.FieldPacked]; len(p) != 64 {
 			t.Errorf("packed limit after the apply: %q", p)
 		}
 		if out := s.apply(t, limits[0], false); out != redisscript.Unchanged {

@@ -66,7 +66,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 -- The packed limit (lua/packed.lua); nil on a server without struct.
-local cfg = packed(kind, ARGV[3], ARGV[4], ARGV[5], lease, shadow, reserve)
+local cfg = packed(kind, ARGV[3], ARGV[4], ARGV[5], lease, shadow, reserve, slot_ms)
 
 -- A new hash gets its fields in this order: Redis finds a field of a small
 -- hash by scanning from the first, and every acquire reads tokens, ts, cfg

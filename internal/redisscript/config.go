@@ -217,7 +217,7 @@ func (c Config) boundsArg() string {
 }
 
 // packed is the packed limit (FieldPacked) Apply writes for c: lua/packed.lua
-// packs the same seven numbers with struct.pack("<ddddddd", ...).
+// packs the same eight numbers with struct.pack("<dddddddd", ...).
 func (c Config) packed() []byte {
 	kind := 0.0
 	switch c.LimitKind() {
@@ -230,9 +230,9 @@ func (c Config) packed() []byte {
 	if c.Shadow {
 		shadow = 1
 	}
-	b := make([]byte, 0, 56)
+	b := make([]byte, 0, 64)
 	for _, v := range []float64{kind, float64(c.Capacity), float64(c.PermitsMicro), float64(c.PeriodSeconds),
-		float64(c.LeaseMillis), shadow, float64(c.Reserve)} {
+		float64(c.LeaseMillis), shadow, float64(c.Reserve), float64(c.SlotMillis)} {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
 	}
 	return b

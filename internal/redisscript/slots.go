@@ -60,8 +60,8 @@ const (
 // core out: every function of the core is built again at each call, and
 // a slot call must cost Redis about what an acquire does.
 var (
-	SlotScript      = script(coreBucket, coreSlots, "lua/slot.lua")
-	KeyedSlotScript = script(coreBucket, coreKeyed, coreSlots, "lua/keyed_slot.lua")
+	SlotScript      = script(coreBucket, corePacked, coreSlots, "lua/slot.lua")
+	KeyedSlotScript = script(coreBucket, corePacked, coreKeyed, coreSlots, "lua/keyed_slot.lua")
 )
 
 // Slots returns the key of the slot set of shared concurrency limit

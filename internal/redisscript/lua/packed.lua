@@ -1,19 +1,19 @@
 -- The packed limit (docs/protocol.md, "The packed limit"). The apply
--- script writes a bucket's limit a second time, in the field cfg, as seven
+-- script writes a bucket's limit a second time, in the field cfg, as eight
 -- little-endian doubles: kind (0 token bucket, 1 quota, 2 concurrency),
--- capacity, permits in millionths, period, lease_ms, shadow (0 or 1) and
--- reserve. The acquire reads it with the state in one HMGET of four
--- fields and one struct.unpack, where the fields cost seven more lookups
--- in the hash and their parsing. A hash without it (written by an older
--- worker, or on a server without the struct library) is read field by
--- field, with the same answers.
-local PACKED = '<ddddddd'
+-- capacity, permits in millionths, period, lease_ms, shadow (0 or 1),
+-- reserve and slot_ms. The acquire reads it with the state in one HMGET
+-- of four fields and one struct.unpack, where the fields cost seven more
+-- lookups in the hash and their parsing. A hash without it (written by an
+-- older worker, or on a server without the struct library) is read field
+-- by field, with the same answers.
+local PACKED, PACKED_LEN = '<dddddddd', 64
 
 -- packed returns the packed limit of kind k ('bucket', 'quota' or
 -- 'concurrency'), capacity c, permits p (a decimal), period d, lease_ms,
--- shadow ('0' or '1') and reserve r, or nil on a server without the
--- struct library.
-local function packed(k, c, p, d, lease, shadow, r)
+-- shadow ('0' or '1'), reserve r and slot_ms, or nil on a server without
+-- the struct library.
+local function packed(k, c, p, d, lease, shadow, r, slot_ms)
   local st = rawget(_G, 'struct')
   if not st then return nil end
   local code = 0
@@ -23,14 +23,14 @@ local function packed(k, c, p, d, lease, shadow, r)
     code = 2
   end
   return st.pack(PACKED, code, tonumber(c), math.floor(tonumber(p) * 1000000 + 0.5), tonumber(d), tonumber(lease),
-    tonumber(shadow), tonumber(r))
+    tonumber(shadow), tonumber(r), tonumber(slot_ms))
 end
 
 -- unpacked returns the packed limit s as kind, capacity, permits in
 -- millionths, period, lease_ms, shadow and reserve, or nil when s is no
 -- packed limit of a token bucket or a quota that holds.
 local function unpacked(s)
-  if type(s) ~= 'string' or #s ~= 56 then return nil end
+  if type(s) ~= 'string' or #s ~= PACKED_LEN then return nil end
   local k, c, pm, d, lease, shadow, r = struct.unpack(PACKED, s)
   if c < 1 or c % 1 ~= 0 then return nil end
   if k == 0 then

@@ -10,15 +10,21 @@ if (op ~= 'take' and op ~= 'release' and op ~= 'renew') or not slot_id_ok(id) th
   return {-4, 0, 0, 0, 0, 0, 0}
 end
 if KEYS[2] ~= KEYS[1] .. ':slots' then return {-5, 0, 0, 0, 0, 0, 0} end
--- A concurrency limit's rate fields are not read: only another kind's
--- (rarely sent here) needs them, to tell a token bucket from no limit.
-local f = redis.call('HMGET', KEYS[1], 'capacity', 'apps', 'shadow', 'kind', 'slot_ms')
-local p = {}
-if f[4] ~= 'concurrency' then p = redis.call('HMGET', KEYS[1], 'permits', 'period') end
-local limit = kind_limit(f[4], f[1], p[1], p[2])
-if not limit then return {-1, 0, 0, 0, 0, 0, 0} end
-local ms = slot_ms_of(f[4], f[5])
+-- The packed limit and the apps in one HMGET; without a packed limit, the
+-- fields, where a concurrency limit's rate fields are not read: only
+-- another kind's (rarely sent here) needs them, to tell a token bucket
+-- from no limit.
+local f = redis.call('HMGET', KEYS[1], 'cfg', 'apps')
+local limit, ms, shadow = slot_limit(f[1])
+if not limit then
+  local g = redis.call('HMGET', KEYS[1], 'capacity', 'shadow', 'kind', 'slot_ms')
+  local p = {}
+  if g[3] ~= 'concurrency' then p = redis.call('HMGET', KEYS[1], 'permits', 'period') end
+  limit = kind_limit(g[3], g[1], p[1], p[2])
+  if not limit then return {-1, 0, 0, 0, 0, 0, 0} end
+  ms, shadow = slot_ms_of(g[3], g[4]), g[2] == '1'
+end
 if not app_ok(app, f[2]) then return {-2, 0, limit, 0, ms or 0, 0, 0} end
 -- A limit of another kind (a token bucket, a quota) has no slots.
 if not ms then return {-6, 0, limit, 0, 0, 0, 0} end
-return slot_op(op, KEYS[2], id, now_us(), limit, ms, f[3] == '1', 0)
+return slot_op(op, KEYS[2], id, now_us(), limit, ms, shadow, 0)
