@@ -337,8 +337,9 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 }
 
 // Close stops the Limiter's goroutines; it does not wait for a call stuck
-// on an unresponsive server, nor close the Redis client. Calls after Close
-// return ErrClosed.
+// on an unresponsive server, nor close the Redis client. It does wait for
+// a load of the acquire function still in flight, which ends within the
+// timeout (WithTimeout). Calls after Close return ErrClosed.
 func (l *Limiter) Close() error {
 	if l.closed.Swap(true) {
 		return nil
