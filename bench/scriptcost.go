@@ -4,21 +4,25 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redisscript"
-	"github.com/sluicehq/sluice/internal/redisscript/testenv"
 )
 
-// scriptCost measures what one call costs Redis for Sluice's acquire
-// script and the plain script: the time inside the script
-// (usec_per_call of INFO commandstats) and redis-server's whole CPU time
+// scriptCost measures what one call costs Redis for Sluice's acquire and
+// the plain script: the time inside the script (usec_per_call of INFO
+// commandstats, EVALSHA's and FCALL's) and redis-server's whole CPU time
 // per call (INFO cpu: parsing, the script, replies and system calls),
-// with calls sent 100 to a pipeline and one per round trip. Each figure
-// is the best of rounds, the scripts taking turns. It resets Redis's
-// statistics, so it runs only against a server this program started.
+// with calls sent 100 to a pipeline and one per round trip. Sluice's
+// acquire is sent as the client sends it: FCALL of the acquire function
+// where the library loads, and then also as EVALSHA, to show what the
+// function saves. Each figure is the best of rounds, the cases taking
+// turns. It resets Redis's statistics, so it runs only against a server
+// this program started.
 func scriptCost(ctx context.Context, out io.Writer, opts *redis.Options, w workload, calls, rounds int) error {
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
@@ -27,9 +31,11 @@ func scriptCost(ctx context.Context, out io.Writer, opts *redis.Options, w workl
 	}
 	ks := redisscript.Keyspace{Prefix: w.prefix}
 	type script struct {
-		name, sha string
-		keys      []string
-		args      []any
+		name string
+		send func(redis.Pipeliner)
+	}
+	evalsha := func(sha string, keys []string, args ...any) func(redis.Pipeliner) {
+		return func(pipe redis.Pipeliner) { pipe.EvalSha(ctx, sha, keys, args...) }
 	}
 	acqSHA, err := rdb.ScriptLoad(ctx, redisscript.AcquireScript.Source()).Result()
 	if err != nil {
@@ -41,10 +47,16 @@ func scriptCost(ctx context.Context, out io.Writer, opts *redis.Options, w workl
 	}
 	// Bucket 0 has id 1 and version 1 (defineBuckets); its rate is w.rate
 	// per second, so permits_micro is w.rate x 10^6 over a period of 1 s.
-	scripts := []script{
-		{"sluice acquire", acqSHA, []string{ks.Bucket(w.bucketName(0))}, []any{benchApp, "1"}},
-		{"plain", plainSHA, []string{w.prefix + "pl:{" + w.bucketName(0) + "}"}, []any{w.capacity, w.rate, 1}},
+	acqKeys, acqArgs := []string{ks.Bucket(w.bucketName(0))}, []any{benchApp, "1", redisscript.ProtocolReserve}
+	scripts := []script{{"sluice acquire", evalsha(acqSHA, acqKeys, acqArgs...)}}
+	if loadAcquireFunction(ctx, rdb) {
+		scripts = []script{
+			{"sluice acquire", func(pipe redis.Pipeliner) { pipe.FCall(ctx, redisscript.AcquireFunction.Name, acqKeys, acqArgs...) }},
+			{"sluice evalsha", evalsha(acqSHA, acqKeys, acqArgs...)},
+		}
 	}
+	scripts = append(scripts,
+		script{"plain", evalsha(plainSHA, []string{w.prefix + "pl:{" + w.bucketName(0) + "}"}, w.capacity, w.rate, 1)})
 	cpu, closeCPU := redisCPUFunc(ctx, opts)
 	defer closeCPU()
 	type cost struct{ inScript, server float64 }
@@ -59,14 +71,14 @@ func scriptCost(ctx context.Context, out io.Writer, opts *redis.Options, w workl
 				pipe := rdb.Pipeline()
 				for sent := 0; sent < calls; sent += batch {
 					for range batch {
-						pipe.EvalSha(ctx, s.sha, s.keys, s.args...)
+						s.send(pipe)
 					}
 					if _, err := pipe.Exec(ctx); err != nil {
 						return fmt.Errorf("%s: %w", s.name, err)
 					}
 				}
 				server := float64(cpu()-cpu0) / float64(time.Microsecond) / float64(calls)
-				in, err := testenv.EvalshaMicrosPerCall(ctx, rdb)
+				in, err := scriptMicrosPerCall(ctx, rdb)
 				if err != nil {
 					return err
 				}
@@ -86,4 +98,45 @@ func scriptCost(ctx context.Context, out io.Writer, opts *redis.Options, w workl
 		fmt.Fprintf(out, "%-16s %20.2fµs %24.2fµs %24.2fµs\n", s.name, min(p.inScript, one.inScript), p.server, one.server)
 	}
 	return nil
+}
+
+// scriptMicrosPerCall reads the time Redis spent per script or function
+// call from INFO commandstats: the usec over the calls of EVALSHA and
+// FCALL together (each case sends one of them after a statistics reset).
+func scriptMicrosPerCall(ctx context.Context, rdb *redis.Client) (float64, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var calls, usec int64
+	for line := range strings.SplitSeq(info, "\n") {
+		line = strings.TrimSpace(line)
+		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
+		if !ok {
+			if rest, ok = strings.CutPrefix(line, "cmdstat_fcall:"); !ok {
+				continue
+			}
+		}
+		for kv := range strings.SplitSeq(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			var n *int64
+			switch k {
+			case "calls":
+				n = &calls
+			case "usec":
+				n = &usec
+			default:
+				continue
+			}
+			x, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("commandstats %q: %w", line, err)
+			}
+			*n += x
+		}
+	}
+	if calls == 0 {
+		return 0, fmt.Errorf("no evalsha or fcall in commandstats")
+	}
+	return float64(usec) / float64(calls), nil
 }

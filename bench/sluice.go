@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -152,29 +153,39 @@ func newLimiters(ctx context.Context, opts *redis.Options, w workload, timeout t
 			suffix = fmt.Sprintf(" pool=%d", size)
 		}
 		impls = append(impls, newRedisRate(&o, w, "redis_rate"+suffix), newPlain(&o, w, "plain"+suffix),
-			newUnbatched(&o, w, "unbatched acquire"+suffix))
+			newUnbatched(ctx, &o, w, "unbatched acquire"+suffix))
 	}
 	return impls, nil
 }
 
-// unbatched is Sluice's own acquire script sent as one EVALSHA per call,
+// unbatched is Sluice's own acquire sent alone, one call per round trip,
 // each caller on its own pooled connection as the plain peer does: the
 // same work in Redis as Sluice's, without its batching. Set beside
 // Sluice, it tells what the engine adds or saves from what the script
-// costs.
+// costs. It sends the command the client sends: FCALL of the acquire
+// function where the library loads (Redis 7 and later), else EVALSHA.
 type unbatched struct {
 	rdb   *redis.Client
 	label string
 	keys  [][]string
+	fcall bool
 }
 
-func newUnbatched(opts *redis.Options, w workload, label string) *unbatched {
+func newUnbatched(ctx context.Context, opts *redis.Options, w workload, label string) *unbatched {
 	u := &unbatched{rdb: redis.NewClient(opts), label: label}
 	ks := redisscript.Keyspace{Prefix: w.prefix}
 	for i := range w.buckets {
 		u.keys = append(u.keys, []string{ks.Bucket(w.bucketName(i))})
 	}
+	u.fcall = loadAcquireFunction(ctx, u.rdb)
 	return u
+}
+
+// loadAcquireFunction loads the acquire function's library, as the
+// client does at New, and reports whether acquires may FCALL it.
+func loadAcquireFunction(ctx context.Context, rdb *redis.Client) bool {
+	err := rdb.FunctionLoad(ctx, redisscript.AcquireFunction.Library).Err()
+	return err == nil || strings.Contains(err.Error(), "already exists")
 }
 
 func (u *unbatched) name() string { return u.label }
@@ -182,7 +193,13 @@ func (u *unbatched) name() string { return u.label }
 func (u *unbatched) acquire(ctx context.Context, i int) (bool, error) {
 	// The arguments the client sends: app, n and the answer's version.
 	keys := u.keys[i%len(u.keys)]
-	v, err := redisscript.AcquireScript.Run(ctx, u.rdb, keys, benchApp, "1", "2").Int64Slice()
+	var v []int64
+	var err error
+	if u.fcall {
+		v, err = u.rdb.FCall(ctx, redisscript.AcquireFunction.Name, keys, benchApp, "1", redisscript.ProtocolReserve).Int64Slice()
+	} else {
+		v, err = redisscript.AcquireScript.Run(ctx, u.rdb, keys, benchApp, "1", redisscript.ProtocolReserve).Int64Slice()
+	}
 	if err != nil {
 		return false, err
 	}

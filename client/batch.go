@@ -48,9 +48,10 @@ const (
 // caller after it finished, the batcher after it was abandoned) puts it
 // back.
 type call struct {
-	// args are the command: "evalsha" sha numkeys keys... argv..., of
-	// which the first nargs are sent; src is the script's source, sent
-	// with "eval" after NOSCRIPT.
+	// args are the command: "evalsha" sha (or "fcall" function) numkeys
+	// keys... argv..., of which the first nargs are sent; src is the
+	// script's source, sent with "eval" after NOSCRIPT (or "Function not
+	// found").
 	args  [10]any
 	nargs int
 	src   any

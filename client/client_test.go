@@ -200,9 +200,11 @@ func TestObserver(t *testing.T) {
 
 // TestNoscriptResend flushes the script cache, as a restart or failover
 // does: acquires must reload it and succeed, none failing or falling back.
+// The client may not load functions, so that acquires run as scripts
+// (TestFunctionFlushedFallsBack flushes the function).
 func TestNoscriptResend(t *testing.T) {
 	t.Parallel()
-	e, _ := privateRedis(t)
+	e := noFunctions(t)
 	e.define(t, "ns", 1_000_000, 1_000_000, 1, "svc")
 	var logs bytes.Buffer
 	l := e.limiter(t, "svc", client.WithFailurePolicy(client.FailClosed), client.WithTimeout(2*time.Second),
@@ -268,7 +270,8 @@ func TestNoRetryOfSentAcquire(t *testing.T) {
 }
 
 // cuttingProxy forwards to a Redis server but closes the first connection
-// that sends an EVALSHA once the command is through and before the reply.
+// that sends an acquire (EVALSHA or FCALL) once the command is through and
+// before the reply.
 type cuttingProxy struct {
 	addr string
 	cut  atomic.Int32
@@ -325,7 +328,7 @@ func (p *cuttingProxy) serve(c net.Conn, target string) {
 	for {
 		n, err := c.Read(buf)
 		if n > 0 {
-			cutNow := strings.Contains(strings.ToLower(string(buf[:n])), "evalsha") && p.cut.CompareAndSwap(0, 1)
+			cutNow := acquires(buf[:n]) > 0 && p.cut.CompareAndSwap(0, 1)
 			if cutNow {
 				close(done)
 			}
@@ -456,14 +459,14 @@ func TestQueuedCallsDroppedAfterTimeout(t *testing.T) {
 }
 
 // holdingProxy forwards to a Redis server; while held, it keeps what the
-// client sends with an EVALSHA in it until release. It counts the EVALSHA
-// commands it received.
+// client sends with an acquire (EVALSHA or FCALL) in it until release. It
+// counts the acquires it received.
 type holdingProxy struct {
-	addr    string
-	mu      sync.Mutex
-	held    bool
-	cond    *sync.Cond
-	evalsha int
+	addr  string
+	mu    sync.Mutex
+	held  bool
+	cond  *sync.Cond
+	calls int
 }
 
 func newHoldingProxy(t *testing.T, target string) *holdingProxy {
@@ -492,9 +495,9 @@ func newHoldingProxy(t *testing.T, target string) *holdingProxy {
 				for {
 					n, err := c.Read(buf)
 					if n > 0 {
-						k := strings.Count(strings.ToLower(string(buf[:n])), "evalsha")
+						k := acquires(buf[:n])
 						p.mu.Lock()
-						p.evalsha += k
+						p.calls += k
 						for p.held && k > 0 { // connection handshakes pass
 							p.cond.Wait()
 						}
@@ -522,4 +525,11 @@ func (p *holdingProxy) release() {
 	p.mu.Unlock()
 }
 
-func (p *holdingProxy) seen() int { p.mu.Lock(); defer p.mu.Unlock(); return p.evalsha }
+func (p *holdingProxy) seen() int { p.mu.Lock(); defer p.mu.Unlock(); return p.calls }
+
+// acquires counts the script and function calls (EVALSHA, FCALL) in what
+// a client sent.
+func acquires(sent []byte) int {
+	s := strings.ToLower(string(sent))
+	return strings.Count(s, "evalsha") + strings.Count(s, "fcall")
+}

@@ -60,6 +60,22 @@
 // Every Acquire is one run of the acquire script in Redis (see
 // docs/protocol.md): refill by Redis's own clock, check the app, take the
 // tokens, all atomically. The client's clock is never used for token math.
+//
+// On Redis 7 and later the acquire runs as a Redis function: over a
+// single-node or Sentinel client, New loads the acquire's function
+// library in the background (FUNCTION LOAD, once per Limiter, never
+// blocking or failing New), and from then on a plain Acquire is an FCALL,
+// which answers exactly as the script does and costs Redis less (the
+// script's chunk is not run again on every call). Until the library is
+// loaded, and for good where it cannot be (an older Redis, an ACL user
+// without FUNCTION, Cluster and Ring clients), acquires run as EVALSHA. A
+// Redis that lost the library (restarted without persistence, FUNCTION
+// FLUSH) answers "Function not found": the call is resent with the
+// script's source, as after NOSCRIPT, and the library is loaded again in
+// the background. Each library's name carries a hash of its source, so
+// clients of different versions share a server without replacing each
+// other's; FUNCTION DELETE removes the library of a version no longer
+// run.
 // Concurrent calls are batched only when they must wait anyway: a caller
 // that finds a connection of the Redis client's pool free sends its call
 // at once on its own goroutine; calls that arrive while every connection
@@ -84,10 +100,10 @@
 //
 // A call waits at most the timeout (WithTimeout, 50 ms by default). A call
 // that timed out or lost its connection is never sent again (Redis may
-// have run it, and the tokens would be taken twice); only NOSCRIPT, which
-// means the script did not run, is answered by resending the call with the
-// script's source. Calls still queued when their caller gave up are
-// dropped unsent.
+// have run it, and the tokens would be taken twice); only NOSCRIPT (or
+// "Function not found" for an FCALL), which means the script did not run,
+// is answered by resending the call with the script's source. Calls still
+// queued when their caller gave up are dropped unsent.
 //
 // Such a failure gets the FailurePolicy's answer. Failures that keep
 // coming open a circuit breaker: 3 calls in a row (no answer between them)

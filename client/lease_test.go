@@ -32,7 +32,8 @@ func (e env) defineLeased(t testing.TB, name string, capacity, permitsMicro, per
 	}
 }
 
-// scriptCalls counts the scripts redis-server ran (EVALSHA and EVAL).
+// scriptCalls counts the scripts redis-server ran (EVALSHA, EVAL and
+// FCALL).
 func scriptCalls(t testing.TB, rdb redis.UniversalClient) int64 {
 	t.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
@@ -42,7 +43,8 @@ func scriptCalls(t testing.TB, rdb redis.UniversalClient) int64 {
 	var total int64
 	for line := range strings.SplitSeq(info, "\n") {
 		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") &&
+			!strings.HasPrefix(line, "cmdstat_fcall:") {
 			continue
 		}
 		_, rest, _ := strings.Cut(line, "calls=")

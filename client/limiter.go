@@ -268,6 +268,8 @@ type Limiter struct {
 
 	snd   *sender
 	batch *batcher
+
+	fn acquireFunction // the acquire as a Redis function (function.go)
 }
 
 // maxCachedBuckets bounds the per-name state kept by a Limiter; names past
@@ -277,7 +279,8 @@ const maxCachedBuckets = 10_000
 // New returns a Limiter that takes tokens as app through rdb, which may be
 // a single-node, Sentinel (failover) or Cluster client. The Limiter does
 // not close rdb. Commands the Limiter sends are never retried by go-redis,
-// whatever rdb's MaxRetries, except to reload the script after NOSCRIPT.
+// whatever rdb's MaxRetries, except to reload the script after NOSCRIPT
+// (or the function after "Function not found").
 //
 // Over a *redis.Client (single node or Sentinel), callers send their calls
 // themselves, through a copy of rdb made by rdb.WithTimeout(timeout) that
@@ -329,12 +332,14 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 	l.snd, l.batch = newSender(l)
 	l.wg.Add(1)
 	go l.prober()
+	l.startFunctions()
 	return l, nil
 }
 
 // Close stops the Limiter's goroutines; it does not wait for a call stuck
-// on an unresponsive server, nor close the Redis client. Calls after Close
-// return ErrClosed.
+// on an unresponsive server, nor close the Redis client. It does wait for
+// a load of the acquire function still in flight, which ends within the
+// timeout (WithTimeout). Calls after Close return ErrClosed.
 func (l *Limiter) Close() error {
 	if l.closed.Swap(true) {
 		return nil
@@ -343,6 +348,7 @@ func (l *Limiter) Close() error {
 	l.cancel()
 	l.batch.close()
 	l.wg.Wait()
+	l.fn.close()
 	return nil
 }
 
@@ -418,10 +424,16 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		}
 	}
 	c := getCall()
+	// FCALL of the acquire function where it is loaded, else EVALSHA
+	// (function.go); either answers the same.
+	fn := l.fn.state.Load()
+	c.args[0], c.args[1] = evalshaArg, l.shaArg
+	if fn == fnOn {
+		c.args[0], c.args[1] = fcallArg, fnNameArg
+	}
 	// Protocol 3: the answer carries the lease time, the shadow mode and
 	// the reserve, which FailLocal keeps with the limit it learns.
-	c.args[0], c.args[1], c.args[2], c.args[3], c.args[4], c.args[5], c.args[6] = "evalsha", l.shaArg, "1", b.keyArg, l.appArg, n,
-		redisscript.ProtocolReserve
+	c.args[2], c.args[3], c.args[4], c.args[5], c.args[6] = "1", b.keyArg, l.appArg, n, redisscript.ProtocolReserve
 	c.nargs, c.src = 7, l.srcArg
 	if critical {
 		c.args[7], c.nargs = "1", 8
@@ -451,6 +463,9 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 		return l.fallback(b, n, critical)
 	}
 	l.answered()
+	if fn == fnRetry {
+		l.retryFunction()
+	}
 	if !critical {
 		l.denied.learn(key, n, sent, cl, a)
 	}
@@ -517,7 +532,7 @@ func unavailable(err error) bool {
 		return true
 	}
 	for _, p := range []string{"LOADING", "BUSY", "MASTERDOWN", "READONLY", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS",
-		"OOM", "NOSCRIPT", "MOVED", "ASK"} {
+		"OOM", "NOSCRIPT", errFunctionMissing, "MOVED", "ASK"} {
 		if redis.HasErrorPrefix(err, p) {
 			return true
 		}

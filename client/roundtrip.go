@@ -14,8 +14,8 @@ import (
 var errOpen = errors.New("sluice: circuit breaker open")
 
 // acquireCmd is a script call go-redis must never resend on its own: after
-// a network error Redis may already have run it. (NOSCRIPT, which means it
-// did not run, is resent by roundTrip.)
+// a network error Redis may already have run it. (NOSCRIPT, or "Function
+// not found" for an FCALL, which mean it did not run, is resent by send.)
 type acquireCmd struct{ *redis.IntSliceCmd }
 
 // NoRetry tells go-redis not to retry the command.
@@ -110,7 +110,8 @@ func newSender(l *Limiter) (*sender, *batcher) {
 }
 
 // send runs calls as one round trip (a pipeline when there are several),
-// and resends those answered NOSCRIPT once with the script's source. When
+// and resends those answered NOSCRIPT (or "Function not found", which also
+// starts a load of the function) once with the script's source. When
 // the breaker is open nothing is sent: the policy answers. Each caller
 // reports its own outcome to the breaker.
 func (s *sender) send(calls []*call) {
@@ -131,8 +132,8 @@ func (s *sender) send(calls []*call) {
 	ctx := s.roundTripContext()
 	p.noscript = s.roundTrip(ctx, p, calls, p.noscript[:0], true)
 	if len(p.noscript) > 0 {
-		// NOSCRIPT: these calls did not run. Send them once more with the
-		// full source (EVAL), which also caches the script.
+		// NOSCRIPT or no function: these calls did not run. Send them once
+		// more with the full source (EVAL), which also caches the script.
 		for _, c := range p.noscript {
 			c.args[0], c.args[1] = "eval", c.src
 			if len(c.xargs) > 0 {
@@ -145,7 +146,8 @@ func (s *sender) send(calls []*call) {
 }
 
 // roundTrip sends calls and sets their outcome, except for those answered
-// NOSCRIPT when resend is set: those are appended to noscript.
+// NOSCRIPT or "Function not found" when resend is set: those are appended
+// to noscript.
 func (s *sender) roundTrip(ctx context.Context, p *pipeline, calls, noscript []*call, resend bool) []*call {
 	for _, c := range calls {
 		cmd := c.command()
@@ -162,9 +164,16 @@ func (s *sender) roundTrip(ctx context.Context, p *pipeline, calls, noscript []*
 	for _, c := range calls {
 		cmd := c.cmd.(*redis.IntSliceCmd)
 		err := cmd.Err()
-		if err != nil && resend && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			noscript = append(noscript, c)
-			continue
+		if err != nil && resend {
+			if redis.HasErrorPrefix(err, "NOSCRIPT") {
+				noscript = append(noscript, c)
+				continue
+			}
+			if redis.HasErrorPrefix(err, errFunctionMissing) {
+				s.l.functionMissing()
+				noscript = append(noscript, c)
+				continue
+			}
 		}
 		if err == nil {
 			c.reply = cmd.Val()
