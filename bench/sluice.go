@@ -184,7 +184,7 @@ func newUnbatched(ctx context.Context, opts *redis.Options, w workload, label st
 // loadAcquireFunction loads the acquire function's library, as the
 // client does at New, and reports whether acquires may FCALL it.
 func loadAcquireFunction(ctx context.Context, rdb *redis.Client) bool {
-	err := rdb.FunctionLoad(ctx, redisscript.AcquireFunction.Library).Err()
+	err := rdb.FunctionLoad(ctx, redisscript.Functions.Source).Err()
 	return err == nil || strings.Contains(err.Error(), "already exists")
 }
 
@@ -196,7 +196,7 @@ func (u *unbatched) acquire(ctx context.Context, i int) (bool, error) {
 	var v []int64
 	var err error
 	if u.fcall {
-		v, err = u.rdb.FCall(ctx, redisscript.AcquireFunction.Name, keys, benchApp, "1", redisscript.ProtocolReserve).Int64Slice()
+		v, err = u.rdb.FCall(ctx, redisscript.Functions.Function(redisscript.AcquireScript), keys, benchApp, "1", redisscript.ProtocolReserve).Int64Slice()
 	} else {
 		v, err = redisscript.AcquireScript.Run(ctx, u.rdb, keys, benchApp, "1", redisscript.ProtocolReserve).Int64Slice()
 	}

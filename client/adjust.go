@@ -61,7 +61,7 @@ func (l *Limiter) adjust(ctx context.Context, bucket string, op redisscript.Op, 
 		return redisscript.AdjustAnswer{}, ErrUnknownBucket
 	}
 	key := l.ks.Bucket(bucket)
-	reply, err := l.runScript(ctx, redisscript.AdjustScript.SHA(), redisscript.AdjustScript.Source(),
+	reply, err := l.runScript(ctx, adjustScript,
 		[]string{key}, redisscript.AdjustArgs(l.app, op, n))
 	if op == redisscript.Refund {
 		// Tokens may have come back: a cached denial of the bucket no longer holds.

@@ -101,7 +101,7 @@ func (l *Limiter) acquireAll(ctx context.Context, reqs []Request) (Results, erro
 	if err := l.oneSlot(reqs, keys); err != nil {
 		return Results{}, err
 	}
-	reply, err := l.runScript(ctx, redisscript.AcquireAllScript.SHA(), redisscript.AcquireAllScript.Source(), keys, argv)
+	reply, err := l.runScript(ctx, allScript, keys, argv)
 	var rep errReply
 	switch {
 	case err == nil:

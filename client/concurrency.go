@@ -245,11 +245,11 @@ func (r *slotRef) do(ctx context.Context, op redisscript.SlotOp, local slots.Op)
 // key of another type) and a malformed answer are ErrUnavailable, as
 // Redis not answering is: the failure policy answers them.
 func (l *Limiter) slotCall(ctx context.Context, name, key string, op redisscript.SlotOp, id string) (redisscript.SlotAnswer, error) {
-	script := redisscript.SlotScript
+	script := slotScript
 	if key != "" {
-		script = redisscript.KeyedSlotScript
+		script = keyedSlotScript
 	}
-	reply, err := l.runScript(ctx, script.SHA(), script.Source(), l.ks.SlotKeys(name, key),
+	reply, err := l.runScript(ctx, script, l.ks.SlotKeys(name, key),
 		redisscript.SlotArgs(l.app, op, id, key))
 	var rep errReply
 	switch {

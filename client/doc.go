@@ -61,14 +61,15 @@
 // docs/protocol.md): refill by Redis's own clock, check the app, take the
 // tokens, all atomically. The client's clock is never used for token math.
 //
-// On Redis 7 and later the acquire runs as a Redis function: over a
-// single-node or Sentinel client, New loads the acquire's function
-// library in the background (FUNCTION LOAD, once per Limiter, never
-// blocking or failing New), and from then on a plain Acquire is an FCALL,
-// which answers exactly as the script does and costs Redis less (the
-// script's chunk is not run again on every call). Until the library is
-// loaded, and for good where it cannot be (an older Redis, an ACL user
-// without FUNCTION, Cluster and Ring clients), acquires run as EVALSHA. A
+// On Redis 7 and later the token calls run as Redis functions: over a
+// single-node or Sentinel client, New loads the function library of the
+// token scripts in the background (FUNCTION LOAD, once per Limiter, never
+// blocking or failing New), and from then on an Acquire (and a keyed
+// acquire, AcquireAll, a refund or charge, a lease, a slot call) is an
+// FCALL, which answers exactly as the script does and costs Redis less
+// (the script's chunk is not run again on every call). Until the library
+// is loaded, and for good where it cannot be (an older Redis, an ACL user
+// without FUNCTION, Cluster and Ring clients), they run as EVALSHA. A
 // Redis that lost the library (restarted without persistence, FUNCTION
 // FLUSH) answers "Function not found": the call is resent with the
 // script's source, as after NOSCRIPT, and the library is loaded again in

@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
-// The plain acquire runs as a Redis function where it can (Redis 7 and
+// The token calls run as Redis functions where they can (Redis 7 and
 // later, over a *redis.Client): FCALL runs the loaded library's function,
 // whereas EVALSHA runs the whole script chunk on every call, making the
 // Lua core's local functions anew each time. The answer is the same. New
@@ -45,13 +45,42 @@ const maxFunctionLoads = 3
 // drops the "ERR ").
 const errFunctionMissing = "Function not found"
 
-// The FCALL command's name and function, made into interface values once
-// so that an acquire sending them allocates nothing.
+// The commands' names, made into interface values once so that a call
+// sending them allocates nothing.
 var (
 	fcallArg   any = "fcall"
 	evalshaArg any = "evalsha"
-	fnNameArg  any = redisscript.AcquireFunction.Name
 )
+
+// script is a token script as a Limiter sends it: its SHA1 for EVALSHA,
+// its function's name for FCALL and its source for EVAL, made into
+// interface values once.
+type script struct{ sha, fn, src any }
+
+func scriptOf(s redisscript.Script) *script {
+	return &script{sha: s.SHA(), fn: redisscript.Functions.Function(s), src: s.Source()}
+}
+
+// The token scripts, all in the library redisscript.Functions.
+var (
+	acquireScript   = scriptOf(redisscript.AcquireScript)
+	keyedScript     = scriptOf(redisscript.KeyedAcquireScript)
+	allScript       = scriptOf(redisscript.AcquireAllScript)
+	adjustScript    = scriptOf(redisscript.AdjustScript)
+	leaseScript     = scriptOf(redisscript.LeaseScript)
+	slotScript      = scriptOf(redisscript.SlotScript)
+	keyedSlotScript = scriptOf(redisscript.KeyedSlotScript)
+)
+
+// head returns the command and its first argument for a call of s: FCALL
+// of its function where the library is loaded, else EVALSHA of its SHA1.
+// Either answers the same.
+func (l *Limiter) head(s *script) (any, any) {
+	if l.fn.state.Load() == fnOn {
+		return fcallArg, s.fn
+	}
+	return evalshaArg, s.sha
+}
 
 // acquireFunction is a Limiter's use of the acquire function.
 type acquireFunction struct {
@@ -110,7 +139,7 @@ func (l *Limiter) loadFunction() {
 		defer cancel()
 		// Through the sender's client, whose read and write timeouts are
 		// the Limiter's.
-		err := l.snd.rdb.FunctionLoad(ctx, redisscript.AcquireFunction.Library).Err()
+		err := l.snd.rdb.FunctionLoad(ctx, redisscript.Functions.Source).Err()
 		l.fn.state.Store(l.functionLoaded(err))
 	}()
 }

@@ -67,7 +67,7 @@ func libraryLoaded(t testing.TB, rdb redis.UniversalClient) bool {
 	}
 	for _, lib := range libs {
 		for _, f := range lib.Functions {
-			if f.Name == redisscript.AcquireFunction.Name {
+			if f.Name == redisscript.Functions.Function(redisscript.AcquireScript) {
 				return true
 			}
 		}
@@ -274,4 +274,56 @@ func (b *logBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Every token call runs as the function of its script once the library is
+// loaded: keyed acquires, several buckets at once, refunds, slot takes and
+// releases, leases each add FCALLs and no EVALSHA.
+func TestEveryCallUsesFunction(t *testing.T) {
+	t.Parallel()
+	e, _ := privateRedis(t)
+	e.define(t, "warm", 1_000_000, 1, 86400, "svc")
+	e.define(t, "plain", 100, 1, 86400, "svc")
+	e.defineKeyed(t, "keyed", 100, 1, 86400, "svc")
+	e.defineSlots(t, "slots", 10, time.Minute, "svc")
+	e.defineLeased(t, "leased", 100, 1, 86400, 100, "svc")
+	l := e.limiter(t, "svc", client.WithFailurePolicy(client.FailClosed), quiet())
+	awaitFunction(t, e, l, "warm")
+	ctx := context.Background()
+	evalshas := commandStats(t, e.rdb, "evalsha", "calls") + commandStats(t, e.rdb, "eval", "calls")
+	calls := []struct {
+		name string
+		run  func() error
+	}{
+		{"keyed acquire", func() error { _, err := l.AcquireKey(ctx, "keyed", "user-1", 1); return err }},
+		{"acquire all", func() error {
+			_, err := l.AcquireAll(ctx, []client.Request{{Bucket: "plain", N: 1}, {Bucket: "keyed", Key: "u", N: 1}})
+			return err
+		}},
+		{"refund", func() error { _, err := l.Refund(ctx, "plain", 1); return err }},
+		{"slot take and release", func() error {
+			s, err := l.TakeSlot(ctx, "slots")
+			if err != nil {
+				return err
+			}
+			_, err = s.Release(ctx)
+			return err
+		}},
+		{"lease", func() error { _, err := l.Acquire(ctx, "leased", 1); return err }},
+	}
+	for _, c := range calls {
+		before := commandStats(t, e.rdb, "fcall", "calls")
+		if err := c.run(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if commandStats(t, e.rdb, "fcall", "calls") == before {
+			t.Errorf("%s sent no FCALL", c.name)
+		}
+	}
+	if n := commandStats(t, e.rdb, "evalsha", "calls") + commandStats(t, e.rdb, "eval", "calls"); n != evalshas {
+		t.Errorf("%d scripts sent beside the functions", n-evalshas)
+	}
+	if f := commandStats(t, e.rdb, "fcall", "failed_calls"); f != 0 {
+		t.Errorf("%d FCALLs failed", f)
+	}
 }

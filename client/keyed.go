@@ -26,11 +26,6 @@ const maxRecentKeys = 10_000
 // callers rarely wait for the same lock.
 const recentShards = 16
 
-var (
-	keyedSHAArg any = redisscript.KeyedAcquireScript.SHA()
-	keyedSrcArg any = redisscript.KeyedAcquireScript.Source()
-)
-
 // keyedBuckets is what a Limiter keeps about keyed buckets.
 type keyedBuckets struct {
 	m      cowmap.Map[*keyedBucket]
@@ -154,11 +149,12 @@ func (l *Limiter) acquireKey(ctx context.Context, name, key string, n int64) (Re
 	ka := keyedArgsPool.Get().(*keyedArgs)
 	ka.state, ka.key = stateKey, key
 	c := getCall()
-	c.args[0], c.args[1], c.args[2], c.args[3], c.args[4] = "evalsha", keyedSHAArg, "2", grp.configArg, &ka.state
+	c.args[0], c.args[1] = l.head(keyedScript)
+	c.args[2], c.args[3], c.args[4] = "2", grp.configArg, &ka.state
 	// Protocol 3: the answer carries the key's shadow mode and reserve,
 	// which FailLocal keeps with the limit it learns.
 	c.args[5], c.args[6], c.args[7], c.args[8] = l.appArg, n, &ka.key, redisscript.ProtocolReserve
-	c.nargs, c.src = 9, keyedSrcArg
+	c.nargs, c.src = 9, keyedScript.src
 	if critical {
 		c.args[9], c.nargs = "1", 10
 	}

@@ -23,7 +23,7 @@ const maxKeyedMerge = 128
 
 // isKeyed tells a single keyed acquire call (ten arguments when critical).
 func (c *call) isKeyed() bool {
-	return (c.nargs == 9 || c.nargs == 10) && len(c.xargs) == 0 && c.src == keyedSrcArg
+	return (c.nargs == 9 || c.nargs == 10) && len(c.xargs) == 0 && c.src == keyedScript.src
 }
 
 // mergeKeyed returns the calls to send for calls: the same when fewer than
@@ -67,7 +67,7 @@ func (s *sender) mergeKeyed(calls []*call) []*call {
 		}
 		if i == len(open) {
 			m := getCall()
-			m.src = keyedSrcArg
+			m.src = keyedScript.src
 			open = append(open, m)
 		}
 		m := open[i]
@@ -89,7 +89,8 @@ func (s *sender) mergeKeyed(calls []*call) []*call {
 // reserve), followed by the critical flags when some call is critical
 // ("0110": the second and third).
 func (m *call) buildKeyedMany(app any) {
-	args := append(m.xargs[:0], "evalsha", keyedSHAArg, strconv.Itoa(2*len(m.batch)))
+	// The command of the first call: FCALL or EVALSHA, as it was sent.
+	args := append(m.xargs[:0], m.batch[0].args[0], m.batch[0].args[1], strconv.Itoa(2*len(m.batch)))
 	critical := false
 	for _, c := range m.batch {
 		args = append(args, c.args[3], c.args[4])

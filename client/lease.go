@@ -317,12 +317,15 @@ func (ls *lease) giveBack(back int64) {
 func (l *Limiter) leaseCall(b *bucket, want, back int64) (redisscript.LeaseAnswer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opt.timeout)
 	defer cancel()
-	args := []any{"evalsha", redisscript.LeaseScript.SHA(), "1", b.keyArg, l.appArg,
-		strconv.FormatInt(want, 10), strconv.FormatInt(back, 10)}
+	cmd0, first := l.head(leaseScript)
+	args := []any{cmd0, first, "1", b.keyArg, l.appArg, strconv.FormatInt(want, 10), strconv.FormatInt(back, 10)}
 	cmd := redis.NewIntSliceCmd(ctx, args...)
 	_ = l.snd.rdb.Process(ctx, acquireCmd{cmd})
-	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		args[0], args[1] = "eval", redisscript.LeaseScript.Source()
+	if err := cmd.Err(); err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") || redis.HasErrorPrefix(err, errFunctionMissing)) {
+		if redis.HasErrorPrefix(err, errFunctionMissing) {
+			l.functionMissing()
+		}
+		args[0], args[1] = "eval", leaseScript.src
 		cmd = redis.NewIntSliceCmd(ctx, args...)
 		_ = l.snd.rdb.Process(ctx, acquireCmd{cmd})
 	}

@@ -236,8 +236,6 @@ type Limiter struct {
 	rdb     redis.UniversalClient
 	app     string
 	appArg  any
-	shaArg  any
-	srcArg  any
 	ks      redisscript.Keyspace
 	opt     options
 	start   time.Time
@@ -323,7 +321,6 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Limiter{
 		rdb: rdb, app: app, appArg: app,
-		shaArg: redisscript.AcquireScript.SHA(), srcArg: redisscript.AcquireScript.Source(),
 		ks: redisscript.Keyspace{Prefix: o.prefix}, opt: o, start: time.Now(),
 		ctx: ctx, cancel: cancel, probeCh: make(chan struct{}, 1),
 		brk: breaker{minFailures: o.failures, span: o.span},
@@ -427,14 +424,11 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 	// FCALL of the acquire function where it is loaded, else EVALSHA
 	// (function.go); either answers the same.
 	fn := l.fn.state.Load()
-	c.args[0], c.args[1] = evalshaArg, l.shaArg
-	if fn == fnOn {
-		c.args[0], c.args[1] = fcallArg, fnNameArg
-	}
+	c.args[0], c.args[1] = l.head(acquireScript)
 	// Protocol 3: the answer carries the lease time, the shadow mode and
 	// the reserve, which FailLocal keeps with the limit it learns.
 	c.args[2], c.args[3], c.args[4], c.args[5], c.args[6] = "1", b.keyArg, l.appArg, n, redisscript.ProtocolReserve
-	c.nargs, c.src = 7, l.srcArg
+	c.nargs, c.src = 7, acquireScript.src
 	if critical {
 		c.args[7], c.nargs = "1", 8
 	}

@@ -54,9 +54,9 @@ func TestKeyedMergeCriticalFlags(t *testing.T) {
 	calls := make([]*call, 3)
 	for i := range calls {
 		c := getCall()
-		c.args[0], c.args[1], c.args[2], c.args[3], c.args[4] = "evalsha", keyedSHAArg, "2", "group", "state"
+		c.args[0], c.args[1], c.args[2], c.args[3], c.args[4] = "evalsha", keyedScript.sha, "2", "group", "state"
 		c.args[5], c.args[6], c.args[7], c.args[8] = "app", int64(i+1), "key", redisscript.ProtocolReserve
-		c.nargs, c.src = 9, keyedSrcArg
+		c.nargs, c.src = 9, keyedScript.src
 		if i == 1 {
 			c.args[9], c.nargs = "1", 10
 		}

@@ -23,7 +23,7 @@ var ErrCrossSlot = errors.New("sluice: buckets of one call are in different redi
 // ErrUnavailable (after opening the breaker) when Redis did not answer,
 // ctx's error when ctx ended first, ErrCrossSlot for a cross-slot call on
 // Redis Cluster, and errReply for another error reply about this call.
-func (l *Limiter) runScript(ctx context.Context, sha, src string, keys []string, argv []any) ([]int64, error) {
+func (l *Limiter) runScript(ctx context.Context, s *script, keys []string, argv []any) ([]int64, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -34,12 +34,13 @@ func (l *Limiter) runScript(ctx context.Context, sha, src string, keys []string,
 		return nil, ErrUnavailable
 	}
 	c := getCall()
-	c.xargs = append(c.xargs, "evalsha", sha, len(keys))
+	cmd, first := l.head(s)
+	c.xargs = append(c.xargs, cmd, first, len(keys))
 	for _, k := range keys {
 		c.xargs = append(c.xargs, k)
 	}
 	c.xargs = append(c.xargs, argv...)
-	c.src = src
+	c.src = s.src
 	reply, err := l.batch.do(ctx, c, l.opt.timeout)
 	switch {
 	case err == nil:

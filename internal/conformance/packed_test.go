@@ -133,7 +133,7 @@ func TestAcquireFunctionAnswersAsScript(t *testing.T) {
 	s := servers(t)["redis"](t)
 	ctx := context.Background()
 	rdb := s.rdb.(*redis.Client)
-	if err := rdb.FunctionLoadReplace(ctx, redisscript.AcquireFunction.Library).Err(); err != nil {
+	if err := rdb.FunctionLoadReplace(ctx, redisscript.Functions.Source).Err(); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []redisscript.Config{
@@ -153,7 +153,7 @@ func TestAcquireFunctionAnswersAsScript(t *testing.T) {
 				var v []int64
 				var err error
 				if name == c.Name {
-					v, err = rdb.FCall(ctx, redisscript.AcquireFunction.Name, key, argv...).Int64Slice()
+					v, err = rdb.FCall(ctx, redisscript.Functions.Function(redisscript.AcquireScript), key, argv...).Int64Slice()
 				} else {
 					v, err = redisscript.AcquireScript.Run(ctx, rdb, key, argv...).Int64Slice()
 				}
@@ -165,7 +165,7 @@ func TestAcquireFunctionAnswersAsScript(t *testing.T) {
 		}
 	}
 	// An unknown bucket, as the script answers it.
-	v, err := rdb.FCall(ctx, redisscript.AcquireFunction.Name, []string{s.ks.Bucket("nope")}, "a", "1").Int64Slice()
+	v, err := rdb.FCall(ctx, redisscript.Functions.Function(redisscript.AcquireScript), []string{s.ks.Bucket("nope")}, "a", "1").Int64Slice()
 	if err != nil || len(v) != 7 || v[0] != int64(redisscript.UnknownBucket) {
 		t.Errorf("unknown bucket: %v, %v", v, err)
 	}

@@ -60,11 +60,11 @@ func BenchmarkAcquireCommandTime(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := rdb.FunctionLoadReplace(ctx, redisscript.AcquireFunction.Library).Err(); err != nil {
+	if err := rdb.FunctionLoadReplace(ctx, redisscript.Functions.Source).Err(); err != nil {
 		b.Fatal(err)
 	}
 	cases := []testenv.ScriptCost{
-		{Name: "acquire", Send: testenv.FCall(ctx, redisscript.AcquireFunction.Name, []string{ks.Bucket(cfg.Name)}, "app", "1", "2")},
+		{Name: "acquire", Send: testenv.FCall(ctx, redisscript.Functions.Function(redisscript.AcquireScript), []string{ks.Bucket(cfg.Name)}, "app", "1", "2")},
 		{Name: "acquire-evalsha", Send: testenv.EvalSha(ctx, acqSHA, []string{ks.Bucket(cfg.Name)}, "app", "1", "2")},
 		{Name: "plain", Send: testenv.EvalSha(ctx, plainSHA, []string{"cost:plain"}, 1_000_000_000, 1_000_000, 1)},
 	}

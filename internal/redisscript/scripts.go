@@ -130,7 +130,7 @@ func library(cores []string, scripts map[string]Script) Library {
 	tag := hex.EncodeToString(h.Sum(nil)[:6])
 	l := Library{Name: "sluice_" + tag, fns: make(map[string]string, len(names))}
 	for i, n := range names {
-		fn := "sluice_" + n + "_" + tag
+		fn := "sluice_" + strings.TrimSuffix(n, ".lua") + "_" + tag
 		l.fns[scripts[n].SHA()] = fn
 		src.WriteString("redis.register_function('" + fn + "', function(KEYS, ARGV)\n" + parts[i] + "end)\n")
 	}
@@ -138,30 +138,9 @@ func library(cores []string, scripts map[string]Script) Library {
 	return l
 }
 
-// Functions is the token scripts as a library: every script a client
-// runs to take, return or hold tokens and slots.
-var Functions = library([]string{coreBucket, coreQuota, corePacked, coreKeyed, coreSlots}, map[string]Script{
-	"acquire":       AcquireScript,
-	"keyed_acquire": KeyedAcquireScript,
-	"acquire_all":   AcquireAllScript,
-	"adjust":        AdjustScript,
-	"lease":         LeaseScript,
-	"slot":          SlotScript,
-	"keyed_slot":    KeyedSlotScript,
-})
-
-// Function is a script and its function in Functions.
-type Function struct {
-	// Script is the same script, for EVAL and EVALSHA.
-	Script
-	// Name is the function's name for FCALL.
-	Name string
-	// Library is the library's source for FUNCTION LOAD.
-	Library string
-}
-
-// AcquireFunction is AcquireScript as a Redis function.
-var AcquireFunction = Function{Script: AcquireScript, Name: Functions.Function(AcquireScript), Library: Functions.Source}
+// Functions is the token scripts as a library: every published script,
+// each registered as sluice_<file name without .lua>_<hash>.
+var Functions = library([]string{coreBucket, coreQuota, corePacked, coreKeyed, coreSlots}, Published)
 
 // Published maps the file names of the stand-alone token scripts, which
 // clients in other languages load (this directory, with their SHA1 in
