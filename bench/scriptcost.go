@@ -51,7 +51,9 @@ func scriptCost(ctx context.Context, out io.Writer, opts *redis.Options, w workl
 	scripts := []script{{"sluice acquire", evalsha(acqSHA, acqKeys, acqArgs...)}}
 	if loadAcquireFunction(ctx, rdb) {
 		scripts = []script{
-			{"sluice acquire", func(pipe redis.Pipeliner) { pipe.FCall(ctx, redisscript.Functions.Function(redisscript.AcquireScript), acqKeys, acqArgs...) }},
+			{"sluice acquire", func(pipe redis.Pipeliner) {
+				pipe.FCall(ctx, redisscript.Functions.Function(redisscript.AcquireScript), acqKeys, acqArgs...)
+			}},
 			{"sluice evalsha", evalsha(acqSHA, acqKeys, acqArgs...)},
 		}
 	}
