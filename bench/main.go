@@ -255,7 +255,10 @@ func run() error {
 	for round := 1; round <= cfg.rounds; round++ {
 		log.Printf("round %d of %d", round, cfg.rounds)
 		for _, g := range cfg.concurrency {
-			for _, l := range impls {
+			// Each round starts with another system, so that none is
+			// always first after a change of concurrency (or last).
+			for i := range impls {
+				l := impls[(i+round)%len(impls)]
 				if !selected(cfg.only, l.name()) {
 					continue
 				}
