@@ -18,21 +18,21 @@ import (
 // Lua core's local functions anew each time. The answer is the same. New
 // loads the library in the background; until it is loaded, and for good
 // where it cannot be (an older Redis, an ACL without FUNCTION, Cluster and
-// Ring clients), acquires use EVALSHA. A Redis that lost the library
+// Ring clients), calls use EVALSHA. A Redis that lost the library
 // (restarted without persistence, FUNCTION FLUSH) answers FCALL with
 // errFunctionMissing: the call is resent as EVAL, as after NOSCRIPT, and
 // the library is loaded again in the background.
 
 // Function states. fnLoading is the zero value: New starts with a load.
 const (
-	// fnLoading: a load is in flight; acquires use EVALSHA.
+	// fnLoading: a load is in flight; calls use EVALSHA.
 	fnLoading int32 = iota
-	// fnOn: the library is loaded; acquires use FCALL.
+	// fnOn: the library is loaded; calls use FCALL.
 	fnOn
 	// fnRetry: the last load got no answer (a timeout, a network error);
 	// the next plain acquire Redis answers starts another.
 	fnRetry
-	// fnOff: functions cannot be used; acquires use EVALSHA for good.
+	// fnOff: functions cannot be used; calls use EVALSHA for good.
 	fnOff
 )
 
@@ -82,8 +82,8 @@ func (l *Limiter) head(s *script) (any, any) {
 	return evalshaArg, s.sha
 }
 
-// acquireFunction is a Limiter's use of the acquire function.
-type acquireFunction struct {
+// functions is a Limiter's use of the function library.
+type functions struct {
 	state atomic.Int32
 	// unanswered counts the loads in a row that got no answer.
 	unanswered atomic.Int32
@@ -94,7 +94,7 @@ type acquireFunction struct {
 	wg     sync.WaitGroup
 }
 
-// startFunctions starts the first load of the acquire function, over a
+// startFunctions starts the first load of the function library, over a
 // *redis.Client only: a Cluster or Ring client keeps EVALSHA (a library
 // would have to be loaded on every node, and again on each new one).
 func (l *Limiter) startFunctions() {
@@ -156,10 +156,10 @@ func (l *Limiter) functionLoaded(err error) int32 {
 	case errors.As(err, &rerr) && !unavailable(err) || redis.HasErrorPrefix(err, "OOM"):
 		// Redis refused: an unknown command (before Redis 7), no
 		// permission, no memory for it.
-		l.opt.log.Debug("sluice: redis functions unavailable, the acquire runs as a script", "err", err)
+		l.opt.log.Debug("sluice: redis functions unavailable, token calls run as scripts", "err", err)
 		return fnOff
 	case l.fn.unanswered.Add(1) >= maxFunctionLoads || l.closed.Load():
-		l.opt.log.Debug("sluice: loading the acquire function got no answer, the acquire runs as a script", "err", err)
+		l.opt.log.Debug("sluice: loading the function library got no answer, token calls run as scripts", "err", err)
 		return fnOff
 	}
 	return fnRetry
@@ -167,7 +167,7 @@ func (l *Limiter) functionLoaded(err error) int32 {
 
 // close stops new loads and waits for the one in flight, which ends
 // within the Limiter's timeout.
-func (f *acquireFunction) close() {
+func (f *functions) close() {
 	f.mu.Lock()
 	f.closed = true
 	f.mu.Unlock()

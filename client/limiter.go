@@ -267,7 +267,7 @@ type Limiter struct {
 	snd   *sender
 	batch *batcher
 
-	fn acquireFunction // the acquire as a Redis function (function.go)
+	fn functions // the token scripts as Redis functions (function.go)
 }
 
 // maxCachedBuckets bounds the per-name state kept by a Limiter; names past
@@ -335,7 +335,7 @@ func New(rdb redis.UniversalClient, app string, opts ...Option) (*Limiter, error
 
 // Close stops the Limiter's goroutines; it does not wait for a call stuck
 // on an unresponsive server, nor close the Redis client. It does wait for
-// a load of the acquire function still in flight, which ends within the
+// a load of the function library still in flight, which ends within the
 // timeout (WithTimeout). Calls after Close return ErrClosed.
 func (l *Limiter) Close() error {
 	if l.closed.Swap(true) {
