@@ -156,9 +156,11 @@ class Run:
         self.prefix = prefix
         self.acquire = sluice.Script.load(os.path.join(scripts_dir, "acquire.lua"))
         # The config scripts are sent after config_guards.lua, their shared
-        # argument checks and guards (docs/protocol.md).
+        # argument checks and guards, apply also after lua/packed.lua, the
+        # packed limit it writes (docs/protocol.md).
         guards = os.path.join(scripts_dir, "config_guards.lua")
-        self.apply = sluice.Script.load(guards, os.path.join(scripts_dir, "apply.lua"))
+        packed = os.path.join(scripts_dir, "lua", "packed.lua")
+        self.apply = sluice.Script.load(guards, packed, os.path.join(scripts_dir, "apply.lua"))
         self.delete = sluice.Script.load(guards, os.path.join(scripts_dir, "delete.lua"))
         self.keyed_acquire = sluice.Script.load(os.path.join(scripts_dir, "keyed_acquire.lua"))
         self.keyed_apply = sluice.Script.load(guards, os.path.join(scripts_dir, "keyed_apply.lua"))
