@@ -551,14 +551,7 @@ func startEnvoyRatelimit(ctx context.Context, bin, dir, redisAddr, name string, 
 		return nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(ports[1])
-	if err := waitUntil(ctx, p, "envoy ratelimit", func() bool {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	}); err != nil {
+	if err := waitUntil(ctx, p, "envoy ratelimit", listening(addr)); err != nil {
 		p.stop()
 		return nil, err
 	}
@@ -570,4 +563,18 @@ func startEnvoyRatelimit(ctx context.Context, bin, dir, redisAddr, name string, 
 	return &rls{name: "envoy ratelimit", conn: conn, c: rlsv3.NewRateLimitServiceClient(conn),
 		httpURL: "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/json",
 		stop:    func() { conn.Close(); p.stop() }, pid: p.cmd.Process.Pid}, nil
+}
+
+// listening reports whether every one of addrs accepts a connection.
+func listening(addrs ...string) func() bool {
+	return func() bool {
+		for _, a := range addrs {
+			c, err := net.DialTimeout("tcp", a, time.Second)
+			if err != nil {
+				return false
+			}
+			c.Close()
+		}
+		return true
+	}
 }

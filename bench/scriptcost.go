@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/redisscript/testenv"
 )
 
 // scriptCost measures what one call costs Redis for Sluice's acquire and
@@ -80,7 +79,7 @@ func scriptCost(ctx context.Context, out io.Writer, opts *redis.Options, w workl
 					}
 				}
 				server := float64(cpu()-cpu0) / float64(time.Microsecond) / float64(calls)
-				in, err := scriptMicrosPerCall(ctx, rdb)
+				in, err := testenv.ScriptMicrosPerCall(ctx, rdb)
 				if err != nil {
 					return err
 				}
@@ -100,45 +99,4 @@ func scriptCost(ctx context.Context, out io.Writer, opts *redis.Options, w workl
 		fmt.Fprintf(out, "%-16s %20.2fµs %24.2fµs %24.2fµs\n", s.name, min(p.inScript, one.inScript), p.server, one.server)
 	}
 	return nil
-}
-
-// scriptMicrosPerCall reads the time Redis spent per script or function
-// call from INFO commandstats: the usec over the calls of EVALSHA and
-// FCALL together (each case sends one of them after a statistics reset).
-func scriptMicrosPerCall(ctx context.Context, rdb *redis.Client) (float64, error) {
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, err
-	}
-	var calls, usec int64
-	for line := range strings.SplitSeq(info, "\n") {
-		line = strings.TrimSpace(line)
-		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
-		if !ok {
-			if rest, ok = strings.CutPrefix(line, "cmdstat_fcall:"); !ok {
-				continue
-			}
-		}
-		for kv := range strings.SplitSeq(rest, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			var n *int64
-			switch k {
-			case "calls":
-				n = &calls
-			case "usec":
-				n = &usec
-			default:
-				continue
-			}
-			x, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("commandstats %q: %w", line, err)
-			}
-			*n += x
-		}
-	}
-	if calls == 0 {
-		return 0, fmt.Errorf("no evalsha or fcall in commandstats")
-	}
-	return float64(usec) / float64(calls), nil
 }

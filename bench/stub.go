@@ -119,16 +119,7 @@ func startStub(ctx context.Context, dir string) (*rls, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := waitUntil(ctx, p, "stub", func() bool {
-		for _, a := range addrs {
-			c, err := net.DialTimeout("tcp", a, time.Second)
-			if err != nil {
-				return false
-			}
-			c.Close()
-		}
-		return true
-	}); err != nil {
+	if err := waitUntil(ctx, p, "stub", listening(addrs[:]...)); err != nil {
 		p.stop()
 		return nil, err
 	}

@@ -9,10 +9,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// EvalshaMicrosPerCall reads EVALSHA's and FCALL's usec_per_call from
+// ScriptMicrosPerCall reads EVALSHA's and FCALL's usec_per_call from
 // INFO commandstats, both counted together: the time Redis spent per
 // script or function call, which the script-cost benchmarks compare.
-func EvalshaMicrosPerCall(ctx context.Context, rdb *redis.Client) (float64, error) {
+func ScriptMicrosPerCall(ctx context.Context, rdb *redis.Client) (float64, error) {
 	info, err := rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
 		return 0, err
@@ -64,7 +64,7 @@ func EvalSha(ctx context.Context, sha string, keys []string, args ...any) func(r
 }
 
 // BestMicrosPerCall measures Redis's time inside the script per call
-// (EvalshaMicrosPerCall) of each case: calls calls sent 100 to a
+// (ScriptMicrosPerCall) of each case: calls calls sent 100 to a
 // pipeline, the cases taking turns in each of rounds rounds, so that load
 // from the rest of the machine falls on all of them; each figure is the
 // case's best round. Every answer must be an array starting with 1
@@ -93,7 +93,7 @@ func BestMicrosPerCall(ctx context.Context, rdb *redis.Client, cases []ScriptCos
 					}
 				}
 			}
-			us, err := EvalshaMicrosPerCall(ctx, rdb)
+			us, err := ScriptMicrosPerCall(ctx, rdb)
 			if err != nil {
 				return nil, err
 			}
