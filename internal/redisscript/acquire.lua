@@ -239,20 +239,15 @@ local function packed(k, c, p, d, lease, shadow, r, slot_ms)
 end
 
 -- unpacked returns the packed limit s as kind, capacity, permits in
--- millionths, period, lease_ms, shadow and reserve, or nil when s is no
--- packed limit of a token bucket or a quota that holds.
+-- millionths, period, lease_ms, shadow, reserve and slot_ms, or nil when s
+-- is no packed limit that holds: a known kind, a whole capacity of at
+-- least 1, and for a token bucket a rate.
 local function unpacked(s)
   if type(s) ~= 'string' or #s ~= PACKED_LEN then return nil end
-  local k, c, pm, d, lease, shadow, r = struct.unpack(PACKED, s)
-  if c < 1 or c % 1 ~= 0 then return nil end
-  if k == 0 then
-    if pm <= 0 or d < 1 then return nil end
-  elseif k ~= 1 then
-    return nil
-  end
-  return k, c, pm, d, lease, shadow, r
+  local k, c, pm, d, lease, shadow, r, ms = struct.unpack(PACKED, s)
+  if c < 1 or c % 1 ~= 0 or (k ~= 0 and k ~= 1 and k ~= 2) or (k == 0 and (pm <= 0 or d < 1)) then return nil end
+  return k, c, pm, d, lease, shadow, r, ms
 end
-
 
 -- Sluice acquire: take ARGV[2] tokens for app ARGV[1] from the bucket hash
 -- KEYS[1]. The answer is seven integers: {code, remaining, retry_us,
@@ -296,7 +291,7 @@ if not kind then
 end
 -- A limit of another kind than a token bucket or a quota is not this
 -- script's to take from.
-if not kind then
+if kind ~= 0 and kind ~= 1 then
   return {-1, 0, 0, 0, 0, 0, 0}
 end
 if not app_ok(ARGV[1], f[4]) then

@@ -136,49 +136,6 @@ local function put(key, tokens, ts)
   if math.floor(tokens) == tokens then fmt = '%d' end
   redis.call('HSET', key, 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
 end
--- The packed limit (docs/protocol.md, "The packed limit"). The apply
--- script writes a bucket's limit a second time, in the field cfg, as eight
--- little-endian doubles: kind (0 token bucket, 1 quota, 2 concurrency),
--- capacity, permits in millionths, period, lease_ms, shadow (0 or 1),
--- reserve and slot_ms. The acquire reads it with the state in one HMGET
--- of four fields and one struct.unpack, where the fields cost seven more
--- lookups in the hash and their parsing. A hash without it (written by an
--- older worker, or on a server without the struct library) is read field
--- by field, with the same answers.
-local PACKED, PACKED_LEN = '<dddddddd', 64
-
--- packed returns the packed limit of kind k ('bucket', 'quota' or
--- 'concurrency'), capacity c, permits p (a decimal), period d, lease_ms,
--- shadow ('0' or '1'), reserve r and slot_ms, or nil on a server without
--- the struct library.
-local function packed(k, c, p, d, lease, shadow, r, slot_ms)
-  local st = rawget(_G, 'struct')
-  if not st then return nil end
-  local code = 0
-  if k == 'quota' then
-    code = 1
-  elseif k == 'concurrency' then
-    code = 2
-  end
-  return st.pack(PACKED, code, tonumber(c), math.floor(tonumber(p) * 1000000 + 0.5), tonumber(d), tonumber(lease),
-    tonumber(shadow), tonumber(r), tonumber(slot_ms))
-end
-
--- unpacked returns the packed limit s as kind, capacity, permits in
--- millionths, period, lease_ms, shadow and reserve, or nil when s is no
--- packed limit of a token bucket or a quota that holds.
-local function unpacked(s)
-  if type(s) ~= 'string' or #s ~= PACKED_LEN then return nil end
-  local k, c, pm, d, lease, shadow, r = struct.unpack(PACKED, s)
-  if c < 1 or c % 1 ~= 0 then return nil end
-  if k == 0 then
-    if pm <= 0 or d < 1 then return nil end
-  elseif k ~= 1 then
-    return nil
-  end
-  return k, c, pm, d, lease, shadow, r
-end
-
 
 -- The keyed part of the core: the key and override rules (docs/protocol.md,
 -- "Keyed buckets"), shared by the keyed acquire and acquire-all scripts.
@@ -424,25 +381,6 @@ local function slot_ms_of(kind, ms)
   ms = tonumber(ms)
   if not ms or ms < 1 or ms > MAX_SLOT_MS or ms ~= math.floor(ms) then return nil end
   return ms
-end
-
--- slot_limit reads the packed limit s (lua/packed.lua) for the slot
--- scripts: the limit, the slot lease time (nil for a kind without slots)
--- and the shadow mode, or nil when s is no packed limit that holds (the
--- script then reads the fields).
-local function slot_limit(s)
-  if type(s) ~= 'string' or #s ~= PACKED_LEN then return nil end
-  local k, c, pm, d, _, shadow, _, ms = struct.unpack(PACKED, s)
-  if c < 1 or c % 1 ~= 0 or (k == 0 and (pm <= 0 or d < 1)) then return nil end
-  if k == 2 then
-    ms = slot_ms_of('concurrency', ms)
-    if not ms then return nil end
-  elseif k == 0 or k == 1 then
-    ms = nil
-  else
-    return nil
-  end
-  return c, ms, shadow == 1
 end
 
 -- slots_in_use purges the slots of set that expired at now and counts the

@@ -165,20 +165,15 @@ local function packed(k, c, p, d, lease, shadow, r, slot_ms)
 end
 
 -- unpacked returns the packed limit s as kind, capacity, permits in
--- millionths, period, lease_ms, shadow and reserve, or nil when s is no
--- packed limit of a token bucket or a quota that holds.
+-- millionths, period, lease_ms, shadow, reserve and slot_ms, or nil when s
+-- is no packed limit that holds: a known kind, a whole capacity of at
+-- least 1, and for a token bucket a rate.
 local function unpacked(s)
   if type(s) ~= 'string' or #s ~= PACKED_LEN then return nil end
-  local k, c, pm, d, lease, shadow, r = struct.unpack(PACKED, s)
-  if c < 1 or c % 1 ~= 0 then return nil end
-  if k == 0 then
-    if pm <= 0 or d < 1 then return nil end
-  elseif k ~= 1 then
-    return nil
-  end
-  return k, c, pm, d, lease, shadow, r
+  local k, c, pm, d, lease, shadow, r, ms = struct.unpack(PACKED, s)
+  if c < 1 or c % 1 ~= 0 or (k ~= 0 and k ~= 1 and k ~= 2) or (k == 0 and (pm <= 0 or d < 1)) then return nil end
+  return k, c, pm, d, lease, shadow, r, ms
 end
-
 
 -- The slot part of the core: concurrency limits (docs/protocol.md,
 -- "Concurrency limits"). A limit's slots in use are a sorted set, one
@@ -201,25 +196,6 @@ local function slot_ms_of(kind, ms)
   ms = tonumber(ms)
   if not ms or ms < 1 or ms > MAX_SLOT_MS or ms ~= math.floor(ms) then return nil end
   return ms
-end
-
--- slot_limit reads the packed limit s (lua/packed.lua) for the slot
--- scripts: the limit, the slot lease time (nil for a kind without slots)
--- and the shadow mode, or nil when s is no packed limit that holds (the
--- script then reads the fields).
-local function slot_limit(s)
-  if type(s) ~= 'string' or #s ~= PACKED_LEN then return nil end
-  local k, c, pm, d, _, shadow, _, ms = struct.unpack(PACKED, s)
-  if c < 1 or c % 1 ~= 0 or (k == 0 and (pm <= 0 or d < 1)) then return nil end
-  if k == 2 then
-    ms = slot_ms_of('concurrency', ms)
-    if not ms then return nil end
-  elseif k == 0 or k == 1 then
-    ms = nil
-  else
-    return nil
-  end
-  return c, ms, shadow == 1
 end
 
 -- slots_in_use purges the slots of set that expired at now and counts the
@@ -305,8 +281,13 @@ if KEYS[2] ~= KEYS[1] .. ':slots' then return {-5, 0, 0, 0, 0, 0, 0} end
 -- another kind's (rarely sent here) needs them, to tell a token bucket
 -- from no limit.
 local f = redis.call('HMGET', KEYS[1], 'cfg', 'apps')
-local limit, ms, shadow = slot_limit(f[1])
-if not limit then
+local kind, limit, _, _, _, sh, _, ms = unpacked(f[1])
+local shadow = sh == 1
+if kind == 2 then
+  ms = slot_ms_of('concurrency', ms)
+elseif kind then
+  ms = nil
+else
   local g = redis.call('HMGET', KEYS[1], 'capacity', 'shadow', 'kind', 'slot_ms')
   local p = {}
   if g[3] ~= 'concurrency' then p = redis.call('HMGET', KEYS[1], 'permits', 'period') end

@@ -61,7 +61,7 @@ const (
 // a slot call must cost Redis about what an acquire does.
 var (
 	SlotScript      = script(coreBucket, corePacked, coreSlots, "lua/slot.lua")
-	KeyedSlotScript = script(coreBucket, corePacked, coreKeyed, coreSlots, "lua/keyed_slot.lua")
+	KeyedSlotScript = script(coreBucket, coreKeyed, coreSlots, "lua/keyed_slot.lua")
 )
 
 // Slots returns the key of the slot set of shared concurrency limit

@@ -41,7 +41,7 @@ if not kind then
 end
 -- A limit of another kind than a token bucket or a quota is not this
 -- script's to take from.
-if not kind then
+if kind ~= 0 and kind ~= 1 then
   return {-1, 0, 0, 0, 0, 0, 0}
 end
 if not app_ok(ARGV[1], f[4]) then

@@ -15,8 +15,13 @@ if KEYS[2] ~= KEYS[1] .. ':slots' then return {-5, 0, 0, 0, 0, 0, 0} end
 -- another kind's (rarely sent here) needs them, to tell a token bucket
 -- from no limit.
 local f = redis.call('HMGET', KEYS[1], 'cfg', 'apps')
-local limit, ms, shadow = slot_limit(f[1])
-if not limit then
+local kind, limit, _, _, _, sh, _, ms = unpacked(f[1])
+local shadow = sh == 1
+if kind == 2 then
+  ms = slot_ms_of('concurrency', ms)
+elseif kind then
+  ms = nil
+else
   local g = redis.call('HMGET', KEYS[1], 'capacity', 'shadow', 'kind', 'slot_ms')
   local p = {}
   if g[3] ~= 'concurrency' then p = redis.call('HMGET', KEYS[1], 'permits', 'period') end

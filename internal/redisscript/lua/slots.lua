@@ -22,25 +22,6 @@ local function slot_ms_of(kind, ms)
   return ms
 end
 
--- slot_limit reads the packed limit s (lua/packed.lua) for the slot
--- scripts: the limit, the slot lease time (nil for a kind without slots)
--- and the shadow mode, or nil when s is no packed limit that holds (the
--- script then reads the fields).
-local function slot_limit(s)
-  if type(s) ~= 'string' or #s ~= PACKED_LEN then return nil end
-  local k, c, pm, d, _, shadow, _, ms = struct.unpack(PACKED, s)
-  if c < 1 or c % 1 ~= 0 or (k == 0 and (pm <= 0 or d < 1)) then return nil end
-  if k == 2 then
-    ms = slot_ms_of('concurrency', ms)
-    if not ms then return nil end
-  elseif k == 0 or k == 1 then
-    ms = nil
-  else
-    return nil
-  end
-  return c, ms, shadow == 1
-end
-
 -- slots_in_use purges the slots of set that expired at now and counts the
 -- others.
 local function slots_in_use(set, now)
