@@ -101,7 +101,7 @@ func kindsCost(ctx context.Context, out io.Writer, opts *redis.Options, calls, r
 	}
 	kb, kq := ks.Keyed("kbucket", "user-1"), ks.Keyed("kquota", "user-1")
 	proto := redisscript.ProtocolReserve
-	evalsha := func(name string, keys []string, args ...any) func(redis.Pipeliner, int) {
+	fcall := func(name string, keys []string, args ...any) func(redis.Pipeliner, int) {
 		return testenv.FCall(ctx, name, keys, args...)
 	}
 	// call sends a call of the function name, or of the script of SHA1
@@ -134,11 +134,11 @@ func kindsCost(ctx context.Context, out io.Writer, opts *redis.Options, calls, r
 		}
 	}
 	cases := []kindCase{
-		{name: "acquire", send: evalsha(acq, []string{ks.Bucket("bucket")}, benchApp, "1", proto)},
-		{name: "keyed acquire", send: evalsha(keyed, []string{kb.Config, kb.State}, benchApp, "1", "user-1", proto),
+		{name: "acquire", send: fcall(acq, []string{ks.Bucket("bucket")}, benchApp, "1", proto)},
+		{name: "keyed acquire", send: fcall(keyed, []string{kb.Config, kb.State}, benchApp, "1", "user-1", proto),
 			note: "the base of the keyed cases"},
-		{name: "quota", send: evalsha(acq, []string{ks.Bucket("quota")}, benchApp, "1", proto)},
-		{name: "keyed quota", send: evalsha(keyed, []string{kq.Config, kq.State}, benchApp, "1", "user-1", proto),
+		{name: "quota", send: fcall(acq, []string{ks.Bucket("quota")}, benchApp, "1", proto)},
+		{name: "keyed quota", send: fcall(keyed, []string{kq.Config, kq.State}, benchApp, "1", "user-1", proto),
 			base: "keyed acquire"},
 	}
 	cases = append(cases, slotCases("", slot, "")...)
@@ -147,9 +147,9 @@ func kindsCost(ctx context.Context, out io.Writer, opts *redis.Options, calls, r
 		kindCase{name: "keyed slot release", base: "keyed acquire",
 			send: slotSend(keyedSlot, "", kslotKeys, redisscript.SlotRelease, "user-1")})
 	cases = append(cases,
-		kindCase{name: "reserve", send: evalsha(acq, []string{ks.Bucket("kept")}, benchApp, "1", proto),
+		kindCase{name: "reserve", send: fcall(acq, []string{ks.Bucket("kept")}, benchApp, "1", proto),
 			note: "a bucket with a reserve, not critical"},
-		kindCase{name: "critical", send: evalsha(acq, []string{ks.Bucket("kept")}, benchApp, "1", proto, "1"),
+		kindCase{name: "critical", send: fcall(acq, []string{ks.Bucket("kept")}, benchApp, "1", proto, "1"),
 			note: "the same bucket, critical"})
 	if before != "" {
 		cases = append(cases, slotCases(" (before, EVALSHA)", "", before)...)

@@ -51,7 +51,7 @@ func scriptCost(ctx context.Context, out io.Writer, opts *redis.Options, w workl
 	if loadAcquireFunction(ctx, rdb) {
 		scripts = []script{
 			{"sluice acquire", func(pipe redis.Pipeliner) {
-				pipe.FCall(ctx, redisscript.Functions.Function(redisscript.AcquireScript), acqKeys, acqArgs...)
+				pipe.FCall(ctx, acquireFunction, acqKeys, acqArgs...)
 			}},
 			{"sluice evalsha", evalsha(acqSHA, acqKeys, acqArgs...)},
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -181,12 +180,14 @@ func newUnbatched(ctx context.Context, opts *redis.Options, w workload, label st
 	return u
 }
 
-// loadAcquireFunction loads the acquire function's library, as the
-// client does at New, and reports whether acquires may FCALL it.
+// loadAcquireFunction loads the function library, as the client does at
+// New, and reports whether acquires may FCALL it.
 func loadAcquireFunction(ctx context.Context, rdb *redis.Client) bool {
-	err := rdb.FunctionLoad(ctx, redisscript.Functions.Source).Err()
-	return err == nil || strings.Contains(err.Error(), "already exists")
+	return redisscript.LoadFunctions(ctx, rdb) == nil
 }
+
+// acquireFunction is the name of the acquire's function.
+var acquireFunction = redisscript.Functions.Function(redisscript.AcquireScript)
 
 func (u *unbatched) name() string { return u.label }
 
@@ -196,7 +197,7 @@ func (u *unbatched) acquire(ctx context.Context, i int) (bool, error) {
 	var v []int64
 	var err error
 	if u.fcall {
-		v, err = u.rdb.FCall(ctx, redisscript.Functions.Function(redisscript.AcquireScript), keys, benchApp, "1", redisscript.ProtocolReserve).Int64Slice()
+		v, err = u.rdb.FCall(ctx, acquireFunction, keys, benchApp, "1", redisscript.ProtocolReserve).Int64Slice()
 	} else {
 		v, err = redisscript.AcquireScript.Run(ctx, u.rdb, keys, benchApp, "1", redisscript.ProtocolReserve).Int64Slice()
 	}

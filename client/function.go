@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -72,14 +71,31 @@ var (
 	keyedSlotScript = scriptOf(redisscript.KeyedSlotScript)
 )
 
-// head returns the command and its first argument for a call of s: FCALL
-// of its function where the library is loaded, else EVALSHA of its SHA1.
-// Either answers the same.
-func (l *Limiter) head(s *script) (any, any) {
-	if l.fn.state.Load() == fnOn {
+// head returns the command and its first argument for a call of s when
+// the library is in state: FCALL of its function where it is loaded, else
+// EVALSHA of its SHA1. Either answers the same.
+func (s *script) head(state int32) (any, any) {
+	if state == fnOn {
 		return fcallArg, s.fn
 	}
 	return evalshaArg, s.sha
+}
+
+// head is s.head in the Limiter's present state.
+func (l *Limiter) head(s *script) (any, any) { return s.head(l.fn.state.Load()) }
+
+// notRun reports whether err says that a call did not run, so that it may
+// be sent once more with the script's source: NOSCRIPT, or "Function not
+// found", which also starts a load of the library.
+func (l *Limiter) notRun(err error) bool {
+	switch {
+	case redis.HasErrorPrefix(err, "NOSCRIPT"):
+		return true
+	case redis.HasErrorPrefix(err, errFunctionMissing):
+		l.functionMissing()
+		return true
+	}
+	return false
 }
 
 // functions is a Limiter's use of the function library.
@@ -139,7 +155,7 @@ func (l *Limiter) loadFunction() {
 		defer cancel()
 		// Through the sender's client, whose read and write timeouts are
 		// the Limiter's.
-		err := l.snd.rdb.FunctionLoad(ctx, redisscript.Functions.Source).Err()
+		err := redisscript.LoadFunctions(ctx, l.snd.rdb)
 		l.fn.state.Store(l.functionLoaded(err))
 	}()
 }
@@ -148,9 +164,7 @@ func (l *Limiter) loadFunction() {
 func (l *Limiter) functionLoaded(err error) int32 {
 	var rerr redis.Error
 	switch {
-	case err == nil || errors.As(err, &rerr) && strings.Contains(err.Error(), "already exists"):
-		// "ERR Library 'sluice_…' already exists": the name carries a
-		// hash of the source, so a library of that name is this one.
+	case err == nil:
 		l.fn.unanswered.Store(0)
 		return fnOn
 	case errors.As(err, &rerr) && !unavailable(err) || redis.HasErrorPrefix(err, "OOM"):

@@ -321,10 +321,7 @@ func (l *Limiter) leaseCall(b *bucket, want, back int64) (redisscript.LeaseAnswe
 	args := []any{cmd0, first, "1", b.keyArg, l.appArg, strconv.FormatInt(want, 10), strconv.FormatInt(back, 10)}
 	cmd := redis.NewIntSliceCmd(ctx, args...)
 	_ = l.snd.rdb.Process(ctx, acquireCmd{cmd})
-	if err := cmd.Err(); err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") || redis.HasErrorPrefix(err, errFunctionMissing)) {
-		if redis.HasErrorPrefix(err, errFunctionMissing) {
-			l.functionMissing()
-		}
+	if err := cmd.Err(); err != nil && l.notRun(err) {
 		args[0], args[1] = "eval", leaseScript.src
 		cmd = redis.NewIntSliceCmd(ctx, args...)
 		_ = l.snd.rdb.Process(ctx, acquireCmd{cmd})

@@ -424,7 +424,7 @@ func (l *Limiter) acquire(ctx context.Context, name string, n int64) (Result, er
 	// FCALL of the acquire function where it is loaded, else EVALSHA
 	// (function.go); either answers the same.
 	fn := l.fn.state.Load()
-	c.args[0], c.args[1] = l.head(acquireScript)
+	c.args[0], c.args[1] = acquireScript.head(fn)
 	// Protocol 3: the answer carries the lease time, the shadow mode and
 	// the reserve, which FailLocal keeps with the limit it learns.
 	c.args[2], c.args[3], c.args[4], c.args[5], c.args[6] = "1", b.keyArg, l.appArg, n, redisscript.ProtocolReserve

@@ -164,16 +164,9 @@ func (s *sender) roundTrip(ctx context.Context, p *pipeline, calls, noscript []*
 	for _, c := range calls {
 		cmd := c.cmd.(*redis.IntSliceCmd)
 		err := cmd.Err()
-		if err != nil && resend {
-			if redis.HasErrorPrefix(err, "NOSCRIPT") {
-				noscript = append(noscript, c)
-				continue
-			}
-			if redis.HasErrorPrefix(err, errFunctionMissing) {
-				s.l.functionMissing()
-				noscript = append(noscript, c)
-				continue
-			}
+		if err != nil && resend && s.l.notRun(err) {
+			noscript = append(noscript, c)
+			continue
 		}
 		if err == nil {
 			c.reply = cmd.Val()

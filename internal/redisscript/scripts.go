@@ -138,6 +138,18 @@ func library(cores []string, scripts map[string]Script) Library {
 	return l
 }
 
+// LoadFunctions loads Functions on the server of rdb (FUNCTION LOAD). A
+// library of the same name already there is this one, since the name
+// carries a hash of the source: that is no error.
+func LoadFunctions(ctx context.Context, rdb redis.Cmdable) error {
+	err := rdb.FunctionLoad(ctx, Functions.Source).Err()
+	var rerr redis.Error
+	if errors.As(err, &rerr) && strings.Contains(err.Error(), "already exists") {
+		return nil
+	}
+	return err
+}
+
 // Functions is the token scripts as a library: every published script,
 // each registered as sluice_<file name without .lua>_<hash>.
 var Functions = library([]string{coreBucket, coreQuota, corePacked, coreKeyed, coreSlots}, Published)
