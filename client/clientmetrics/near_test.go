@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/client/clientmetrics"
@@ -37,16 +38,10 @@ func nearLimit(t *testing.T, reg *prometheus.Registry, app, bucket string) float
 	return 0
 }
 
-// TestNearLimit counts acquires on real Redis after which 80% or more of
-// the bucket was in use.
-func TestNearLimit(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
-	ks := redisscript.Keyspace{Prefix: prefix}
-	cfg := redisscript.Config{Name: "b", ID: 1, Version: 1, Capacity: 10, PermitsMicro: 1, PeriodSeconds: 3600,
-		Apps: []string{"web"}}
-	if _, err := redisscript.Apply(context.Background(), rdb, ks, cfg, false); err != nil {
-		t.Fatal(err)
-	}
+// observedLimiter is a Limiter of app "web" on rdb whose decisions the
+// metrics in the returned registry count; it closes with the test.
+func observedLimiter(t *testing.T, rdb redis.UniversalClient, prefix string) (*client.Limiter, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	m, err := clientmetrics.New(reg, "web")
 	if err != nil {
@@ -57,7 +52,21 @@ func TestNearLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lim.Close()
+	t.Cleanup(func() { lim.Close() })
+	return lim, reg
+}
+
+// TestNearLimit counts acquires on real Redis after which 80% or more of
+// the bucket was in use.
+func TestNearLimit(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	ks := redisscript.Keyspace{Prefix: prefix}
+	cfg := redisscript.Config{Name: "b", ID: 1, Version: 1, Capacity: 10, PermitsMicro: 1, PeriodSeconds: 3600,
+		Apps: []string{"web"}}
+	if _, err := redisscript.Apply(context.Background(), rdb, ks, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	lim, reg := observedLimiter(t, rdb, prefix)
 	ctx := context.Background()
 	for i := 1; i <= 7; i++ {
 		res, err := lim.Acquire(ctx, "b", 1)
@@ -121,17 +130,7 @@ func TestSlotTakesCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reg := prometheus.NewRegistry()
-	m, err := clientmetrics.New(reg, "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim, err := client.New(rdb, "web", client.WithKeyPrefix(prefix), client.WithObserver(m.Observe),
-		client.WithTimeout(5*time.Second), client.WithFailurePolicy(client.FailClosed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lim.Close()
+	lim, reg := observedLimiter(t, rdb, prefix)
 	for i := 1; i <= 6; i++ { // 20% ... 100% in use, then a denial
 		s, err := lim.TakeSlot(ctx, "jobs")
 		if err != nil || s.Allowed != (i <= 5) {
