@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -23,11 +22,7 @@ func TestBrowserLiveQuota(t *testing.T) {
 	if err := e.bkts.Create(context.Background(), e.system, b); err != nil {
 		t.Fatal(err)
 	}
-	cfg := redisscript.Config{Name: b.Name, ID: b.ID, Version: b.Version, Capacity: b.MaxPermits, Apps: b.AllowedApps,
-		Kind: redisscript.KindQuota, Bounds: quota.Table(quota.Day, time.UTC, time.Now())}
-	if _, err := redisscript.Apply(context.Background(), e.rdb, e.ks, cfg, false); err != nil {
-		t.Fatal(err)
-	}
+	e.applyBucket(b)
 	browser := startBrowser(t)
 	olga := newTab(t, browser, e.srv.URL)
 	olga.signIn("olga")

@@ -22,11 +22,7 @@ func TestBrowserLiveSlots(t *testing.T) {
 	if err := e.bkts.Create(context.Background(), e.system, b); err != nil {
 		t.Fatal(err)
 	}
-	cfg := redisscript.Config{Name: b.Name, ID: b.ID, Version: b.Version, Capacity: 4, Apps: b.AllowedApps,
-		Kind: redisscript.KindConcurrency, SlotMillis: b.SlotMillis}
-	if _, err := redisscript.Apply(context.Background(), e.rdb, e.ks, cfg, false); err != nil {
-		t.Fatal(err)
-	}
+	e.applyBucket(b)
 	browser := startBrowser(t)
 	olga := newTab(t, browser, e.srv.URL)
 	olga.signIn("olga")

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/rbac"
-	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
 // bucketFixture: olga owns app "alpha"; vera views it.
@@ -187,11 +186,7 @@ func TestBucketDetailShowsLiveState(t *testing.T) {
 	b := e.bucket("live", "alpha")
 	wantBody(t, "before sync", ob.get("/buckets/live"), "not in Redis yet")
 
-	cfg := redisscript.Config{Name: b.Name, ID: b.ID, Version: b.Version, Capacity: b.MaxPermits,
-		PermitsMicro: b.Rate.PermitsMicro, PeriodSeconds: b.Rate.PeriodSeconds(), Apps: b.AllowedApps}
-	if _, err := redisscript.Apply(context.Background(), e.rdb, e.ks, cfg, false); err != nil {
-		t.Fatal(err)
-	}
+	e.applyBucket(b)
 	r := ob.get("/buckets/live")
 	wantBody(t, "synced", r, "in sync", `data-live-tokens>10</div>`, `tokens available of <span data-live-capacity>10</span>`,
 		`class="gauge"`, `aria-valuenow="10"`, `data-live-src="/buckets/live/state.json"`)

@@ -69,12 +69,7 @@ func TestQuotaPageShowsUsedAndReset(t *testing.T) {
 	if err := e.bkts.Create(context.Background(), e.system, b); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	cfg := redisscript.Config{Name: b.Name, ID: b.ID, Version: b.Version, Capacity: b.MaxPermits, Apps: b.AllowedApps,
-		Kind: redisscript.KindQuota, Bounds: quota.Table(quota.Day, time.UTC, now)}
-	if _, err := redisscript.Apply(context.Background(), e.rdb, e.ks, cfg, false); err != nil {
-		t.Fatal(err)
-	}
+	e.applyBucket(b)
 	if a, err := redisscript.Acquire(context.Background(), e.rdb, e.ks, "daily", "alpha", 7); err != nil || a.Code != redisscript.Allowed {
 		t.Fatalf("acquire: %+v %v", a, err)
 	}

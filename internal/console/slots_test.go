@@ -50,11 +50,7 @@ func TestConcurrencyLimitForm(t *testing.T) {
 	wantBody(t, "detail before sync", ob.get("/buckets/exports"), "at most 2 calls in progress at once", "2m0s")
 	wantBody(t, "edit form", ob.get("/buckets/exports/edit"), `value="2m0s"`, `id="hold"`)
 
-	cfg := redisscript.Config{Name: b.Name, ID: b.ID, Version: b.Version, Capacity: 2, Apps: b.AllowedApps,
-		Kind: redisscript.KindConcurrency, SlotMillis: b.SlotMillis}
-	if _, err := redisscript.Apply(context.Background(), e.rdb, e.ks, cfg, false); err != nil {
-		t.Fatal(err)
-	}
+	e.applyBucket(b)
 	if a, err := redisscript.RunSlot(context.Background(), e.rdb, e.ks, b.Name, "", "alpha", redisscript.SlotTake, "s1"); err != nil ||
 		a.Code != redisscript.Allowed {
 		t.Fatalf("take: %+v %v", a, err)
@@ -80,11 +76,7 @@ func TestConcurrencyLimitUsage(t *testing.T) {
 	if err := e.bkts.Create(context.Background(), e.system, b); err != nil {
 		t.Fatal(err)
 	}
-	cfg := redisscript.Config{Name: b.Name, ID: b.ID, Version: b.Version, Capacity: 2, Apps: b.AllowedApps,
-		Kind: redisscript.KindConcurrency, SlotMillis: b.SlotMillis}
-	if _, err := redisscript.Apply(context.Background(), e.rdb, e.ks, cfg, false); err != nil {
-		t.Fatal(err)
-	}
+	e.applyBucket(b)
 	rec, err := usage.NewRecorder(e.rdb, "shop", usage.WithKeyPrefix(e.ks.Prefix), usage.WithFlushInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/buckets"
 	"github.com/sluicehq/sluice/internal/rbac"
 	"github.com/sluicehq/sluice/internal/redisscript"
+	"github.com/sluicehq/sluice/internal/syncer"
 	"github.com/sluicehq/sluice/internal/testenv"
 	iusage "github.com/sluicehq/sluice/internal/usage"
 )
@@ -83,9 +84,7 @@ func (e *env) rollUp() {
 // applyBucket writes b's config into Redis, as the sync worker does.
 func (e *env) applyBucket(b *buckets.Bucket) {
 	e.t.Helper()
-	cfg := redisscript.Config{Name: b.Name, ID: b.ID, Version: b.Version, Capacity: b.MaxPermits,
-		PermitsMicro: b.Rate.PermitsMicro, PeriodSeconds: b.Rate.PeriodSeconds(), Apps: b.AllowedApps, Reserve: b.Reserve}
-	if _, err := redisscript.Apply(context.Background(), e.rdb, e.ks, cfg, false); err != nil {
+	if _, err := redisscript.Apply(context.Background(), e.rdb, e.ks, syncer.ConfigOf(b), false); err != nil {
 		e.t.Fatalf("apply %s: %v", b.Name, err)
 	}
 }

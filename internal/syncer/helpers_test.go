@@ -195,8 +195,8 @@ func (e *env) diff(t testing.TB) []string {
 		switch {
 		case !st.Exists:
 			out = append(out, "missing "+d.Name)
-		case !sameConfig(st.Config, bucketConfig(d)):
-			out = append(out, fmt.Sprintf("differing %s: redis %+v, mysql %+v", d.Name, st.Config, bucketConfig(d)))
+		case !sameConfig(st.Config, ConfigOf(d)):
+			out = append(out, fmt.Sprintf("differing %s: redis %+v, mysql %+v", d.Name, st.Config, ConfigOf(d)))
 		}
 	}
 	w := New(Config{Buckets: e.store, Redis: e.rdb, Keyspace: e.ks})

@@ -145,7 +145,7 @@ func matchOf(m buckets.Match) string {
 // reconcileKeyed makes every key group of keyed bucket d right: the config
 // in each group, then the overrides.
 func (w *Worker) reconcileKeyed(ctx context.Context, t *tally, d *buckets.Bucket) error {
-	want := bucketConfig(d)
+	want := ConfigOf(d)
 	groups := make([]redisscript.GroupState, redisscript.KeyGroups)
 	missing, differing, table := false, false, false
 	for g := range groups {

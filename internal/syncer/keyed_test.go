@@ -61,7 +61,7 @@ func (e *env) keyedDiff(t testing.TB, name string) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !st.Exists || !sameConfig(st.Config, bucketConfig(b)) {
+		if !st.Exists || !sameConfig(st.Config, ConfigOf(b)) {
 			out = append(out, fmt.Sprintf("group %d: %+v", g, st.Config))
 		}
 		if st.Lens != st.WantLens() {

@@ -112,7 +112,7 @@ func TestReconcileRenewsQuotaTables(t *testing.T) {
 	old := time.Now().Add(-47 * time.Hour)
 	stale := quota.Table(quota.Hour, time.UTC, old)
 	for _, b := range []*buckets.Bucket{plain, keyed} {
-		cfg := bucketConfig(b)
+		cfg := ConfigOf(b)
 		cfg.Bounds = stale
 		apply := redisscript.Apply
 		if b.Keyed {

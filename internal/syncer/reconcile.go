@@ -338,7 +338,7 @@ func (w *Worker) checkBuckets(ctx context.Context, ds []*buckets.Bucket) ([]repa
 	}
 	var jobs []repairJob
 	for _, d := range ds {
-		st, want := sts[d.Name], bucketConfig(d)
+		st, want := sts[d.Name], ConfigOf(d)
 		kind := ""
 		switch {
 		case !st.Exists:
@@ -385,7 +385,7 @@ func (w *Worker) repair(ctx context.Context, t *tally, jobs ...repairJob) error 
 			// Gone since the snapshot (its delete event rules), or created
 			// again as the other kind (the next run rules): nothing.
 			if cur := defs[j.name]; cur != nil && cur.Keyed == j.keyed {
-				todo, cfgs, keyed = append(todo, j), append(cfgs, bucketConfig(cur)), append(keyed, j.keyed)
+				todo, cfgs, keyed = append(todo, j), append(cfgs, ConfigOf(cur)), append(keyed, j.keyed)
 			}
 		}
 		outs, errs := w.applyConfigs(ctx, cfgs, keyed, false)
@@ -459,7 +459,7 @@ func (w *Worker) removeExtra(ctx context.Context, t *tally, name string) error {
 	case err == nil && cur.Keyed:
 		// A keyed bucket has no bucket hash: this one goes.
 	case err == nil:
-		if st.Exists && sameConfig(st.Config, bucketConfig(cur)) && !st.PackedDiffers {
+		if st.Exists && sameConfig(st.Config, ConfigOf(cur)) && !st.PackedDiffers {
 			return nil
 		}
 		return w.repair(ctx, t, repairJob{name: name, kind: repairDiffering})

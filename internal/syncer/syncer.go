@@ -341,7 +341,7 @@ func (w *Worker) applyUpserts(ctx context.Context, run []buckets.Event) (n int, 
 		var writes []int // the events of cfgs
 		for i, e := range run {
 			if d := defs[e.Name]; d != nil && d.ID == e.BucketID {
-				cfgs, keyed, writes = append(cfgs, bucketConfig(d)), append(keyed, d.Keyed), append(writes, i)
+				cfgs, keyed, writes = append(cfgs, ConfigOf(d)), append(keyed, d.Keyed), append(writes, i)
 			}
 		}
 		outs, errs := w.applyConfigs(ctx, cfgs, keyed, false)
@@ -445,9 +445,9 @@ func (w *Worker) hookWrite(bucket string) {
 	}
 }
 
-// bucketConfig is the Redis config of a stored definition; a quota's
+// ConfigOf is the Redis config the worker writes for a stored definition; a quota's
 // carries the table of its periods around the worker's clock.
-func bucketConfig(b *buckets.Bucket) redisscript.Config {
+func ConfigOf(b *buckets.Bucket) redisscript.Config {
 	c := redisscript.Config{
 		Name: b.Name, ID: b.ID, Version: b.Version, Capacity: b.MaxPermits,
 		PermitsMicro: b.Rate.PermitsMicro, PeriodSeconds: int64(b.Rate.Period / time.Second),

@@ -340,7 +340,7 @@ func TestReconcileForcesMySQLTruth(t *testing.T) {
 	syncOnce(t, w)
 
 	// Redis claims a version MySQL never had (MySQL restored from a backup).
-	cfg := bucketConfig(ahead)
+	cfg := ConfigOf(ahead)
 	cfg.Version, cfg.Capacity = 50, 77
 	if out, err := redisscript.Apply(ctx, e.rdb, e.ks, cfg, false); err != nil || out != redisscript.Updated {
 		t.Fatalf("plant newer version: %v %v", out, err)
@@ -383,7 +383,7 @@ func TestRemoveExtraRechecksMySQL(t *testing.T) {
 	// the delete script's id guard.
 	e.remove(t, "late")
 	syncOnce(t, w)
-	old := bucketConfig(late)
+	old := ConfigOf(late)
 	newer := old
 	newer.ID += 1000
 	if _, err := redisscript.Apply(ctx, e.rdb, e.ks, newer, false); err != nil {
