@@ -43,8 +43,14 @@ func TestParseConfig(t *testing.T) {
 	}
 	cfg, err = parseConfig(nil, envOf(map[string]string{"SLUICE_MYSQL_DSN": "u:p@tcp(db:3306)/sluice", "SLUICE_REDIS_ADDR": "r:1"}), io.Discard)
 	if err != nil || cfg.grpcAddr != ":8081" || cfg.httpAddr != ":8082" || cfg.unmatched != decision.UnmatchedAllow ||
-		cfg.policy != client.FailLocal || !cfg.countUsage {
+		cfg.policy != client.FailLocal || !cfg.countUsage || cfg.gcPercent != defaultGCPercent {
 		t.Fatalf("defaults: %+v %v", cfg, err)
+	}
+	// GOGC in the environment is the runtime's to apply: no default then.
+	cfg, err = parseConfig(nil, envOf(map[string]string{"SLUICE_MYSQL_DSN": "u:p@tcp(db:3306)/sluice", "SLUICE_REDIS_ADDR": "r:1",
+		"GOGC": "100"}), io.Discard)
+	if err != nil || cfg.gcPercent != 0 {
+		t.Fatalf("with GOGC set: gc percent %d, %v", cfg.gcPercent, err)
 	}
 }
 

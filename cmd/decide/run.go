@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 
 	"github.com/jmoiron/sqlx"
 
@@ -23,6 +24,9 @@ var worker = startup.Worker[config]{
 // serve connects to the stores and answers until ctx ends, then shuts
 // down gracefully.
 func serve(ctx context.Context, cfg config, log *slog.Logger) error {
+	if cfg.gcPercent > 0 {
+		debug.SetGCPercent(cfg.gcPercent)
+	}
 	db, err := startup.Wait(ctx, cfg.startupTimeout, log, "mysql", func(ctx context.Context) (*sqlx.DB, error) {
 		return database.Open(ctx, cfg.stores.MySQLDSN, database.Options{MaxOpenConns: 4})
 	})

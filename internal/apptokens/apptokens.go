@@ -69,6 +69,18 @@ func Digest(secret string) string {
 	return secrets.Digest(secret)
 }
 
+// DigestLen is the length of a digest.
+const DigestLen = secrets.DigestLen
+
+// AppendDigest appends Digest(secret) to dst, and nothing for text that
+// cannot be a secret (see secrets.AppendDigest).
+func AppendDigest(dst []byte, secret string) []byte {
+	if !strings.HasPrefix(secret, Prefix) || len(secret) > maxSecret {
+		return dst
+	}
+	return secrets.AppendDigest(dst, secret)
+}
+
 // Store keeps app tokens in MySQL. It is safe for concurrent use.
 type Store struct {
 	db  *sqlx.DB

@@ -227,11 +227,12 @@ func (s *Service) Authenticate(authorization string) (string, error) {
 	if cur == nil {
 		return "", errNotReady
 	}
-	d := apptokens.Digest(secret)
-	if d == "" {
+	var buf [apptokens.DigestLen]byte
+	d := apptokens.AppendDigest(buf[:0], secret)
+	if len(d) == 0 {
 		return "", errBadCredential
 	}
-	c, ok := cur.credentials[d]
+	c, ok := cur.credentials[string(d)]
 	if !ok || c.Scope != apptokens.ScopeAcquire || (c.ExpiresAt != nil && !s.cfg.now().Before(*c.ExpiresAt)) {
 		return "", errBadCredential
 	}

@@ -85,11 +85,11 @@ func (r *rlsServer) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*r
 		resp.Statuses[i] = descriptorStatus(st)
 	}
 	if st, ok := deciding(statuses, overall); ok {
-		if pairs := r.s.cfg.Headers.pairs(st.Result); len(pairs) > 0 {
+		if pairs, n := r.s.cfg.Headers.pairs(st.Result); n > 0 {
 			// One allocation for the values and one for the pointers.
-			vals := make([]corev3.HeaderValue, len(pairs))
-			resp.ResponseHeadersToAdd = make([]*corev3.HeaderValue, len(pairs))
-			for i, p := range pairs {
+			vals := make([]corev3.HeaderValue, n)
+			resp.ResponseHeadersToAdd = make([]*corev3.HeaderValue, n)
+			for i, p := range pairs[:n] {
 				vals[i].Key, vals[i].Value = p[0], p[1]
 				resp.ResponseHeadersToAdd[i] = &vals[i]
 			}

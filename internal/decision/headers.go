@@ -47,31 +47,39 @@ func (h Headers) String() string {
 
 // Write sets the headers of r on dst.
 func (h Headers) Write(dst http.Header, r client.Result) {
-	for _, p := range h.pairs(r) {
-		dst.Set(p[0], p[1])
+	pairs, n := h.pairs(r)
+	// One allocation for the values; the names are stored canonical
+	// already, which Set would work out (and allocate) for each.
+	vals := make([]string, n)
+	for i, p := range pairs[:n] {
+		vals[i] = p[1]
+		dst[canonicalName[p[0]]] = vals[i : i+1 : i+1]
 	}
 }
 
 // pairs are the headers of r, spelled as the drafts do: the chosen set,
 // and Retry-After on a denial (always, even with HeadersNone: it is what
 // makes a 429 useful). The values are those of the Go client's middleware.
-func (h Headers) pairs(r client.Result) [][2]string {
+// The first n pairs are set.
+func (h Headers) pairs(r client.Result) (out [7][2]string, n int) {
 	limit, remaining, reset, retryAfter := client.HeaderValues(r)
-	out := make([][2]string, 0, 7)
 	if limit != "" {
 		for i, v := range [3]string{limit, remaining, reset} {
 			if h == HeadersDraft || h == HeadersBoth {
-				out = append(out, [2]string{headerNames[i][0], v})
+				out[n] = [2]string{headerNames[i][0], v}
+				n++
 			}
 			if h == HeadersX || h == HeadersBoth {
-				out = append(out, [2]string{headerNames[i][1], v})
+				out[n] = [2]string{headerNames[i][1], v}
+				n++
 			}
 		}
 	}
 	if retryAfter != "" {
-		out = append(out, [2]string{"Retry-After", retryAfter})
+		out[n] = [2]string{"Retry-After", retryAfter}
+		n++
 	}
-	return out
+	return out, n
 }
 
 // headerNames are the names of the limit, remaining and reset headers, as
@@ -81,6 +89,17 @@ var headerNames = [3][2]string{
 	{"RateLimit-Remaining", "X-RateLimit-Remaining"},
 	{"RateLimit-Reset", "X-RateLimit-Reset"},
 }
+
+// canonicalName is every name pairs spells, as http.Header keys it.
+var canonicalName = func() map[string]string {
+	m := map[string]string{"Retry-After": "Retry-After"}
+	for _, names := range headerNames {
+		for _, n := range names {
+			m[n] = http.CanonicalHeaderKey(n)
+		}
+	}
+	return m
+}()
 
 // deciding returns the status whose numbers a response's headers show:
 // of a denied request, the denial that lasts longest; of an allowed one,

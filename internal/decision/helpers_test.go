@@ -80,14 +80,14 @@ type bucketDef struct {
 	reserve int64
 }
 
-func newStack(t *testing.T, cfg ServerConfig, bs []bucketDef, ms []descriptors.Mapping) *stack {
+func newStack(t testing.TB, cfg ServerConfig, bs []bucketDef, ms []descriptors.Mapping) *stack {
 	t.Helper()
 	return newStackOn(t, "", cfg, bs, ms)
 }
 
 // newStackOn is newStack on the Redis server at addr ("" for the shared
 // one).
-func newStackOn(t *testing.T, addr string, cfg ServerConfig, bs []bucketDef, ms []descriptors.Mapping) *stack {
+func newStackOn(t testing.TB, addr string, cfg ServerConfig, bs []bucketDef, ms []descriptors.Mapping) *stack {
 	t.Helper()
 	db := testenv.MySQL(t)
 	var shared *redis.Client

@@ -64,6 +64,8 @@ type AcquireResponse struct {
 	Fallback bool `json:"fallback,omitempty"`
 }
 
+var jsonContentType = []string{"application/json"}
+
 // errorBody is the JSON of every error answer.
 type errorBody struct {
 	Error struct {
@@ -104,15 +106,29 @@ func (s *Service) endpoint(answer func(w http.ResponseWriter, r *http.Request, a
 // object of valid UTF-8 without unknown fields, like example. Anything else
 // is a *errs.Validation on body.
 func decodeBody(w http.ResponseWriter, r *http.Request, dst any, example string) error {
+	raw, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(raw, dst, example)
+}
+
+// readBody reads r's body, at most maxBody bytes of valid UTF-8.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		return errs.Invalid("body", jsonProblem(err))
+		return nil, errs.Invalid("body", jsonProblem(err))
 	}
 	// JSON decoding turns invalid UTF-8 into U+FFFD: two different keys
 	// would become one.
 	if !utf8.Valid(raw) {
-		return errs.Invalid("body", "must be valid UTF-8")
+		return nil, errs.Invalid("body", "must be valid UTF-8")
 	}
+	return raw, nil
+}
+
+// decodeJSON is decodeBody's decoding of a body already read.
+func decodeJSON(raw []byte, dst any, example string) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -126,24 +142,30 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any, example string)
 
 func (s *Service) post(w http.ResponseWriter, r *http.Request, app string) string {
 	var req AcquireRequest
-	if err := decodeBody(w, r, &req, `{"bucket": "checkout", "n": 1}`); err != nil {
+	raw, err := readBody(w, r)
+	if err == nil && !parseAcquire(raw, &req) {
+		err = decodeJSON(raw, &req, `{"bucket": "checkout", "n": 1}`)
+	}
+	if err != nil {
 		return s.writeError(w, err)
 	}
 	res, err := s.acquireHTTP(r, app, req)
 	if err != nil {
 		return s.writeError(w, err)
 	}
-	s.cfg.Headers.Write(w.Header(), res)
-	w.Header().Set("Content-Type", "application/json")
+	h := w.Header()
+	s.cfg.Headers.Write(h, res)
+	h["Content-Type"] = jsonContentType // shared, never changed: Set would allocate it
 	if !res.Allowed {
 		// The body says the same; the status lets plain HTTP clients and
 		// proxies see a denial without parsing it.
 		w.WriteHeader(http.StatusTooManyRequests)
 	}
-	_ = json.NewEncoder(w).Encode(AcquireResponse{
+	body := AcquireResponse{
 		Allowed: res.Allowed, Remaining: res.Remaining, Limit: res.Limit,
 		RetryAfter: seconds(res.RetryAfter), ResetAfter: seconds(res.ResetAfter), WouldDeny: res.WouldDeny, Fallback: res.Fallback,
-	})
+	}
+	_, _ = w.Write(body.appendJSON(make([]byte, 0, 160)))
 	if res.Allowed {
 		return "ok"
 	}

@@ -31,8 +31,19 @@ func New() (string, error) {
 
 // Digest is the stored form of a secret: its SHA-256 in hex.
 func Digest(secret string) string {
+	var buf [DigestLen]byte
+	return string(AppendDigest(buf[:0], secret))
+}
+
+// DigestLen is the length of a digest.
+const DigestLen = 2 * sha256.Size
+
+// AppendDigest appends Digest(secret) to dst: a caller that only looks the
+// digest up (a map index of string(b) does not allocate) can keep it on
+// its stack.
+func AppendDigest(dst []byte, secret string) []byte {
 	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
+	return hex.AppendEncode(dst, sum[:])
 }
 
 // Token is a bearer token about to be created: its checked name and
