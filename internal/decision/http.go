@@ -115,7 +115,17 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any, example string)
 
 // readBody reads r's body, at most maxBody bytes of valid UTF-8.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body := http.MaxBytesReader(w, r.Body, maxBody)
+	var raw []byte
+	var err error
+	if n := r.ContentLength; n >= 0 && n <= maxBody {
+		// The declared length at once (the server's reader stops there);
+		// ReadAll would start at 512 bytes and grow.
+		raw = make([]byte, n)
+		_, err = io.ReadFull(body, raw)
+	} else {
+		raw, err = io.ReadAll(body)
+	}
 	if err != nil {
 		return nil, errs.Invalid("body", jsonProblem(err))
 	}
