@@ -87,6 +87,8 @@ type gatewayResult struct {
 	tally
 	admitted, bound, over int64
 	cpu                   time.Duration // of the service's process while measured
+	// rounds is the throughput of each round, in order.
+	rounds []float64
 }
 
 func runGateway(ctx context.Context, cfg config, redisAddr string) error {
@@ -194,7 +196,10 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 		log.Printf("round %d of %d", round, cfg.rounds)
 		for _, g := range cfg.concurrency {
 			for _, tr := range cfg.transports {
-				for _, s := range services {
+				// Each round starts with another service, so that none is
+				// always the first after the machine changed cases.
+				for i := range services {
+					s := services[(i+round-1)%len(services)]
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
@@ -232,7 +237,7 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 		}
 	}
 	fmt.Fprintf(out, "load average at end: %s\n", loadAverage())
-	fmt.Fprintf(out, "\nsluice-decide against envoy ratelimit's best configuration at each point")
+	fmt.Fprintf(out, "\nsluice-decide against envoy ratelimit's best configuration at each point (ratios: the median of the rounds' ratios)")
 	if stub != nil {
 		fmt.Fprintf(out, " (floor: the stub's throughput over envoy's best, the most any service reaches against it in this harness)")
 	}
@@ -247,10 +252,10 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 					b, bn = x, s.name
 				}
 			}
-			ratio := a.opsPerSec() / b.opsPerSec()
+			ratio := a.ratio(b)
 			fmt.Fprintf(out, "  %-4s %3d streams: sluice / best %.2fx", tr, g, ratio)
 			if stub != nil {
-				fmt.Fprintf(out, ", floor: stub / best %.2fx", results[caseName(stub, tr)][g].opsPerSec()/b.opsPerSec())
+				fmt.Fprintf(out, ", floor: stub / best %.2fx", results[caseName(stub, tr)][g].ratio(b))
 			}
 			fmt.Fprintf(out, " (best: %s); p99 %s vs %s (goal lower: %s); over-admission %d (goal 0: %s)",
 				bn, fmtDur(a.hist.quantile(0.99)), fmtDur(b.hist.quantile(0.99)),
@@ -272,6 +277,13 @@ func (r *gatewayResult) add(o *gatewayResult) {
 	r.bound += o.bound
 	r.over += o.over
 	r.cpu += o.cpu
+	r.rounds = append(r.rounds, o.rounds...)
+}
+
+// ratio is r's throughput over o's, the median of the rounds' ratios (as
+// the client comparison's).
+func (r *gatewayResult) ratio(o *gatewayResult) float64 {
+	return medianRatio(r.rounds, o.rounds, r.opsPerSec()/o.opsPerSec())
 }
 
 // cpuPerCall is the service's CPU time per request: unlike throughput, it
@@ -378,6 +390,7 @@ func measureRLS(ctx context.Context, s *rls, tr string, req *rlsv3.RateLimitRequ
 		}
 	})
 	r := &gatewayResult{tally: t, admitted: admitted.Load(), cpu: cpu1 - cpu0}
+	r.rounds = []float64{r.opsPerSec()}
 	if s.bound != nil {
 		r.bound = s.bound(caseStart, time.Now())
 		r.over = max(0, r.admitted-r.bound)

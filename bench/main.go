@@ -403,13 +403,19 @@ func (r *result) add(o *result) {
 // apart; a round the rest of the machine disturbed moves one pair's
 // ratio, not the result, as it would move a sum over the rounds.
 func ratio(a, b *result) float64 {
-	n := min(len(a.rounds), len(b.rounds))
+	return medianRatio(a.rounds, b.rounds, a.opsPerSec()/b.opsPerSec())
+}
+
+// medianRatio is the median of a[i] / b[i] over the rounds both have, and
+// whole when there are none.
+func medianRatio(a, b []float64, whole float64) float64 {
+	n := min(len(a), len(b))
 	if n == 0 {
-		return a.opsPerSec() / b.opsPerSec()
+		return whole
 	}
 	rs := make([]float64, n)
 	for i := range n {
-		rs[i] = a.rounds[i] / b.rounds[i]
+		rs[i] = a[i] / b[i]
 	}
 	slices.Sort(rs)
 	if n%2 == 1 {
