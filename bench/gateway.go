@@ -87,6 +87,10 @@ type gatewayResult struct {
 	tally
 	admitted, bound, over int64
 	cpu                   time.Duration // of the service's process while measured
+	// genCPU and redisCPU are the load generator's (this process's) and
+	// redis-server's CPU time while measured: with the service's, what a
+	// request costs the two cores.
+	genCPU, redisCPU time.Duration
 	// rounds is the throughput of each round, in order.
 	rounds []float64
 }
@@ -114,6 +118,8 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 	suffix := hex.EncodeToString(rnd[:])
 	prefix := "gw" + suffix + ":"
 	defer cleanup(&redis.Options{Addr: redisAddr}, prefix)
+	redisCPU, closeCPU := redisCPUFunc(ctx, &redis.Options{Addr: redisAddr})
+	defer closeCPU()
 
 	token, err := defineGateway(ctx, cfg, redisAddr, prefix, suffix)
 	if err != nil {
@@ -178,6 +184,7 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 	out := os.Stdout
 	fmt.Fprintf(out, "go %s, GOMAXPROCS %d, %d CPUs; redis at %s\n", runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), redisAddr)
 	fmt.Fprintf(out, "load average at start: %s\n", loadAverage())
+	fmt.Fprintf(out, "sluice-decide: SLUICE_HEADERS=%s\n", cfg.decideHeaders)
 	fmt.Fprintf(out, "limit: %d per second (sluice: capacity %d, rate %d/s; envoy ratelimit: %d per second, fixed window); "+
 		"%d rounds of %v per case after %v warm-up, one gRPC connection per service, HTTP/1.1 keep-alive connections\n",
 		cfg.limit, cfg.limit, cfg.limit, cfg.limit, cfg.rounds, cfg.duration, cfg.warmup)
@@ -203,7 +210,7 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
-					r := measureRLS(ctx, s, tr, req, hc, g, cfg.warmup, cfg.duration)
+					r := measureRLS(ctx, s, tr, req, hc, g, cfg.warmup, cfg.duration, redisCPU)
 					n := caseName(s, tr)
 					if results[n] == nil {
 						results[n] = map[int]*gatewayResult{}
@@ -217,8 +224,8 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 			}
 		}
 	}
-	fmt.Fprintf(out, "%-28s %7s %9s %9s %9s %9s %9s %9s %6s %9s\n", "service", "streams", "calls", "ops/s", "p50", "p99",
-		"admitted", "over-adm.", "errors", "cpu/call")
+	fmt.Fprintf(out, "%-28s %7s %9s %9s %9s %9s %9s %9s %6s %9s %9s %9s\n", "service", "streams", "calls", "ops/s", "p50", "p99",
+		"admitted", "over-adm.", "errors", "cpu/call", "gen/call", "redis/call")
 	for _, tr := range cfg.transports {
 		for _, g := range cfg.concurrency {
 			for _, s := range services {
@@ -227,9 +234,9 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 				if s.bound == nil {
 					over = "-"
 				}
-				fmt.Fprintf(out, "%-28s %7d %9d %9.0f %9s %9s %9d %9s %6d %9s\n", caseName(s, tr), g, r.calls,
+				fmt.Fprintf(out, "%-28s %7d %9d %9.0f %9s %9s %9d %9s %6d %9s %9s %9s\n", caseName(s, tr), g, r.calls,
 					float64(r.calls)/r.elapsed.Seconds(), fmtDur(r.hist.quantile(0.5)), fmtDur(r.hist.quantile(0.99)),
-					r.admitted, over, r.errors, fmtDur(r.cpuPerCall()))
+					r.admitted, over, r.errors, fmtDur(r.cpuPerCall()), fmtDur(r.perCall(r.genCPU)), fmtDur(r.perCall(r.redisCPU)))
 				if r.firstErr != nil {
 					fmt.Fprintf(out, "    first error: %v\n", r.firstErr)
 				}
@@ -277,6 +284,8 @@ func (r *gatewayResult) add(o *gatewayResult) {
 	r.bound += o.bound
 	r.over += o.over
 	r.cpu += o.cpu
+	r.genCPU += o.genCPU
+	r.redisCPU += o.redisCPU
 	r.rounds = append(r.rounds, o.rounds...)
 }
 
@@ -288,11 +297,13 @@ func (r *gatewayResult) ratio(o *gatewayResult) float64 {
 
 // cpuPerCall is the service's CPU time per request: unlike throughput, it
 // barely moves with what other work shares the machine.
-func (r *gatewayResult) cpuPerCall() time.Duration {
+func (r *gatewayResult) cpuPerCall() time.Duration { return r.perCall(r.cpu) }
+
+func (r *gatewayResult) perCall(d time.Duration) time.Duration {
 	if r.calls == 0 {
 		return 0
 	}
-	return r.cpu / time.Duration(r.calls)
+	return d / time.Duration(r.calls)
 }
 
 // pidCPU is the CPU time (user and system) process pid has used, from
@@ -360,7 +371,7 @@ func (s *rls) askHTTP(ctx context.Context, hc *http.Client) (bool, error) {
 // from the first request of the case, so that they can be checked against
 // the service's own bound over the whole case.
 func measureRLS(ctx context.Context, s *rls, tr string, req *rlsv3.RateLimitRequest, hc *http.Client, g int,
-	warmup, d time.Duration) *gatewayResult {
+	warmup, d time.Duration, redisCPU func() time.Duration) *gatewayResult {
 	var admitted atomic.Int64
 	// Authorized once: the metadata is the same for every request.
 	authCtx := s.authorized(ctx)
@@ -381,15 +392,16 @@ func measureRLS(ctx context.Context, s *rls, tr string, req *rlsv3.RateLimitRequ
 		}
 	}
 	caseStart := time.Now()
-	var cpu0, cpu1 time.Duration
+	var cpu, gen, rcpu [2]time.Duration
 	t := runCallers(ctx, g, warmup, d, call, func(opening bool) {
+		i := 1
 		if opening {
-			cpu0 = pidCPU(s.pid)
-		} else {
-			cpu1 = pidCPU(s.pid)
+			i = 0
 		}
+		cpu[i], gen[i], rcpu[i] = pidCPU(s.pid), processCPU(), redisCPU()
 	})
-	r := &gatewayResult{tally: t, admitted: admitted.Load(), cpu: cpu1 - cpu0}
+	r := &gatewayResult{tally: t, admitted: admitted.Load(), cpu: cpu[1] - cpu[0], genCPU: gen[1] - gen[0],
+		redisCPU: rcpu[1] - rcpu[0]}
 	r.rounds = []float64{r.opsPerSec()}
 	if s.bound != nil {
 		r.bound = s.bound(caseStart, time.Now())
@@ -501,7 +513,7 @@ func startDecide(ctx context.Context, bin, dir string, cfg config, redisAddr, pr
 	env := append(os.Environ(),
 		"SLUICE_MYSQL_DSN="+cfg.mysqlDSN, "SLUICE_REDIS_ADDR="+redisAddr, "SLUICE_KEY_PREFIX="+prefix,
 		"SLUICE_GRPC_ADDR=127.0.0.1:"+strconv.Itoa(gport), "SLUICE_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(hport),
-		"SLUICE_LOG_LEVEL=warn",
+		"SLUICE_LOG_LEVEL=warn", "SLUICE_HEADERS="+cfg.decideHeaders,
 		// As in the client comparison: a scheduling stall on a busy machine
 		// must not trip the breaker and replace Redis answers by fallback ones.
 		"SLUICE_TIMEOUT="+cfg.timeout.String())

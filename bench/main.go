@@ -83,6 +83,7 @@ type config struct {
 	gateway        bool
 	envoyRatelimit string
 	decideBin      string
+	decideHeaders  string
 	mysqlDSN       string
 	limit          int
 	pools          []int
@@ -118,6 +119,7 @@ func parseFlags() (config, error) {
 	flag.BoolVar(&c.gateway, "gateway", false, "compare the decision service (gRPC) with envoyproxy/ratelimit instead")
 	flag.StringVar(&c.envoyRatelimit, "envoy-ratelimit", "", "with -gateway: path of the envoyproxy/ratelimit binary (service_cmd)")
 	flag.StringVar(&c.decideBin, "decide", "", "with -gateway: path of sluice-decide; empty builds ../cmd/decide")
+	flag.StringVar(&c.decideHeaders, "decide-headers", "none", "with -gateway: sluice-decide's SLUICE_HEADERS; none matches envoy ratelimit, which adds no response headers by default (draft is sluice-decide's default)")
 	flag.StringVar(&c.mysqlDSN, "mysql", "", "with -gateway: DSN of a MySQL database the harness may migrate and add rows to")
 	flag.StringVar(&transportList, "transports", "grpc,http", "with -gateway: comma-separated transports to drive each service over (grpc, http)")
 	flag.BoolVar(&c.stub, "stub", true, "with -gateway: also run a stub service answering every request OK at once (the transport's floor; not checked for over-admission)")
