@@ -62,6 +62,9 @@ func (h Headers) Write(dst http.Header, r client.Result) {
 // makes a 429 useful). The values are those of the Go client's middleware.
 // The first n pairs are set.
 func (h Headers) pairs(r client.Result) (out [7][2]string, n int) {
+	if h == HeadersNone {
+		r.Limit = 0 // HeaderValues then formats none of the three
+	}
 	limit, remaining, reset, retryAfter := client.HeaderValues(r)
 	if limit != "" {
 		for i, v := range [3]string{limit, remaining, reset} {

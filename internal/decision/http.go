@@ -78,13 +78,29 @@ type errorBody struct {
 // concurrency limits (POST /v1/slots, /v1/slots/release, /v1/slots/renew).
 func HTTPHandler(s *Service) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/acquire", s.endpoint(s.post))
+	s.Routes(mux, nil)
+	return mux
+}
+
+// Routes registers HTTPHandler's routes on mux, each handler wrapped by
+// wrap unless it is nil: one mux for the server's every route, where one
+// nested in another would match every request twice.
+func (s *Service) Routes(mux *http.ServeMux, wrap func(http.Handler) http.Handler) {
+	handle := func(pattern string, h http.HandlerFunc) {
+		if wrap != nil {
+			mux.Handle(pattern, wrap(h))
+			return
+		}
+		mux.Handle(pattern, h)
+	}
+	handle("POST /v1/acquire", s.endpoint(s.post))
 	// The form for nginx auth_request: 200 to allow, DeniedStatus with
 	// Retry-After to deny, 401 for a bad credential, and the usual error
 	// statuses otherwise (which nginx answers as 500).
-	mux.HandleFunc("GET /v1/acquire", s.endpoint(s.get))
-	s.slotRoutes(mux)
-	return mux
+	handle("GET /v1/acquire", s.endpoint(s.get))
+	handle("POST /v1/slots", s.endpoint(s.slotEndpoint("take")))
+	handle("POST /v1/slots/release", s.endpoint(s.slotEndpoint("release")))
+	handle("POST /v1/slots/renew", s.endpoint(s.slotEndpoint("renew")))
 }
 
 // endpoint authenticates a request's app token, has answer answer it as

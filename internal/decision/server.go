@@ -168,11 +168,11 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 
 	mux := http.NewServeMux()
-	var api http.Handler = HTTPHandler(svc)
+	var wrap func(http.Handler) http.Handler
 	if cfg.TLS.ClientCAFile != "" {
-		api = requireClientCert(api)
+		wrap = requireClientCert
 	}
-	mux.Handle("/v1/", api)
+	svc.Routes(mux, wrap)
 	startup.Probes(mux, nil, func(ctx context.Context) (any, bool) {
 		st := s.readiness(ctx, cfg.Redis)
 		return st, st.Ready

@@ -60,13 +60,6 @@ type SlotResponse struct {
 	Fallback  bool    `json:"fallback,omitempty"`
 }
 
-// slotRoutes adds the slot endpoints to mux.
-func (s *Service) slotRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/slots", s.endpoint(s.slotEndpoint("take")))
-	mux.HandleFunc("POST /v1/slots/release", s.endpoint(s.slotEndpoint("release")))
-	mux.HandleFunc("POST /v1/slots/renew", s.endpoint(s.slotEndpoint("renew")))
-}
-
 // slotEndpoint answers one of the slot calls: a take answers 200 with the
 // slot, or 429 at the limit (and when the failure policy refuses); a
 // release or renewal answers 200 whether the slot was held or not
