@@ -40,7 +40,7 @@ type config struct {
 // defaultGCPercent: the service's live heap is a few megabytes, and
 // garbage is what a request leaves (about 5 kB with gRPC's own). At the
 // runtime's default of 100 it collected every 4 MB of garbage, tens of
-// times a second under load, an eighth of its CPU; at 400 the heap stays
+// times a second under load, a twelfth of its CPU; at 400 the heap stays
 // tens of megabytes. GOGC set in the environment decides instead.
 const defaultGCPercent = 400
 
