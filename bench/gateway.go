@@ -203,10 +203,8 @@ func runGateway(ctx context.Context, cfg config, redisAddr string) error {
 		log.Printf("round %d of %d", round, cfg.rounds)
 		for _, g := range cfg.concurrency {
 			for _, tr := range cfg.transports {
-				// Each round starts with another service, so that none is
-				// always the first after the machine changed cases.
-				for i := range services {
-					s := services[(i+round-1)%len(services)]
+				for _, i := range roundOrder(len(services), round, g) {
+					s := services[i]
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}

@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	mathrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -257,10 +258,8 @@ func run() error {
 	for round := 1; round <= cfg.rounds; round++ {
 		log.Printf("round %d of %d", round, cfg.rounds)
 		for _, g := range cfg.concurrency {
-			// Each round starts with another system, so that none is
-			// always first after a change of concurrency (or last).
-			for i := range impls {
-				l := impls[(i+round)%len(impls)]
+			for _, i := range roundOrder(len(impls), round, g) {
+				l := impls[i]
 				if !selected(cfg.only, l.name()) {
 					continue
 				}
@@ -380,6 +379,17 @@ func cleanup(opts *redis.Options, prefix string) {
 			rdb.Del(ctx, iter.Val())
 		}
 	}
+}
+
+// roundOrder is the order the n systems run in at one round and
+// concurrency: a permutation drawn anew for each (seeded by both, so that
+// a run can be repeated). Neither a fixed order nor a rotation of one will
+// do: a system that leaves work behind in Redis (the keyed case's expiring
+// keys) would slow the same successor in every round, and of two pool
+// settings of a peer, equal below their pool size, the best would be the
+// one that never follows it.
+func roundOrder(n, round, g int) []int {
+	return mathrand.New(mathrand.NewPCG(uint64(round), uint64(g))).Perm(n)
 }
 
 // result sums the measured calls of one implementation at one concurrency
