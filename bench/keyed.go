@@ -21,8 +21,9 @@ const benchKeys = 10_000
 // would expire a microsecond after each call and be created again).
 type sluiceKeyed struct {
 	conn
-	keys []string
-	next atomic.Uint64
+	keys   []string
+	states []string // the keys' state keys in Redis
+	next   atomic.Uint64
 }
 
 func newSluiceKeyed(ctx context.Context, opts *redis.Options, w workload, extra ...client.Option) (*sluiceKeyed, error) {
@@ -36,10 +37,27 @@ func newSluiceKeyed(ctx context.Context, opts *redis.Options, w workload, extra 
 		return nil, err
 	}
 	s := &sluiceKeyed{conn: c}
+	ks := redisscript.Keyspace{Prefix: w.prefix}
 	for i := range benchKeys {
-		s.keys = append(s.keys, "user-"+strconv.Itoa(i))
+		key := "user-" + strconv.Itoa(i)
+		s.keys = append(s.keys, key)
+		s.states = append(s.states, ks.Keyed("keyed", key).State)
 	}
 	return s, nil
+}
+
+// settle deletes the keys' states once the case is measured. Left to
+// expire, ten thousand of them would keep Redis's expiry cycle busy
+// during whichever case runs next.
+func (s *sluiceKeyed) settle(ctx context.Context) error {
+	pipe := s.rdb.Pipeline()
+	for states := s.states; len(states) > 0; {
+		n := min(len(states), 500)
+		pipe.Del(ctx, states[:n]...)
+		states = states[n:]
+	}
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 func (s *sluiceKeyed) name() string { return "sluice keyed" }

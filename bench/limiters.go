@@ -19,6 +19,12 @@ type limiter interface {
 	close() error
 }
 
+// settler is a limiter that leaves work behind in Redis after a case,
+// which settle does before the next case starts.
+type settler interface {
+	settle(ctx context.Context) error
+}
+
 // workload is the bucket every implementation is given: large enough that
 // the calls measure the round trip and the script, not the denials.
 type workload struct {

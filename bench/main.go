@@ -275,6 +275,11 @@ func run() error {
 					}
 				})
 				r.rounds = []float64{r.opsPerSec()}
+				if s, ok := l.(settler); ok {
+					if err := s.settle(ctx); err != nil {
+						return fmt.Errorf("%s: settle: %w", l.name(), err)
+					}
+				}
 				if results[l.name()] == nil {
 					results[l.name()] = map[int]*result{}
 				}
@@ -384,10 +389,10 @@ func cleanup(opts *redis.Options, prefix string) {
 // roundOrder is the order the n systems run in at one round and
 // concurrency: a permutation drawn anew for each (seeded by both, so that
 // a run can be repeated). Neither a fixed order nor a rotation of one will
-// do: a system that leaves work behind in Redis (the keyed case's expiring
-// keys) would slow the same successor in every round, and of two pool
-// settings of a peer, equal below their pool size, the best would be the
-// one that never follows it.
+// do: a system that leaves work behind in Redis would slow the same
+// successor in every round (settle now clears what the keyed case
+// leaves), and of two pool settings of a peer, equal below their pool
+// size, the best would be the one that never follows it.
 func roundOrder(n, round, g int) []int {
 	return mathrand.New(mathrand.NewPCG(uint64(round), uint64(g))).Perm(n)
 }
