@@ -21,47 +21,16 @@ func parseAcquire(raw []byte, dst *AcquireRequest) bool {
 	if !p.eat('{') {
 		return false
 	}
-	p.space()
-	if !p.eat('}') {
-		for {
-			key, ok := p.str()
-			if !ok {
-				return false
-			}
-			p.space()
-			if !p.eat(':') {
-				return false
-			}
-			p.space()
-			switch key {
-			case "bucket":
-				if req.Bucket, ok = p.str(); !ok {
-					return false
-				}
-			case "key":
-				if req.Key, ok = p.str(); !ok {
-					return false
-				}
-			case "n":
-				if req.N, ok = p.int(); !ok {
-					return false
-				}
-			case "critical":
-				if req.Critical, ok = p.bool(); !ok {
-					return false
-				}
-			default:
-				return false
-			}
-			p.space()
-			if p.eat('}') {
-				break
-			}
-			if !p.eat(',') {
-				return false
-			}
-			p.space()
+	more := false // a member was read: the next one follows a comma
+	for p.space(); !p.eat('}'); p.space() {
+		if more && !p.eat(',') {
+			return false
 		}
+		p.space()
+		if !p.member(&req) {
+			return false
+		}
+		more = true
 	}
 	p.space()
 	if p.i != len(p.b) {
@@ -69,6 +38,32 @@ func parseAcquire(raw []byte, dst *AcquireRequest) bool {
 	}
 	*dst = req
 	return true
+}
+
+// member reads one "key": value of AcquireRequest into req.
+func (p *jsonScan) member(req *AcquireRequest) bool {
+	key, ok := p.str()
+	if !ok {
+		return false
+	}
+	p.space()
+	if !p.eat(':') {
+		return false
+	}
+	p.space()
+	switch key {
+	case "bucket":
+		req.Bucket, ok = p.str()
+	case "key":
+		req.Key, ok = p.str()
+	case "n":
+		req.N, ok = p.int()
+	case "critical":
+		req.Critical, ok = p.bool()
+	default:
+		ok = false
+	}
+	return ok
 }
 
 // jsonScan walks a JSON text; every method reports false, having consumed
