@@ -274,7 +274,6 @@ func run() error {
 						}
 					}
 				})
-				r.rounds = []float64{r.opsPerSec()}
 				if s, ok := l.(settler); ok {
 					if err := s.settle(ctx); err != nil {
 						return fmt.Errorf("%s: settle: %w", l.name(), err)
@@ -503,7 +502,9 @@ func measure(ctx context.Context, l limiter, g int, warmup, d time.Duration, red
 	// The calls in flight when measuring ended were counted in the
 	// histogram but may have allocated after the second ReadMemStats; at
 	// most g calls of hundreds of thousands, so the error is negligible.
-	return &result{tally: t, mallocs: after.Mallocs - before.Mallocs, cpu: cpu1 - cpu0, redisCPU: rcpu1 - rcpu0}
+	r := &result{tally: t, mallocs: after.Mallocs - before.Mallocs, cpu: cpu1 - cpu0, redisCPU: rcpu1 - rcpu0}
+	r.rounds = []float64{r.opsPerSec()}
+	return r
 }
 
 // runCallers runs g goroutines, each calling call with its index in a
