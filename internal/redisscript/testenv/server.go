@@ -19,15 +19,17 @@ import (
 // FreePort returns a loopback TCP port that was free a moment ago and that
 // this process has not handed out before. It picks from 20000-32767, below
 // the kernel's ephemeral range, so a client connection of a busy test cannot
-// take the port between this call and the server's bind, and a random pick
-// keeps concurrent test binaries apart.
+// take the port between this call and the server's bind. A random pick
+// keeps concurrent test binaries apart, and a lock on the port that every
+// test process respects (reservePort) keeps a suite running beside this one
+// from handing it out too.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	portsMu.Lock()
 	defer portsMu.Unlock()
 	for range 1000 {
 		p := 20000 + mathrand.IntN(12768)
-		if portsGiven[p] {
+		if portsGiven[p] || !reservePort(p) {
 			continue
 		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
