@@ -379,3 +379,63 @@ func measureCosts(ctx context.Context, b *testing.B, rdb *redis.Client, cases []
 	}
 	return best
 }
+
+// BenchmarkKeyedCommandTime measures Redis's time inside the keyed acquire
+// per call, as the client sends it (FCALL, protocol 3), against the plain
+// acquire and the minimal token bucket of bench/plain.lua, the way
+// BenchmarkAcquireCommandTime does: a thousand keys taken in turn, each
+// state already written, as a busy keyed bucket's are. Run it alone:
+//
+//	go test -run '^$' -bench KeyedCommandTime -benchtime 1x ./internal/redisscript/
+func BenchmarkKeyedCommandTime(b *testing.B) {
+	plain, err := os.ReadFile("../../bench/plain.lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := testenv.StartRedis(b)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	ks := redisscript.Keyspace{Prefix: "cost:"}
+	cfg := redisscript.Config{Name: "cost", ID: 1, Version: 1, Capacity: 1_000_000_000,
+		PermitsMicro: 1_000_000_000_000, PeriodSeconds: 1, Apps: []string{"app"}}
+	if _, err := redisscript.Apply(ctx, rdb, ks, cfg, false); err != nil {
+		b.Fatal(err)
+	}
+	kcfg := cfg
+	kcfg.Name, kcfg.ID = "cost-keyed", 2
+	if _, err := redisscript.ApplyKeyed(ctx, rdb, ks, kcfg, false); err != nil {
+		b.Fatal(err)
+	}
+	plainSHA, err := rdb.ScriptLoad(ctx, string(plain)).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := rdb.FunctionLoadReplace(ctx, redisscript.Functions.Source).Err(); err != nil {
+		b.Fatal(err)
+	}
+	keyedFn := redisscript.Functions.Function(redisscript.KeyedAcquireScript)
+	type keyed struct {
+		keys []string
+		key  string
+	}
+	users := make([]keyed, 1000)
+	for i := range users {
+		key := "user-" + strconv.Itoa(i)
+		k := ks.Keyed(kcfg.Name, key)
+		users[i] = keyed{[]string{k.Config, k.State}, key}
+	}
+	cases := []testenv.ScriptCost{
+		{Name: "keyed", Send: func(pipe redis.Pipeliner, i int) {
+			u := users[i%len(users)]
+			pipe.FCall(ctx, keyedFn, u.keys, "app", "1", u.key, "3")
+		}},
+		{Name: "acquire", Send: testenv.FCall(ctx, redisscript.Functions.Function(redisscript.AcquireScript), []string{ks.Bucket(cfg.Name)}, "app", "1", "3")},
+		{Name: "plain", Send: testenv.EvalSha(ctx, plainSHA, []string{"cost:plain"}, 1_000_000_000, 1_000_000, 1)},
+	}
+	best := measureCosts(ctx, b, rdb, cases)
+	b.ReportMetric(best["keyed"], "keyed-µs/call")
+	b.ReportMetric(best["acquire"], "acquire-µs/call")
+	b.ReportMetric(best["plain"], "plain-µs/call")
+	b.ReportMetric(best["keyed"]/best["acquire"], "keyed/acquire")
+}

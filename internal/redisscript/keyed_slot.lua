@@ -141,6 +141,25 @@ end
 -- "Keyed buckets"), shared by the keyed acquire and acquire-all scripts.
 local MAX_KEY = 256
 
+-- Base64url: B64V maps the bytes of its digits (A-Z, a-z, 0-9, '-', '_')
+-- to their values, B64B the values to the bytes. Written out, since a
+-- function library's chunk may not call the string library while it
+-- loads; a lookup costs a fraction of a search or a chain of comparisons.
+local B64V = {[65] = 0, [66] = 1, [67] = 2, [68] = 3, [69] = 4, [70] = 5, [71] = 6, [72] = 7, [73] = 8,
+  [74] = 9, [75] = 10, [76] = 11, [77] = 12, [78] = 13, [79] = 14, [80] = 15, [81] = 16, [82] = 17, [83] = 18,
+  [84] = 19, [85] = 20, [86] = 21, [87] = 22, [88] = 23, [89] = 24, [90] = 25, [97] = 26, [98] = 27, [99] = 28,
+  [100] = 29, [101] = 30, [102] = 31, [103] = 32, [104] = 33, [105] = 34, [106] = 35, [107] = 36, [108] = 37,
+  [109] = 38, [110] = 39, [111] = 40, [112] = 41, [113] = 42, [114] = 43, [115] = 44, [116] = 45, [117] = 46,
+  [118] = 47, [119] = 48, [120] = 49, [121] = 50, [122] = 51, [48] = 52, [49] = 53, [50] = 54, [51] = 55,
+  [52] = 56, [53] = 57, [54] = 58, [55] = 59, [56] = 60, [57] = 61, [45] = 62, [95] = 63}
+local B64B = {[0] = 65, [1] = 66, [2] = 67, [3] = 68, [4] = 69, [5] = 70, [6] = 71, [7] = 72, [8] = 73,
+  [9] = 74, [10] = 75, [11] = 76, [12] = 77, [13] = 78, [14] = 79, [15] = 80, [16] = 81, [17] = 82, [18] = 83,
+  [19] = 84, [20] = 85, [21] = 86, [22] = 87, [23] = 88, [24] = 89, [25] = 90, [26] = 97, [27] = 98, [28] = 99,
+  [29] = 100, [30] = 101, [31] = 102, [32] = 103, [33] = 104, [34] = 105, [35] = 106, [36] = 107, [37] = 108,
+  [38] = 109, [39] = 110, [40] = 111, [41] = 112, [42] = 113, [43] = 114, [44] = 115, [45] = 116, [46] = 117,
+  [47] = 118, [48] = 119, [49] = 120, [50] = 121, [51] = 122, [52] = 48, [53] = 49, [54] = 50, [55] = 51,
+  [56] = 52, [57] = 53, [58] = 54, [59] = 55, [60] = 56, [61] = 57, [62] = 45, [63] = 95}
+
 -- key_refusal answers a key and state pair that cannot be served: nil when
 -- they are fine, else the code invalid key (-5). The state must be one of
 -- this group's: the prefix of the group key (what comes before 'k{'), a
@@ -148,18 +167,15 @@ local MAX_KEY = 256
 -- and 11 base64url characters. Which tag and id a key has is the caller's
 -- computation: checking them here (CRC16, SHA-1) costs a quarter of the
 -- call; on Redis Cluster a wrong tag fails as a cross-slot call.
-local B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
 local function key_refusal(base, state, key)
   if type(key) ~= 'string' or #key < 1 or #key > MAX_KEY then return -5 end
   if type(base) ~= 'string' or type(state) ~= 'string' then return -5 end
   local p, g = string.match(base, '()k{[^{}]*:(%d+)}$')
   if not p then return -5 end
   g = tonumber(g)
-  if g >= 64 or #state ~= p + 16 or string.sub(state, 1, p - 1) ~= string.sub(base, 1, p - 1)
-      or string.byte(state, p) ~= 123 or string.byte(state, p + 4) ~= 125
-      or string.byte(state, p + 5) ~= string.byte(B64, g + 1)
-      or not string.find(string.sub(state, p + 1, p + 3), '^[%w_-]+$')
-      or not string.find(state, '^[%w_-]+$', p + 6) then
+  if g >= 64 or #state ~= p + 16 or string.byte(state, p + 5) ~= B64B[g]
+      or string.sub(state, 1, p - 1) ~= string.sub(base, 1, p - 1)
+      or not string.find(state, '^{[%w_-][%w_-][%w_-]}[%w_-]+$', p) then
     return -5
   end
   return nil
@@ -241,31 +257,27 @@ local function key_limit(base, key, app, f, exact)
   return 0, oc, opm, od, shadow or osh, src, r
 end
 
--- b64num writes a whole number x >= 0 in base 64 with the digits of B64,
+-- b64num writes a whole number x >= 0 in base 64 with the digits of base64url,
 -- most significant first. Division by 64 is exact for a double, so any
--- whole double is written exactly, at any size.
+-- whole double is written exactly, at any size. b64digits puts each next
+-- digit in front of those found so far, without a table.
+local function b64digits(x, ...)
+  if x < 1 then return string.char(...) end
+  local d = x % 64
+  return b64digits((x - d) / 64, B64B[d], ...)
+end
+
 local function b64num(x)
   if x < 1 then return 'A' end
-  local t = {}
-  while x >= 1 do
-    local d = x % 64
-    t[#t + 1] = string.byte(B64, d + 1)
-    x = (x - d) / 64
-  end
-  return string.reverse(string.char(unpack(t)))
+  return b64digits(x)
 end
 
 -- b64val reads what b64num wrote; nil for any other character.
 local function b64val(s)
   local x = 0
   for i = 1, #s do
-    local b, d = string.byte(s, i)
-    if b == 95 then d = 63
-    elseif b == 45 then d = 62
-    elseif b >= 97 and b <= 122 then d = b - 71
-    elseif b >= 65 and b <= 90 then d = b - 65
-    elseif b >= 48 and b <= 57 then d = b + 4
-    else return nil end
+    local d = B64V[string.byte(s, i)]
+    if not d then return nil end
     x = x * 64 + d
   end
   return x
@@ -325,8 +337,7 @@ local SPREAD_MS = 60000
 local function state_ttl(state, upto, now)
   local ttl = math.ceil((upto - now) / 1000)
   if ttl < 1 then ttl = 1 end
-  local h = 16 * (string.find(B64, string.sub(state, -2, -2), 1, true) - 1)
-    + (string.find(B64, string.sub(state, -1), 1, true) - 1) / 4
+  local h = 16 * B64V[string.byte(state, -2)] + B64V[string.byte(state, -1)] / 4
   local w = ttl
   if w > SPREAD_MS then w = SPREAD_MS end
   ttl = ttl + math.floor(h * w / 1024)
