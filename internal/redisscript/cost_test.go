@@ -30,24 +30,7 @@ import (
 //
 //	go test -run '^$' -bench AcquireCommandTime -benchtime 1x ./internal/redisscript/
 func BenchmarkAcquireCommandTime(b *testing.B) {
-	plain, err := os.ReadFile("../../bench/plain.lua")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := testenv.StartRedis(b)
-	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer rdb.Close()
-	ks := redisscript.Keyspace{Prefix: "cost:"}
-	cfg := redisscript.Config{Name: "cost", ID: 1, Version: 1, Capacity: 1_000_000_000,
-		PermitsMicro: 1_000_000_000_000, PeriodSeconds: 1, Apps: []string{"app"}}
-	if _, err := redisscript.Apply(ctx, rdb, ks, cfg, false); err != nil {
-		b.Fatal(err)
-	}
-	plainSHA, err := rdb.ScriptLoad(ctx, string(plain)).Result()
-	if err != nil {
-		b.Fatal(err)
-	}
+	ctx, rdb, ks, cfg, plainSHA := costSetup(b)
 	src := redisscript.AcquireScript.Source()
 	if alt := os.Getenv("SLUICE_ACQUIRE_LUA"); alt != "" {
 		raw, err := os.ReadFile(alt)
@@ -388,27 +371,10 @@ func measureCosts(ctx context.Context, b *testing.B, rdb *redis.Client, cases []
 //
 //	go test -run '^$' -bench KeyedCommandTime -benchtime 1x ./internal/redisscript/
 func BenchmarkKeyedCommandTime(b *testing.B) {
-	plain, err := os.ReadFile("../../bench/plain.lua")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := testenv.StartRedis(b)
-	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer rdb.Close()
-	ks := redisscript.Keyspace{Prefix: "cost:"}
-	cfg := redisscript.Config{Name: "cost", ID: 1, Version: 1, Capacity: 1_000_000_000,
-		PermitsMicro: 1_000_000_000_000, PeriodSeconds: 1, Apps: []string{"app"}}
-	if _, err := redisscript.Apply(ctx, rdb, ks, cfg, false); err != nil {
-		b.Fatal(err)
-	}
+	ctx, rdb, ks, cfg, plainSHA := costSetup(b)
 	kcfg := cfg
 	kcfg.Name, kcfg.ID = "cost-keyed", 2
 	if _, err := redisscript.ApplyKeyed(ctx, rdb, ks, kcfg, false); err != nil {
-		b.Fatal(err)
-	}
-	plainSHA, err := rdb.ScriptLoad(ctx, string(plain)).Result()
-	if err != nil {
 		b.Fatal(err)
 	}
 	if err := rdb.FunctionLoadReplace(ctx, redisscript.Functions.Source).Err(); err != nil {
@@ -438,4 +404,30 @@ func BenchmarkKeyedCommandTime(b *testing.B) {
 	b.ReportMetric(best["acquire"], "acquire-µs/call")
 	b.ReportMetric(best["plain"], "plain-µs/call")
 	b.ReportMetric(best["keyed"]/best["acquire"], "keyed/acquire")
+}
+
+// costSetup starts a private redis-server for a script-cost benchmark,
+// with the bucket "cost" (granting every call) applied and the minimal
+// script of bench/plain.lua loaded; the client is closed at the end.
+func costSetup(b *testing.B) (context.Context, *redis.Client, redisscript.Keyspace, redisscript.Config, string) {
+	b.Helper()
+	plain, err := os.ReadFile("../../bench/plain.lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := testenv.StartRedis(b)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	b.Cleanup(func() { rdb.Close() })
+	ks := redisscript.Keyspace{Prefix: "cost:"}
+	cfg := redisscript.Config{Name: "cost", ID: 1, Version: 1, Capacity: 1_000_000_000,
+		PermitsMicro: 1_000_000_000_000, PeriodSeconds: 1, Apps: []string{"app"}}
+	if _, err := redisscript.Apply(ctx, rdb, ks, cfg, false); err != nil {
+		b.Fatal(err)
+	}
+	plainSHA, err := rdb.ScriptLoad(ctx, string(plain)).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ctx, rdb, ks, cfg, plainSHA
 }
