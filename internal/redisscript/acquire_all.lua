@@ -331,16 +331,17 @@ local function key_limit(base, key, app, f, exact)
   return 0, oc, opm, od, shadow or osh, src, r
 end
 
--- b64num writes a whole number x >= 0 in base 64 with the digits of base64url,
--- most significant first. Division by 64 is exact for a double, so any
--- whole double is written exactly, at any size. b64digits puts each next
--- digit in front of those found so far, without a table.
+-- b64digits writes x's base64url digits in front of the bytes given, the
+-- digits found so far (a tail call, without a table).
 local function b64digits(x, ...)
   if x < 1 then return string.char(...) end
   local d = x % 64
   return b64digits((x - d) / 64, B64B[d], ...)
 end
 
+-- b64num writes a whole number x >= 0 in base64url digits, most
+-- significant first. Division by 64 is exact for a double, so any whole
+-- double is written exactly, at any size.
 local function b64num(x)
   if x < 1 then return 'A' end
   return b64digits(x)
