@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/redisscript"
@@ -78,4 +79,51 @@ func keyedAcquireMany(t *testing.T, s server) {
 	if a := s.acquireKey(t, "other", "alice", "billing", 5); a.Code != redisscript.Allowed {
 		t.Errorf("other's alice, untouched by the refused acquire: %+v", a)
 	}
+}
+
+// An acquire sent alone answers, integer for integer under every protocol
+// and flag, what it answers as the first of several: the script takes a
+// shorter path for one acquire, and that path must decide the same way.
+func TestKeyedAcquireAloneAsInMany(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		ctx := context.Background()
+		api := cfg("api", 10, 1_000_000, 3600, "svc")
+		api.Reserve = 3
+		s.applyKeyed(t, api, false)
+		s.applyKeyed(t, cfg("other", 5, 1_000_000, 3600, "billing"), false)
+		s.override(t, ov(1, 1, redisscript.MatchExact, "vip", 4))
+		s.override(t, ov(2, 1, redisscript.MatchPrefix, "team:", 20))
+		other := s.ks.Keyed("api", "zed")
+		type acquire struct{ bucket, key, n string }
+		acquires := []acquire{{"api", "alice", "1"}, {"api", "alice", "7"}, {"api", "alice", "8"},
+			{"api", "alice", "11"}, {"api", "alice", "0"}, {"api", "alice", "x"}, {"api", "", "1"},
+			{"api", "vip", "2"}, {"api", "team:a", "18"}, {"missing", "alice", "1"}, {"other", "alice", "1"}}
+		tails := [][]any{{}, {"2"}, {"3"}, {"3", "1"}, {"3", "0"}, {"2", "1"}, {"9"}}
+		for _, a := range acquires {
+			k := s.ks.Keyed(a.bucket, a.key)
+			if a.key == "" {
+				k = s.ks.Keyed(a.bucket, "x")
+			}
+			for _, tail := range tails {
+				alone, err := redisscript.KeyedAcquireScript.Run(ctx, s.rdb, []string{k.Config, k.State},
+					append([]any{"svc", a.n, a.key}, tail...)...).Int64Slice()
+				if err != nil {
+					t.Fatalf("%+v %v alone: %v", a, tail, err)
+				}
+				s.rdb.Del(ctx, k.State, other.State)
+				if len(tail) == 2 {
+					tail = []any{tail[0], tail[1].(string) + "0"}
+				}
+				many, err := redisscript.KeyedAcquireScript.Run(ctx, s.rdb, []string{k.Config, k.State, other.Config, other.State},
+					append([]any{"svc", a.n, a.key, "1", "zed"}, tail...)...).Int64Slice()
+				if err != nil {
+					t.Fatalf("%+v %v with another: %v", a, tail, err)
+				}
+				s.rdb.Del(ctx, k.State, other.State)
+				if len(many) != 2*len(alone) || !slices.Equal(alone, many[:len(alone)]) {
+					t.Errorf("%+v %v: alone %v, first of two %v", a, tail, alone, many)
+				}
+			}
+		}
+	})
 }
