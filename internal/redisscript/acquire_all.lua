@@ -259,6 +259,17 @@ end
 -- the key's exact override 'e:<key>' follows them.
 -- kind and bounds are a quota's (lua/quota.lua); reserve a token bucket's.
 local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'kind', 'bounds', 'reserve'}
+-- EXACT is the place of the exact override among the fields read.
+local EXACT = #GROUP_FIELDS + 1
+
+-- group_read reads one key's group hash base in one HMGET: the
+-- GROUP_FIELDS, the key's exact override (at EXACT), then the field extra
+-- when given.
+local function group_read(base, key, extra)
+  local names = {unpack(GROUP_FIELDS)}
+  names[EXACT], names[EXACT + 1] = 'e:' .. key, extra
+  return redis.call('HMGET', base, unpack(names))
+end
 
 -- override parses an override value "<id> <version> <capacity> <permits>
 -- <period>", followed by " s" in shadow mode, into its limit (capacity,
@@ -554,11 +565,9 @@ local function keyed(base, skey, key, n)
     s = {keyed = true, want = 0}
     state[skey] = s
     order[#order + 1] = skey
-    local fields = {unpack(GROUP_FIELDS)}
-    fields[#fields + 1] = 'e:' .. key
-    local f = redis.call('HMGET', base, unpack(fields))
+    local f = group_read(base, key)
     local code, src, res
-    code, s.capacity, s.pm, s.period, s.shadow, src, res = key_limit(base, key, app, f, f[#fields])
+    code, s.capacity, s.pm, s.period, s.shadow, src, res = key_limit(base, key, app, f, f[EXACT])
     s.r = res or 0
     if critical then s.r = 0 end
     if code == 0 and f[8] and f[8] ~= 'bucket' and f[8] ~= 'quota' then code = -1 end

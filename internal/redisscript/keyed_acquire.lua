@@ -259,6 +259,17 @@ end
 -- the key's exact override 'e:<key>' follows them.
 -- kind and bounds are a quota's (lua/quota.lua); reserve a token bucket's.
 local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'kind', 'bounds', 'reserve'}
+-- EXACT is the place of the exact override among the fields read.
+local EXACT = #GROUP_FIELDS + 1
+
+-- group_read reads one key's group hash base in one HMGET: the
+-- GROUP_FIELDS, the key's exact override (at EXACT), then the field extra
+-- when given.
+local function group_read(base, key, extra)
+  local names = {unpack(GROUP_FIELDS)}
+  names[EXACT], names[EXACT + 1] = 'e:' .. key, extra
+  return redis.call('HMGET', base, unpack(names))
+end
 
 -- override parses an override value "<id> <version> <capacity> <permits>
 -- <period>", followed by " s" in shadow mode, into its limit (capacity,
@@ -535,11 +546,8 @@ if count_ == 1 then
   if not n or n < 1 then return answer({-4, 0, 0, 0, 0, 0, 0}, 0, 0, 0) end
   if key_refusal(base, state, key) then return answer({-5, 0, 0, 0, 0, 0, 0}, 0, 0, 0) end
   local s = redis.call('GET', state)
-  local names = {unpack(GROUP_FIELDS)}
-  local e = #names + 1
-  names[e] = 'e:' .. key
-  local f = redis.call('HMGET', base, unpack(names))
-  local a, src, sh, res = decide(base, state, n, key, s, now_us(), f, f[e], string.byte(flags, 1) == 49)
+  local f = group_read(base, key)
+  local a, src, sh, res = decide(base, state, n, key, s, now_us(), f, f[EXACT], string.byte(flags, 1) == 49)
   return answer(a, src, sh, res)
 end
 
@@ -575,7 +583,7 @@ end
 local fields, next_exact = {}, {}
 for _, base in ipairs(order) do
   fields[base] = redis.call('HMGET', base, unpack(groups[base]))
-  next_exact[base] = #GROUP_FIELDS + 1
+  next_exact[base] = EXACT
 end
 local now = now_us()
 

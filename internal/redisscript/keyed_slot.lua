@@ -185,6 +185,17 @@ end
 -- the key's exact override 'e:<key>' follows them.
 -- kind and bounds are a quota's (lua/quota.lua); reserve a token bucket's.
 local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'kind', 'bounds', 'reserve'}
+-- EXACT is the place of the exact override among the fields read.
+local EXACT = #GROUP_FIELDS + 1
+
+-- group_read reads one key's group hash base in one HMGET: the
+-- GROUP_FIELDS, the key's exact override (at EXACT), then the field extra
+-- when given.
+local function group_read(base, key, extra)
+  local names = {unpack(GROUP_FIELDS)}
+  names[EXACT], names[EXACT + 1] = 'e:' .. key, extra
+  return redis.call('HMGET', base, unpack(names))
+end
 
 -- override parses an override value "<id> <version> <capacity> <permits>
 -- <period>", followed by " s" in shadow mode, into its limit (capacity,
@@ -478,13 +489,10 @@ local base, set = KEYS[1], KEYS[2]
 if type(set) ~= 'string' or string.sub(set, -6) ~= ':slots' or key_refusal(base, string.sub(set, 1, -7), key) then
   return {-5, 0, 0, 0, 0, 0, 0}
 end
-local names = {unpack(GROUP_FIELDS)}
-local e = #names + 1
-names[e], names[e + 1] = 'e:' .. key, 'slot_ms'
-local f = redis.call('HMGET', base, unpack(names))
-local code, limit, _pm, _period, shadow, src = key_limit(base, key, app, f, f[e])
+local f = group_read(base, key, 'slot_ms')
+local code, limit, _pm, _period, shadow, src = key_limit(base, key, app, f, f[EXACT])
 if code == -1 then return {-1, 0, 0, 0, 0, 0, 0} end
-local ms = slot_ms_of(f[8], f[e + 1])
+local ms = slot_ms_of(f[8], f[EXACT + 1])
 if code ~= 0 then return {code, 0, limit, 0, ms or 0, 0, 0} end
 -- A limit of another kind (a token bucket, a quota) has no slots.
 if not ms then return {-6, 0, limit, 0, 0, 0, 0} end

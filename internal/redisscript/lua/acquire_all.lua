@@ -107,11 +107,9 @@ local function keyed(base, skey, key, n)
     s = {keyed = true, want = 0}
     state[skey] = s
     order[#order + 1] = skey
-    local fields = {unpack(GROUP_FIELDS)}
-    fields[#fields + 1] = 'e:' .. key
-    local f = redis.call('HMGET', base, unpack(fields))
+    local f = group_read(base, key)
     local code, src, res
-    code, s.capacity, s.pm, s.period, s.shadow, src, res = key_limit(base, key, app, f, f[#fields])
+    code, s.capacity, s.pm, s.period, s.shadow, src, res = key_limit(base, key, app, f, f[EXACT])
     s.r = res or 0
     if critical then s.r = 0 end
     if code == 0 and f[8] and f[8] ~= 'bucket' and f[8] ~= 'quota' then code = -1 end

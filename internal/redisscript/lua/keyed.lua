@@ -47,6 +47,17 @@ end
 -- the key's exact override 'e:<key>' follows them.
 -- kind and bounds are a quota's (lua/quota.lua); reserve a token bucket's.
 local GROUP_FIELDS = {'capacity', 'permits', 'period', 'apps', 'id', 'lens', 'shadow', 'kind', 'bounds', 'reserve'}
+-- EXACT is the place of the exact override among the fields read.
+local EXACT = #GROUP_FIELDS + 1
+
+-- group_read reads one key's group hash base in one HMGET: the
+-- GROUP_FIELDS, the key's exact override (at EXACT), then the field extra
+-- when given.
+local function group_read(base, key, extra)
+  local names = {unpack(GROUP_FIELDS)}
+  names[EXACT], names[EXACT + 1] = 'e:' .. key, extra
+  return redis.call('HMGET', base, unpack(names))
+end
 
 -- override parses an override value "<id> <version> <capacity> <permits>
 -- <period>", followed by " s" in shadow mode, into its limit (capacity,

@@ -88,11 +88,8 @@ if count_ == 1 then
   if not n or n < 1 then return answer({-4, 0, 0, 0, 0, 0, 0}, 0, 0, 0) end
   if key_refusal(base, state, key) then return answer({-5, 0, 0, 0, 0, 0, 0}, 0, 0, 0) end
   local s = redis.call('GET', state)
-  local names = {unpack(GROUP_FIELDS)}
-  local e = #names + 1
-  names[e] = 'e:' .. key
-  local f = redis.call('HMGET', base, unpack(names))
-  local a, src, sh, res = decide(base, state, n, key, s, now_us(), f, f[e], string.byte(flags, 1) == 49)
+  local f = group_read(base, key)
+  local a, src, sh, res = decide(base, state, n, key, s, now_us(), f, f[EXACT], string.byte(flags, 1) == 49)
   return answer(a, src, sh, res)
 end
 
@@ -128,7 +125,7 @@ end
 local fields, next_exact = {}, {}
 for _, base in ipairs(order) do
   fields[base] = redis.call('HMGET', base, unpack(groups[base]))
-  next_exact[base] = #GROUP_FIELDS + 1
+  next_exact[base] = EXACT
 end
 local now = now_us()
 

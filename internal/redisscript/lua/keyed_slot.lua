@@ -15,13 +15,10 @@ local base, set = KEYS[1], KEYS[2]
 if type(set) ~= 'string' or string.sub(set, -6) ~= ':slots' or key_refusal(base, string.sub(set, 1, -7), key) then
   return {-5, 0, 0, 0, 0, 0, 0}
 end
-local names = {unpack(GROUP_FIELDS)}
-local e = #names + 1
-names[e], names[e + 1] = 'e:' .. key, 'slot_ms'
-local f = redis.call('HMGET', base, unpack(names))
-local code, limit, _pm, _period, shadow, src = key_limit(base, key, app, f, f[e])
+local f = group_read(base, key, 'slot_ms')
+local code, limit, _pm, _period, shadow, src = key_limit(base, key, app, f, f[EXACT])
 if code == -1 then return {-1, 0, 0, 0, 0, 0, 0} end
-local ms = slot_ms_of(f[8], f[e + 1])
+local ms = slot_ms_of(f[8], f[EXACT + 1])
 if code ~= 0 then return {code, 0, limit, 0, ms or 0, 0, 0} end
 -- A limit of another kind (a token bucket, a quota) has no slots.
 if not ms then return {-6, 0, limit, 0, 0, 0, 0} end
