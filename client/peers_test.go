@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"testing"
 	"time"
 
@@ -14,15 +13,11 @@ import (
 // tokensOf reads the stored tokens field of bucket name.
 func (e env) tokensOf(t testing.TB, name string) float64 {
 	t.Helper()
-	v, err := e.rdb.HGet(context.Background(), e.ks().Bucket(name), redisscript.FieldTokens).Result()
-	if err != nil {
-		t.Fatalf("tokens of %s: %v", name, err)
+	tokens, _, ok, err := redisscript.ReadStored(context.Background(), e.rdb, e.ks(), name)
+	if err != nil || !ok {
+		t.Fatalf("tokens of %s: %v (a state: %v)", name, err, ok)
 	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return tokens
 }
 
 // slow is a refill slow enough that counts stay whole while a test runs:

@@ -20,6 +20,7 @@ type config struct {
 	logLevel          slog.Level
 	startupTimeout    time.Duration
 	migrate           bool
+	decimalState      bool
 }
 
 // usageError is a configuration mistake: exit code 2.
@@ -47,6 +48,8 @@ func bind(cfg *config, getenv func(string) string, output io.Writer) *settings.S
 	s.LogLevel(&cfg.logLevel)
 	s.StartupTimeout(&cfg.startupTimeout)
 	s.Bool(&cfg.migrate, "migrate", "SLUICE_MIGRATE", "apply database migrations at start-up")
+	s.Bool(&cfg.decimalState, "decimal-state", "SLUICE_DECIMAL_STATE",
+		"keep bucket states in the decimal form that clients before the binary state read (rolling upgrades)")
 	return s
 }
 

@@ -50,6 +50,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		BatchSize:         cfg.batchSize,
 		Logger:            log,
 		Metrics:           reg,
+		DecimalState:      cfg.decimalState,
 	})
 
 	var srv *http.Server

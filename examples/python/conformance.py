@@ -156,11 +156,13 @@ class Run:
         self.prefix = prefix
         self.acquire = sluice.Script.load(os.path.join(scripts_dir, "acquire.lua"))
         # The config scripts are sent after config_guards.lua, their shared
-        # argument checks and guards, apply also after lua/packed.lua, the
-        # packed limit it writes (docs/protocol.md).
+        # argument checks and guards, apply also after lua/packed.lua and
+        # lua/state.lua, the packed limit and the state it writes
+        # (docs/protocol.md).
         guards = os.path.join(scripts_dir, "config_guards.lua")
         packed = os.path.join(scripts_dir, "lua", "packed.lua")
-        self.apply = sluice.Script.load(guards, packed, os.path.join(scripts_dir, "apply.lua"))
+        state = os.path.join(scripts_dir, "lua", "state.lua")
+        self.apply = sluice.Script.load(guards, packed, state, os.path.join(scripts_dir, "apply.lua"))
         self.delete = sluice.Script.load(guards, os.path.join(scripts_dir, "delete.lua"))
         self.keyed_acquire = sluice.Script.load(os.path.join(scripts_dir, "keyed_acquire.lua"))
         self.keyed_apply = sluice.Script.load(guards, os.path.join(scripts_dir, "keyed_apply.lua"))
@@ -204,7 +206,7 @@ class Run:
     def kind_args(self, a):
         """The kind, the quota's table (the eleventh argument) and the slot
         lease time (the twelfth) of an apply; the reserve follows, the
-        thirteenth."""
+        thirteenth, and the state's form, the fourteenth."""
         table = ""
         if "bounds_s" in a:
             if self.base is None:
@@ -217,7 +219,7 @@ class Run:
         b = a["bucket"]
         args = [str(a["id"]), str(a["version"]), str(a["capacity"]), a["permits"], str(a["period"]),
                 "," + ",".join(a["apps"]) + ",", "1" if a.get("force") else "0", str(a.get("lease_ms", 0)),
-                "1" if a.get("shadow") else "0"] + self.kind_args(a) + [str(a.get("reserve", 0))]
+                "1" if a.get("shadow") else "0"] + self.kind_args(a) + [str(a.get("reserve", 0)), "binary"]
         want = step["want"]
         try:
             got = APPLY_OUTCOMES.get(self.apply.run(self.r, [sluice.bucket_key(b, prefix),

@@ -68,23 +68,41 @@ func (s server) secondsSince(t *testing.T, micros int64) float64 {
 	return float64(s.nowMicros(t)-micros) / 1e6
 }
 
-// setState writes the state fields as if the last acquire left tokens at
-// ts, which is how tests make time pass (or go backwards) without sleeping.
+// setState writes the state as if the last acquire left tokens at ts, in
+// the form the hash keeps it (binary on redis-server, decimal on
+// miniredis, which has no struct library), which is how tests make time
+// pass (or go backwards) without sleeping.
 func (s server) setState(t *testing.T, name string, tokens float64, ts int64) {
 	t.Helper()
-	err := s.rdb.HSet(context.Background(), s.ks.Bucket(name),
-		redisscript.FieldTokens, strconv.FormatFloat(tokens, 'g', 17, 64),
-		redisscript.FieldTS, strconv.FormatInt(ts, 10)).Err()
+	ctx, key := context.Background(), s.ks.Bucket(name)
+	binary, err := s.rdb.HExists(ctx, key, redisscript.FieldState).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if binary {
+		err = s.rdb.HSet(ctx, key, redisscript.FieldState, redisscript.EncodeState(tokens, ts)).Err()
+	} else {
+		err = s.rdb.HSet(ctx, key, redisscript.FieldTokens, strconv.FormatFloat(tokens, 'g', 17, 64),
+			redisscript.FieldTS, strconv.FormatInt(ts, 10)).Err()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 }
 
+// fields is the hash of bucket name; a state in the binary form is given
+// as the decimal fields too, printed as the scripts print them.
 func (s server) fields(t *testing.T, name string) map[string]string {
 	t.Helper()
 	h, err := s.rdb.HGetAll(context.Background(), s.ks.Bucket(name)).Result()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, binary := h[redisscript.FieldState]; binary {
+		if tokens, ts, ok := redisscript.Stored(h); ok {
+			h[redisscript.FieldTokens] = strconv.FormatFloat(tokens, 'g', 17, 64)
+			h[redisscript.FieldTS] = strconv.FormatInt(ts, 10)
+		}
 	}
 	return h
 }

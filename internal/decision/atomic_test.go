@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/internal/redisscript"
 )
 
 // TestDeniedRequestChargesNothing: a request whose descriptors all map to
@@ -37,7 +39,7 @@ func TestDeniedRequestChargesNothing(t *testing.T) {
 	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("slow twice: %v %v", resp, err)
 	}
-	tokens, err := st.rdb.HGet(bg, st.prefix+"{search}", "tokens").Float64()
+	tokens, _, _, err := redisscript.ReadStored(bg, st.rdb, redisscript.Keyspace{Prefix: st.prefix}, "search")
 	if err != nil || tokens >= 1 {
 		t.Fatalf("search tokens in redis: %v %v", tokens, err)
 	}

@@ -224,7 +224,7 @@ func TestEnvoyShapedRequests(t *testing.T) {
 	}
 
 	// Redis agrees: the checkout bucket holds less than one token.
-	tokens, err := st.rdb.HGet(bg, st.prefix+"{checkout}", "tokens").Float64()
+	tokens, _, _, err := redisscript.ReadStored(bg, st.rdb, redisscript.Keyspace{Prefix: st.prefix}, "checkout")
 	if err != nil || tokens >= 1 {
 		t.Fatalf("checkout tokens in redis: %v %v", tokens, err)
 	}

@@ -129,14 +129,6 @@ local function take(tokens, n, capacity, pm, period, shadow, r, x8, x9, x10)
     capacity, pm, period, x8, x9, x10}
 end
 
--- put writes a bucket's tokens and ts: a whole count prints the same with
--- '%d' as with '%.17g', and faster.
-local function put(key, tokens, ts)
-  local fmt = '%.17g'
-  if math.floor(tokens) == tokens then fmt = '%d' end
-  redis.call('HSET', key, 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
-end
-
 -- The quota part of the core (docs/protocol.md, "Quotas"): a quota counts
 -- what it granted in each calendar period and grants at most its quota per
 -- period. Lua has no time zones: the periods are the instants of the
@@ -248,6 +240,61 @@ local function unpacked(s)
   if c < 1 or c % 1 ~= 0 or (k ~= 0 and k ~= 1 and k ~= 2) or (k == 0 and (pm <= 0 or d < 1)) then return nil end
   return k, c, pm, d, lease, shadow, r, ms
 end
+-- The state of a token bucket (docs/protocol.md, "The bucket state"): its
+-- tokens and the time of their last refill (ts, microseconds of Redis
+-- TIME). A hash keeps it in one of two forms, and every script writes it
+-- back in the form it found:
+--   binary: the field st, two little-endian doubles (tokens, then ts):
+--           one field to find and to write, nothing to parse or print;
+--   decimal: the fields tokens ('%.17g') and ts ('%d'), which clients of
+--           releases before the binary form read and write.
+-- Only the apply script picks the form (the sync worker's state format)
+-- and moves a bucket from one to the other. A server without the struct
+-- library keeps the decimal form.
+local STATE, STATE_LEN = '<dd', 16
+
+-- binary_state is whether st is a bucket's state in the binary form.
+local function binary_state(st)
+  return type(st) == 'string' and #st == STATE_LEN
+end
+
+-- stored returns the tokens and ts of a hash whose fields st, tokens and
+-- ts hold st, tokens and ts: the binary form's when it holds one, else
+-- the decimal fields (refill reads them; absent is a full bucket).
+local function stored(st, tokens, ts)
+  if binary_state(st) then
+    local t, s = struct.unpack(STATE, st)
+    return t, s
+  end
+  return tokens, ts
+end
+
+-- decimal prints a count of tokens: a whole count prints the same with
+-- '%d' as with '%.17g', and faster.
+local function decimal(tokens)
+  if math.floor(tokens) == tokens then return string.format('%d', tokens) end
+  return string.format('%.17g', tokens)
+end
+
+-- state_fields appends to the command c the fields and values of a state
+-- of tokens at ts, in the binary form or the decimal one.
+local function state_fields(c, tokens, ts, binary)
+  if binary then
+    c[#c + 1], c[#c + 2] = 'st', struct.pack(STATE, tokens, ts)
+  else
+    c[#c + 1], c[#c + 2], c[#c + 3], c[#c + 4] = 'tokens', decimal(tokens), 'ts', string.format('%d', ts)
+  end
+  return c
+end
+
+-- put writes a bucket's tokens and ts in the form binary says.
+local function put(key, tokens, ts, binary)
+  if binary then
+    redis.call('HSET', key, 'st', struct.pack(STATE, tokens, ts))
+  else
+    redis.call('HSET', key, 'tokens', decimal(tokens), 'ts', string.format('%d', ts))
+  end
+end
 
 -- Sluice acquire: take ARGV[2] tokens for app ARGV[1] from the bucket hash
 -- KEYS[1]. The answer is seven integers: {code, remaining, retry_us,
@@ -282,9 +329,11 @@ local n = count(ARGV[2])
 if not n or n < 1 then
   return {-4, 0, 0, 0, 0, 0, 0}
 end
--- The state, the packed limit and the apps in one HMGET (lua/packed.lua).
-local f = redis.call('HMGET', KEYS[1], 'tokens', 'ts', 'cfg', 'apps')
-local kind, capacity, pm, period, lease_ms, shadow_f, reserve = unpacked(f[3])
+-- The binary state, the packed limit and the apps in one HMGET
+-- (lua/state.lua, lua/packed.lua); a hash without the binary state keeps
+-- the decimal one.
+local f = redis.call('HMGET', KEYS[1], 'st', 'cfg', 'apps')
+local kind, capacity, pm, period, lease_ms, shadow_f, reserve = unpacked(f[2])
 if not kind then
   kind, capacity, pm, period, lease_ms, shadow_f, reserve = unpacked_fields(redis.call('HMGET', KEYS[1], 'kind',
     'capacity', 'permits', 'period', 'lease_ms', 'shadow', 'reserve'))
@@ -294,7 +343,7 @@ end
 if kind ~= 0 and kind ~= 1 then
   return {-1, 0, 0, 0, 0, 0, 0}
 end
-if not app_ok(ARGV[1], f[4]) then
+if not app_ok(ARGV[1], f[3]) then
   return {-2, 0, 0, 0, capacity, pm, period}
 end
 local res = 0
@@ -334,9 +383,16 @@ if kind == 1 then
   end
   return answer
 end
-local tokens, ts = refill(f[1], f[2], now_us(), capacity, pm, period)
+local binary, t0, ts0 = binary_state(f[1])
+if binary then
+  t0, ts0 = stored(f[1])
+else
+  local d = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+  t0, ts0 = d[1], d[2]
+end
+local tokens, ts = refill(t0, ts0, now_us(), capacity, pm, period)
 local left, answer = take(tokens, n, capacity, pm, period, shadow, r, lease, sh, res)
 -- A denial writes nothing: refill is a pure function of time, so the
 -- stored (tokens, ts) pair still yields the same count later.
-if left then put(KEYS[1], left, ts) end
+if left then put(KEYS[1], left, ts, binary) end
 return answer

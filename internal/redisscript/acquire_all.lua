@@ -129,14 +129,6 @@ local function take(tokens, n, capacity, pm, period, shadow, r, x8, x9, x10)
     capacity, pm, period, x8, x9, x10}
 end
 
--- put writes a bucket's tokens and ts: a whole count prints the same with
--- '%d' as with '%.17g', and faster.
-local function put(key, tokens, ts)
-  local fmt = '%.17g'
-  if math.floor(tokens) == tokens then fmt = '%d' end
-  redis.call('HSET', key, 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
-end
-
 -- The quota part of the core (docs/protocol.md, "Quotas"): a quota counts
 -- what it granted in each calendar period and grants at most its quota per
 -- period. Lua has no time zones: the periods are the instants of the
@@ -456,6 +448,61 @@ local function quota_put(state, id, s, e, used, now)
   redis.call('SET', state, v, 'PX', state_ttl(state, e * 1000000, now))
   return v
 end
+-- The state of a token bucket (docs/protocol.md, "The bucket state"): its
+-- tokens and the time of their last refill (ts, microseconds of Redis
+-- TIME). A hash keeps it in one of two forms, and every script writes it
+-- back in the form it found:
+--   binary: the field st, two little-endian doubles (tokens, then ts):
+--           one field to find and to write, nothing to parse or print;
+--   decimal: the fields tokens ('%.17g') and ts ('%d'), which clients of
+--           releases before the binary form read and write.
+-- Only the apply script picks the form (the sync worker's state format)
+-- and moves a bucket from one to the other. A server without the struct
+-- library keeps the decimal form.
+local STATE, STATE_LEN = '<dd', 16
+
+-- binary_state is whether st is a bucket's state in the binary form.
+local function binary_state(st)
+  return type(st) == 'string' and #st == STATE_LEN
+end
+
+-- stored returns the tokens and ts of a hash whose fields st, tokens and
+-- ts hold st, tokens and ts: the binary form's when it holds one, else
+-- the decimal fields (refill reads them; absent is a full bucket).
+local function stored(st, tokens, ts)
+  if binary_state(st) then
+    local t, s = struct.unpack(STATE, st)
+    return t, s
+  end
+  return tokens, ts
+end
+
+-- decimal prints a count of tokens: a whole count prints the same with
+-- '%d' as with '%.17g', and faster.
+local function decimal(tokens)
+  if math.floor(tokens) == tokens then return string.format('%d', tokens) end
+  return string.format('%.17g', tokens)
+end
+
+-- state_fields appends to the command c the fields and values of a state
+-- of tokens at ts, in the binary form or the decimal one.
+local function state_fields(c, tokens, ts, binary)
+  if binary then
+    c[#c + 1], c[#c + 2] = 'st', struct.pack(STATE, tokens, ts)
+  else
+    c[#c + 1], c[#c + 2], c[#c + 3], c[#c + 4] = 'tokens', decimal(tokens), 'ts', string.format('%d', ts)
+  end
+  return c
+end
+
+-- put writes a bucket's tokens and ts in the form binary says.
+local function put(key, tokens, ts, binary)
+  if binary then
+    redis.call('HSET', key, 'st', struct.pack(STATE, tokens, ts))
+  else
+    redis.call('HSET', key, 'tokens', decimal(tokens), 'ts', string.format('%d', ts))
+  end
+end
 
 -- Sluice acquire-all: take tokens from several buckets for app ARGV[1] in
 -- one atomic call: either every entry is granted, or nothing is written.
@@ -512,7 +559,7 @@ local function plain(key, n)
   local s = state[key]
   if not s then
     local f = redis.call('HMGET', key, 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'shadow', 'kind',
-      'reserve')
+      'reserve', 'st')
     s = {want = 0, r = 0}
     if not f[8] or f[8] == 'bucket' or f[8] == 'quota' then
       s.capacity, s.pm, s.period = kind_limit(f[8], f[1], f[2], f[3])
@@ -533,7 +580,9 @@ local function plain(key, n)
       end
       s.shadow = f[7] == '1'
     else
-      s.tokens, s.ts = refill(f[5], f[6], now, s.capacity, s.pm, s.period)
+      s.tokens, s.ts = stored(f[10], f[5], f[6])
+      s.tokens, s.ts = refill(s.tokens, s.ts, now, s.capacity, s.pm, s.period)
+      s.binary = binary_state(f[10])
       s.shadow = f[7] == '1'
       s.r = kept(f[9], s.capacity, critical)
     end
@@ -631,7 +680,7 @@ if overall == 1 then
         redis.call('HSET', key, 'used', string.format('%d', s.used), 'pstart', string.format('%d', s.ps))
       end
     elseif not s.keyed then
-      put(key, s.tokens, s.ts)
+      put(key, s.tokens, s.ts, s.binary)
     elseif s.took and s.ps then
       quota_put(key, s.id, s.ps, s.pe, s.used, now)
     elseif s.took then

@@ -128,13 +128,60 @@ local function take(tokens, n, capacity, pm, period, shadow, r, x8, x9, x10)
   return nil, {code, above(tokens, r), until_us(n + r - tokens, pm, period), until_us(capacity - tokens, pm, period),
     capacity, pm, period, x8, x9, x10}
 end
+-- The state of a token bucket (docs/protocol.md, "The bucket state"): its
+-- tokens and the time of their last refill (ts, microseconds of Redis
+-- TIME). A hash keeps it in one of two forms, and every script writes it
+-- back in the form it found:
+--   binary: the field st, two little-endian doubles (tokens, then ts):
+--           one field to find and to write, nothing to parse or print;
+--   decimal: the fields tokens ('%.17g') and ts ('%d'), which clients of
+--           releases before the binary form read and write.
+-- Only the apply script picks the form (the sync worker's state format)
+-- and moves a bucket from one to the other. A server without the struct
+-- library keeps the decimal form.
+local STATE, STATE_LEN = '<dd', 16
 
--- put writes a bucket's tokens and ts: a whole count prints the same with
+-- binary_state is whether st is a bucket's state in the binary form.
+local function binary_state(st)
+  return type(st) == 'string' and #st == STATE_LEN
+end
+
+-- stored returns the tokens and ts of a hash whose fields st, tokens and
+-- ts hold st, tokens and ts: the binary form's when it holds one, else
+-- the decimal fields (refill reads them; absent is a full bucket).
+local function stored(st, tokens, ts)
+  if binary_state(st) then
+    local t, s = struct.unpack(STATE, st)
+    return t, s
+  end
+  return tokens, ts
+end
+
+-- decimal prints a count of tokens: a whole count prints the same with
 -- '%d' as with '%.17g', and faster.
-local function put(key, tokens, ts)
-  local fmt = '%.17g'
-  if math.floor(tokens) == tokens then fmt = '%d' end
-  redis.call('HSET', key, 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
+local function decimal(tokens)
+  if math.floor(tokens) == tokens then return string.format('%d', tokens) end
+  return string.format('%.17g', tokens)
+end
+
+-- state_fields appends to the command c the fields and values of a state
+-- of tokens at ts, in the binary form or the decimal one.
+local function state_fields(c, tokens, ts, binary)
+  if binary then
+    c[#c + 1], c[#c + 2] = 'st', struct.pack(STATE, tokens, ts)
+  else
+    c[#c + 1], c[#c + 2], c[#c + 3], c[#c + 4] = 'tokens', decimal(tokens), 'ts', string.format('%d', ts)
+  end
+  return c
+end
+
+-- put writes a bucket's tokens and ts in the form binary says.
+local function put(key, tokens, ts, binary)
+  if binary then
+    redis.call('HSET', key, 'st', struct.pack(STATE, tokens, ts))
+  else
+    redis.call('HSET', key, 'tokens', decimal(tokens), 'ts', string.format('%d', ts))
+  end
 end
 
 -- Sluice adjust: give tokens back to, or take them after the fact from,
@@ -151,7 +198,7 @@ local op, n = ARGV[2], count(ARGV[3])
 if (op ~= 'refund' and op ~= 'charge' and op ~= 'reserve') or not n or n < 1 then
   return {-4, 0, 0, 0, 0, 0, 0, 0}
 end
-local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'kind')
+local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'kind', 'st')
 local capacity, pm, period = limit_of(f[1], f[2], f[3])
 -- Only a token bucket has tokens to adjust: a quota or another kind is not
 -- this script's.
@@ -164,7 +211,8 @@ end
 if op == 'reserve' and n > capacity then
   return {-3, 0, 0, 0, capacity, pm, period, 0}
 end
-local tokens, ts = refill(f[5], f[6], now_us(), capacity, pm, period)
+local tokens, ts = stored(f[8], f[5], f[6])
+tokens, ts = refill(tokens, ts, now_us(), capacity, pm, period)
 local floor = -capacity -- the deepest debt
 if tokens < floor then tokens = floor end
 local before = tokens
@@ -185,7 +233,7 @@ else
   -- The reservation is honoured once the debt is paid.
   retry = until_us(-tokens, pm, period)
 end
-put(KEYS[1], tokens, ts)
+put(KEYS[1], tokens, ts, binary_state(f[8]))
 local applied = tokens - before
 if applied < 0 then applied = -applied end
 return {1, math.floor(tokens), retry, until_us(capacity - tokens, pm, period), capacity, pm, period,

@@ -8,8 +8,11 @@
 -- for the other kinds), slot_ms (the twelfth: a concurrency limit's slot
 -- lease time; "0" or absent for the other kinds), reserve (the thirteenth:
 -- the tokens kept for critical requests, 0 to capacity - 1, "0" when
--- absent; only a token bucket has one). A quota's count (used, pstart) is
--- kept by an update and dropped with a new incarnation.
+-- absent; only a token bucket has one), state (the fourteenth: "binary"
+-- keeps the bucket's state in the binary form, "decimal" or absent in
+-- the decimal one, lua/state.lua). A quota's count (used, pstart) is kept
+-- by an update and dropped with a new incarnation; the tokens are kept
+-- when the state changes form.
 -- Returns 1 created, 2 updated, 3 unchanged, 4 stale, 5 tombstoned.
 
 -- Arguments are checked by config_guards.lua, sent before this file: a bad
@@ -56,12 +59,18 @@ if not int_arg(reserve, 0, capacity - 1) or (kind ~= 'bucket' and reserve ~= '0'
   return invalid('reserve')
 end
 
+-- state: the form of the bucket's state; the binary form needs the struct
+-- library, and a server without it keeps the decimal one.
+local state = ARGV[14] or 'decimal'
+if state ~= 'binary' and state ~= 'decimal' then return invalid('state') end
+local binary = state == 'binary' and rawget(_G, 'struct') ~= nil
+
 if tombstoned(id) then
   return 5
 end
 
 local cur = redis.call('HMGET', KEYS[1], 'id', 'version', 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts',
-  'lease_ms', 'shadow', 'kind', 'slot_ms', 'bounds', 'reserve', 'cfg')
+  'lease_ms', 'shadow', 'kind', 'slot_ms', 'bounds', 'reserve', 'cfg', 'st')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
@@ -69,10 +78,10 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local cfg = packed(kind, ARGV[3], ARGV[4], ARGV[5], lease, shadow, reserve, slot_ms)
 
 -- A new hash gets its fields in this order: Redis finds a field of a small
--- hash by scanning from the first, and every acquire reads tokens, ts, cfg
+-- hash by scanning from the first, and every acquire reads the state, cfg
 -- and apps (and without cfg the limit, lease_ms, shadow, kind and reserve).
 local function write(tokens, ts, fresh)
-  local f = {'HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts)}
+  local f = state_fields({'HSET', KEYS[1]}, tokens, ts, binary)
   if cfg then
     f[#f + 1], f[#f + 2] = 'cfg', cfg
   end
@@ -109,8 +118,9 @@ end
 if stale(cid, tonumber(cur[2]) or -1, id, version, force) then
   return 4
 end
-if same_config(cur) and (cur[9] or '0') == lease and (cur[10] or '0') == shadow and (cur[11] or 'bucket') == kind
-    and (cur[12] or '0') == slot_ms and (cur[13] or '') == bounds and (cur[14] or '0') == reserve
+local was_binary = binary_state(cur[16])
+if same_config(cur) and was_binary == binary and (cur[9] or '0') == lease and (cur[10] or '0') == shadow
+    and (cur[11] or 'bucket') == kind and (cur[12] or '0') == slot_ms and (cur[13] or '') == bounds and (cur[14] or '0') == reserve
     and (cur[15] or false) == (cfg or false) then
   return 3
 end
@@ -118,7 +128,8 @@ end
 -- Keep the tokens: refill up to now at the old rate so nothing accrued is
 -- lost, then clamp to the new capacity.
 local ocap, operm, oper = tonumber(cur[3]), tonumber(cur[4]), tonumber(cur[5])
-local tokens, ts = tonumber(cur[7]), tonumber(cur[8])
+local tokens, ts = stored(cur[16], cur[7], cur[8])
+tokens, ts = tonumber(tokens), tonumber(ts)
 if not tokens or not ts or not ocap or not operm or not oper or oper < 1 then
   tokens, ts = capacity, now
 else
@@ -131,5 +142,22 @@ else
 end
 if tokens > capacity then tokens = capacity end
 if tokens < 0 then tokens = 0 end
+if was_binary ~= binary then
+  -- The state changes form: the hash is written anew, the state first
+  -- (where the acquire finds it soonest), keeping every field that write
+  -- does not set (a quota's count, for one).
+  local old = redis.call('HGETALL', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  write(tokens, ts, false)
+  local rest = {'HSETNX', KEYS[1]}
+  for i = 1, #old, 2 do
+    local k = old[i]
+    if k ~= 'st' and k ~= 'tokens' and k ~= 'ts' then
+      rest[3], rest[4] = k, old[i + 1]
+      redis.call(unpack(rest))
+    end
+  end
+  return 2
+end
 write(tokens, ts, false)
 return 2

@@ -74,6 +74,13 @@ type Config struct {
 	// override's keys is the bucket's share of the override's capacity
 	// (tokens.ScaleReserve).
 	Reserve int64
+	// DecimalState keeps the bucket's state in the decimal fields tokens
+	// and ts, which clients of releases before the binary state read and
+	// write, instead of the binary field st (docs/protocol.md, "The bucket
+	// state"): for a rolling upgrade from such a release, until its last
+	// client is gone. Only Apply reads it; the scripts write a state back
+	// in the form they found.
+	DecimalState bool
 }
 
 // The kinds of a Config, as the kind field holds them.

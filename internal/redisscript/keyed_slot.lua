@@ -129,14 +129,6 @@ local function take(tokens, n, capacity, pm, period, shadow, r, x8, x9, x10)
     capacity, pm, period, x8, x9, x10}
 end
 
--- put writes a bucket's tokens and ts: a whole count prints the same with
--- '%d' as with '%.17g', and faster.
-local function put(key, tokens, ts)
-  local fmt = '%.17g'
-  if math.floor(tokens) == tokens then fmt = '%d' end
-  redis.call('HSET', key, 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
-end
-
 -- The keyed part of the core: the key and override rules (docs/protocol.md,
 -- "Keyed buckets"), shared by the keyed acquire and acquire-all scripts.
 local MAX_KEY = 256

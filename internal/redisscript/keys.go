@@ -33,9 +33,16 @@ const (
 	// FieldLeaseMillis is how long a lease of the bucket lives, in
 	// milliseconds; absent or 0 when the bucket is not in lease mode.
 	FieldLeaseMillis = "lease_ms"
-	// FieldTokens is the fractional token count at FieldTS ("%.17g").
+	// FieldState is a token bucket's state in the binary form: its tokens
+	// and the time of their last refill (microseconds of Redis TIME), two
+	// little-endian doubles. A hash without it keeps the decimal form,
+	// FieldTokens and FieldTS (docs/protocol.md, "The bucket state").
+	FieldState = "st"
+	// FieldTokens is the fractional token count at FieldTS ("%.17g"), in
+	// the decimal form of the state.
 	FieldTokens = "tokens"
-	// FieldTS is the time of the last refill in microseconds of Redis TIME.
+	// FieldTS is the time of the last refill in microseconds of Redis
+	// TIME, in the decimal form of the state.
 	FieldTS = "ts"
 	// FieldShadow is "1" for a bucket in shadow mode: it decides and
 	// counts as usual but never refuses, answering WouldDeny instead.

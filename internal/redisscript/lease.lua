@@ -128,13 +128,60 @@ local function take(tokens, n, capacity, pm, period, shadow, r, x8, x9, x10)
   return nil, {code, above(tokens, r), until_us(n + r - tokens, pm, period), until_us(capacity - tokens, pm, period),
     capacity, pm, period, x8, x9, x10}
 end
+-- The state of a token bucket (docs/protocol.md, "The bucket state"): its
+-- tokens and the time of their last refill (ts, microseconds of Redis
+-- TIME). A hash keeps it in one of two forms, and every script writes it
+-- back in the form it found:
+--   binary: the field st, two little-endian doubles (tokens, then ts):
+--           one field to find and to write, nothing to parse or print;
+--   decimal: the fields tokens ('%.17g') and ts ('%d'), which clients of
+--           releases before the binary form read and write.
+-- Only the apply script picks the form (the sync worker's state format)
+-- and moves a bucket from one to the other. A server without the struct
+-- library keeps the decimal form.
+local STATE, STATE_LEN = '<dd', 16
 
--- put writes a bucket's tokens and ts: a whole count prints the same with
+-- binary_state is whether st is a bucket's state in the binary form.
+local function binary_state(st)
+  return type(st) == 'string' and #st == STATE_LEN
+end
+
+-- stored returns the tokens and ts of a hash whose fields st, tokens and
+-- ts hold st, tokens and ts: the binary form's when it holds one, else
+-- the decimal fields (refill reads them; absent is a full bucket).
+local function stored(st, tokens, ts)
+  if binary_state(st) then
+    local t, s = struct.unpack(STATE, st)
+    return t, s
+  end
+  return tokens, ts
+end
+
+-- decimal prints a count of tokens: a whole count prints the same with
 -- '%d' as with '%.17g', and faster.
-local function put(key, tokens, ts)
-  local fmt = '%.17g'
-  if math.floor(tokens) == tokens then fmt = '%d' end
-  redis.call('HSET', key, 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
+local function decimal(tokens)
+  if math.floor(tokens) == tokens then return string.format('%d', tokens) end
+  return string.format('%.17g', tokens)
+end
+
+-- state_fields appends to the command c the fields and values of a state
+-- of tokens at ts, in the binary form or the decimal one.
+local function state_fields(c, tokens, ts, binary)
+  if binary then
+    c[#c + 1], c[#c + 2] = 'st', struct.pack(STATE, tokens, ts)
+  else
+    c[#c + 1], c[#c + 2], c[#c + 3], c[#c + 4] = 'tokens', decimal(tokens), 'ts', string.format('%d', ts)
+  end
+  return c
+end
+
+-- put writes a bucket's tokens and ts in the form binary says.
+local function put(key, tokens, ts, binary)
+  if binary then
+    redis.call('HSET', key, 'st', struct.pack(STATE, tokens, ts))
+  else
+    redis.call('HSET', key, 'tokens', decimal(tokens), 'ts', string.format('%d', ts))
+  end
 end
 
 -- Sluice lease: for app ARGV[1], give back ARGV[3] unused tokens of an
@@ -149,7 +196,7 @@ if not want or not back then
   return {-4, 0, 0, 0, 0, 0, 0, 0}
 end
 local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms', 'kind',
-  'reserve')
+  'reserve', 'st')
 local capacity, pm, period = limit_of(f[1], f[2], f[3])
 -- Only a token bucket has tokens to lease: a quota or another kind is not
 -- this script's.
@@ -164,7 +211,8 @@ end
 if lease <= 0 then want = 0 end
 local r = kept(f[9], capacity, false)
 if want > capacity - r then want = capacity - r end
-local tokens, ts = refill(f[5], f[6], now_us(), capacity, pm, period)
+local tokens, ts = stored(f[10], f[5], f[6])
+tokens, ts = refill(tokens, ts, now_us(), capacity, pm, period)
 -- Returned tokens were taken and not used: they go back, never above
 -- capacity. A debt stays a debt.
 tokens = tokens + back
@@ -172,7 +220,7 @@ if tokens > capacity then tokens = capacity end
 local granted = above(tokens, r)
 if granted > want then granted = want end
 tokens = tokens - granted
-if granted > 0 or back > 0 then put(KEYS[1], tokens, ts) end
+if granted > 0 or back > 0 then put(KEYS[1], tokens, ts, binary_state(f[10])) end
 -- retry_us: when nothing was granted, the time until one token above the
 -- reserve is there.
 local retry = 0

@@ -49,12 +49,13 @@ func TestLuaCoreOneHome(t *testing.T) {
 		"a key's state write":     "'PX'",
 		"the count format":        "[1-9][0-9]*",
 		"the limit check":         "permits <= 0",
-		"the tokens and ts write": "'tokens', string.format",
+		"the decimal state write": "'tokens', decimal(",
+		"the binary state":        "struct.pack(STATE",
 		"the slot purge":          "'ZREMRANGEBYSCORE'",
 		"the slot write":          "'ZADD'",
 		"the slot id format":      "^[%w_.:-]+$",
 	}
-	core := map[string]bool{"lua/bucket.lua": true, "lua/keyed.lua": true, "lua/slots.lua": true}
+	core := map[string]bool{"lua/bucket.lua": true, "lua/keyed.lua": true, "lua/slots.lua": true, "lua/state.lua": true}
 	found := map[string]int{}
 	parts, err := lua.ReadDir("lua")
 	if err != nil {

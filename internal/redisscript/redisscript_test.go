@@ -116,7 +116,7 @@ func TestFieldsDocumented(t *testing.T) {
 	}
 	for _, f := range []string{redisscript.FieldID, redisscript.FieldVersion, redisscript.FieldCapacity,
 		redisscript.FieldPermits, redisscript.FieldPeriod, redisscript.FieldApps, redisscript.FieldTokens, redisscript.FieldTS,
-		redisscript.FieldLeaseMillis, redisscript.FieldShadow, redisscript.FieldReserve, redisscript.FieldPacked} {
+		redisscript.FieldLeaseMillis, redisscript.FieldShadow, redisscript.FieldReserve, redisscript.FieldPacked, redisscript.FieldState} {
 		if !strings.Contains(redisscript.AcquireScript.Source()+applySource(t), "'"+f+"'") {
 			t.Errorf("field %q is not used by the scripts", f)
 		}

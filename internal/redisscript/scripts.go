@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"embed"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -65,15 +66,18 @@ const (
 	// corePacked is the packed limit the apply script writes and the
 	// acquire reads.
 	corePacked = "lua/packed.lua"
+	// coreState reads and writes a token bucket's state in either of its
+	// forms (docs/protocol.md, "The bucket state").
+	coreState = "lua/state.lua"
 )
 
 // The scripts a client runs to take tokens.
 var (
-	AcquireScript      = script(coreBucket, coreQuota, corePacked, "lua/acquire.lua")
+	AcquireScript      = script(coreBucket, coreQuota, corePacked, coreState, "lua/acquire.lua")
 	KeyedAcquireScript = script(coreBucket, coreQuota, coreKeyed, "lua/keyed_acquire.lua")
-	AcquireAllScript   = script(coreBucket, coreQuota, coreKeyed, "lua/acquire_all.lua")
-	AdjustScript       = script(coreBucket, "lua/adjust.lua")
-	LeaseScript        = script(coreBucket, "lua/lease.lua")
+	AcquireAllScript   = script(coreBucket, coreQuota, coreKeyed, coreState, "lua/acquire_all.lua")
+	AdjustScript       = script(coreBucket, coreState, "lua/adjust.lua")
+	LeaseScript        = script(coreBucket, coreState, "lua/lease.lua")
 )
 
 // Library is the token scripts as one Redis function library (Redis 7
@@ -152,7 +156,7 @@ func LoadFunctions(ctx context.Context, rdb redis.Cmdable) error {
 
 // Functions is the token scripts as a library: every published script,
 // each registered as sluice_<file name without .lua>_<hash>.
-var Functions = library([]string{coreBucket, coreQuota, corePacked, coreKeyed, coreSlots}, Published)
+var Functions = library([]string{coreBucket, coreQuota, corePacked, coreState, coreKeyed, coreSlots}, Published)
 
 // Published maps the file names of the stand-alone token scripts, which
 // clients in other languages load (this directory, with their SHA1 in
@@ -175,7 +179,7 @@ const configGuards = "config_guards.lua"
 
 // The scripts the sync worker runs to write definitions.
 var (
-	applyScript      = script(configGuards, corePacked, "apply.lua")
+	applyScript      = script(configGuards, corePacked, coreState, "apply.lua")
 	keyedApplyScript = script(configGuards, "keyed_apply.lua")
 	overrideScript   = script(configGuards, "override.lua")
 	deleteScript     = script(configGuards, "delete.lua")
@@ -267,7 +271,11 @@ func applyArgs(cfg Config, force bool) ([]any, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("apply bucket %q: %w", cfg.Name, err)
 	}
-	return cfg.scriptArgs(force, cfg.LeaseMillis), nil
+	state := "binary"
+	if cfg.DecimalState {
+		state = "decimal"
+	}
+	return append(cfg.scriptArgs(force, cfg.LeaseMillis), state), nil
 }
 
 // scriptArgs are the arguments of the apply scripts (a bucket's hash and a
@@ -350,6 +358,19 @@ type State struct {
 	// (FieldPacked) that is not its fields' limit: the acquire would
 	// decide with it, so the reconcile rewrites the hash.
 	PackedDiffers bool
+
+	// packed is whether the hash holds a packed limit: its server has the
+	// struct library, which the binary state needs.
+	packed bool
+}
+
+// StateFormRight reports whether st's hash keeps its tokens in the form
+// Apply writes for decimal (Config.DecimalState), so that a reconcile
+// moves a bucket whose form differs: a hash without a packed limit is on
+// a server without the struct library, where the decimal form is the
+// only one.
+func (st State) StateFormRight(decimal bool) bool {
+	return !st.packed || st.Config.DecimalState == decimal
 }
 
 // quotaState fills st's quota fields from the hash fields h at now (µs).
@@ -405,17 +426,17 @@ func stateOf(name string, h map[string]string, now time.Time) State {
 	}
 	cfg.Name = name
 	st.Exists, st.Config = true, cfg
-	if p, ok := h[FieldPacked]; ok && p != string(cfg.packed()) {
-		st.PackedDiffers = true
+	if p, ok := h[FieldPacked]; ok {
+		st.packed, st.PackedDiffers = true, p != string(cfg.packed())
 	}
+	st.Config.DecimalState = !binaryState(h[FieldState])
 	nowMicro := now.UnixMicro()
 	if cfg.Kind == KindQuota {
 		st.quotaState(h, nowMicro)
 		return st
 	}
-	tokens, err1 := strconv.ParseFloat(h[FieldTokens], 64)
-	ts, err2 := strconv.ParseInt(h[FieldTS], 10, 64)
-	if err1 != nil || err2 != nil {
+	tokens, ts, ok := Stored(h)
+	if !ok {
 		// No state yet: the acquire script treats the bucket as full.
 		st.Tokens, st.Stored, st.Refilled = float64(cfg.Capacity), float64(cfg.Capacity), now
 		return st
@@ -424,6 +445,55 @@ func stateOf(name string, h map[string]string, now time.Time) State {
 	st.Tokens = Refill(cfg, tokens, ts, nowMicro)
 	return st
 }
+
+// Stored returns the tokens and ts (microseconds of Redis TIME) a token
+// bucket's hash h holds, in whichever form (docs/protocol.md, "The bucket
+// state"), as the scripts read them; ok is false when it holds none.
+func Stored(h map[string]string) (tokens float64, ts int64, ok bool) {
+	if b := h[FieldState]; binaryState(b) {
+		tokens = math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[:8])))
+		tsf := math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[8:])))
+		if math.IsNaN(tokens) || math.IsNaN(tsf) || math.Abs(tsf) > 1<<62 {
+			return 0, 0, false
+		}
+		return tokens, int64(tsf), true
+	}
+	tokens, err1 := strconv.ParseFloat(h[FieldTokens], 64)
+	ts, err2 := strconv.ParseInt(h[FieldTS], 10, 64)
+	return tokens, ts, err1 == nil && err2 == nil
+}
+
+// EncodeState is the binary form of a state of tokens at ts (microseconds
+// of Redis TIME), as lua/state.lua packs it.
+func EncodeState(tokens float64, ts int64) string {
+	b := make([]byte, 16)
+	binary.LittleEndian.PutUint64(b, math.Float64bits(tokens))
+	binary.LittleEndian.PutUint64(b[8:], math.Float64bits(float64(ts)))
+	return string(b)
+}
+
+// ReadStored returns the tokens and ts that the hash of bucket name holds,
+// in either form, as the last write left them (no refill): for tools and
+// tests that look at a bucket's raw state. ok is false when it holds none.
+func ReadStored(ctx context.Context, rdb redis.Cmdable, ks Keyspace, name string) (tokens float64, ts int64, ok bool,
+	err error) {
+	v, err := rdb.HMGet(ctx, ks.Bucket(name), FieldState, FieldTokens, FieldTS).Result()
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("read state of bucket %q: %w", name, err)
+	}
+	h := make(map[string]string, 3)
+	for i, f := range []string{FieldState, FieldTokens, FieldTS} {
+		if s, isString := v[i].(string); isString {
+			h[f] = s
+		}
+	}
+	tokens, ts, ok = Stored(h)
+	return tokens, ts, ok, nil
+}
+
+// binaryState is whether v is a state in the binary form: two
+// little-endian doubles, as lua/state.lua packs them.
+func binaryState(v string) bool { return len(v) == 16 }
 
 // Refill returns the tokens of a bucket with config cfg that held tokens
 // at ts, at time now (both in microseconds), as the acquire script
@@ -474,7 +544,7 @@ const MaxReadMany = 200
 // readManyFields are the fields ReadMany asks for, in order.
 var readManyFields = []string{FieldID, FieldVersion, FieldCapacity, FieldPermits, FieldPeriod, FieldApps,
 	FieldLeaseMillis, FieldTokens, FieldTS, FieldShadow, FieldKind, FieldSlotMillis, FieldBounds, FieldUsed, FieldPeriodStart,
-	FieldReserve, FieldPacked}
+	FieldReserve, FieldPacked, FieldState}
 
 // ReadMany returns the state of each bucket of names (a page: at most
 // MaxReadMany), as Read does, in one pipeline of one HMGET per bucket and

@@ -128,14 +128,6 @@ local function take(tokens, n, capacity, pm, period, shadow, r, x8, x9, x10)
   return nil, {code, above(tokens, r), until_us(n + r - tokens, pm, period), until_us(capacity - tokens, pm, period),
     capacity, pm, period, x8, x9, x10}
 end
-
--- put writes a bucket's tokens and ts: a whole count prints the same with
--- '%d' as with '%.17g', and faster.
-local function put(key, tokens, ts)
-  local fmt = '%.17g'
-  if math.floor(tokens) == tokens then fmt = '%d' end
-  redis.call('HSET', key, 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
-end
 -- The packed limit (docs/protocol.md, "The packed limit"). The apply
 -- script writes a bucket's limit a second time, in the field cfg, as eight
 -- little-endian doubles: kind (0 token bucket, 1 quota, 2 concurrency),

@@ -41,6 +41,7 @@ func (w *Worker) applyConfigs(ctx context.Context, cfgs []redisscript.Config, ke
 	pcfgs := make([]redisscript.Config, len(plain))
 	for k, i := range plain {
 		names[k], pcfgs[k] = cfgs[i].Name, cfgs[i]
+		pcfgs[k].DecimalState = w.decimal
 	}
 	// The registry first: a hash written before a crash is still found.
 	if err := w.rdb.SAdd(ctx, w.ks.BucketRegistry(), names...).Err(); err != nil {

@@ -343,7 +343,7 @@ func (w *Worker) checkBuckets(ctx context.Context, ds []*buckets.Bucket) ([]repa
 		switch {
 		case !st.Exists:
 			kind = repairMissing
-		case !sameConfig(st.Config, want), st.PackedDiffers:
+		case !sameConfig(st.Config, want), st.PackedDiffers, !st.StateFormRight(w.decimal):
 			kind = repairDiffering
 		case !tableCurrent(st.Config.Bounds, want.Bounds):
 			kind = renewTable
@@ -459,7 +459,7 @@ func (w *Worker) removeExtra(ctx context.Context, t *tally, name string) error {
 	case err == nil && cur.Keyed:
 		// A keyed bucket has no bucket hash: this one goes.
 	case err == nil:
-		if st.Exists && sameConfig(st.Config, ConfigOf(cur)) && !st.PackedDiffers {
+		if st.Exists && sameConfig(st.Config, ConfigOf(cur)) && !st.PackedDiffers && st.StateFormRight(w.decimal) {
 			return nil
 		}
 		return w.repair(ctx, t, repairJob{name: name, kind: repairDiffering})

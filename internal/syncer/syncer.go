@@ -59,6 +59,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when set, receives the worker's Prometheus collectors.
 	Metrics prometheus.Registerer
+	// DecimalState keeps every bucket's state in the decimal form, which
+	// clients of releases before the binary state read, instead of the
+	// binary one (the zero value): for a rolling upgrade from such a
+	// release, until its last client is gone. A worker moves each bucket
+	// to its form on the next write or reconcile, keeping the tokens.
+	DecimalState bool
 }
 
 // Worker moves bucket definitions from MySQL to Redis. It is safe for
@@ -75,6 +81,7 @@ type Worker struct {
 	m            *metrics
 	marker       string
 	reconcileNow chan struct{}
+	decimal      bool
 
 	lastPoll      atomic.Int64 // unix nanoseconds
 	lastReconcile atomic.Int64
@@ -89,7 +96,7 @@ type Worker struct {
 func New(cfg Config) *Worker {
 	w := &Worker{
 		store: cfg.Buckets, rdb: cfg.Redis, ks: cfg.Keyspace,
-		poll: cfg.PollInterval, period: cfg.ReconcileInterval, batch: cfg.BatchSize,
+		poll: cfg.PollInterval, period: cfg.ReconcileInterval, batch: cfg.BatchSize, decimal: cfg.DecimalState,
 		log: cfg.Logger, m: newMetrics(cfg.Metrics), reconcileNow: make(chan struct{}, 1),
 	}
 	if w.poll <= 0 {

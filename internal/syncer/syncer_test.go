@@ -830,3 +830,54 @@ func TestReconcileRepairsPackedLimit(t *testing.T) {
 		t.Fatalf("acquire after the repair: %+v %v", a, err)
 	}
 }
+
+// TestReconcileMovesStateForm: a worker that keeps the decimal state (for
+// clients of an older release) writes it; one that keeps the binary state
+// moves every bucket to it in one reconcile, tokens kept, and then finds
+// nothing to repair; and back.
+func TestReconcileMovesStateForm(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	old := e.worker(Config{DecimalState: true})
+	e.create(t, "moved", 5, "1/day")
+	syncOnce(t, old)
+	form := func(want string) {
+		t.Helper()
+		h, err := e.rdb.HGetAll(ctx, e.ks.Bucket("moved")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, st := h[redisscript.FieldState]
+		_, tok := h[redisscript.FieldTokens]
+		if got := map[bool]string{true: "binary", false: "decimal"}[st]; got != want || st == tok {
+			t.Fatalf("hash %q: state form %s (tokens field %v), want %s", h, got, tok, want)
+		}
+	}
+	form("decimal")
+	if a, err := redisscript.Acquire(ctx, e.rdb, e.ks, "moved", ownerApp, 2); err != nil || a.Code != redisscript.Allowed {
+		t.Fatalf("acquire: %+v %v", a, err)
+	}
+	form("decimal")
+	if rep, err := old.Reconcile(ctx); err != nil || rep.Repaired() != 0 {
+		t.Fatalf("reconcile of the decimal worker: %+v %v, want nothing to repair", rep, err)
+	}
+
+	for _, w := range []struct {
+		worker *Worker
+		form   string
+	}{{e.worker(Config{}), "binary"}, {old, "decimal"}} {
+		rep, err := w.worker.Reconcile(ctx)
+		if err != nil || rep.Differing != 1 || rep.Repaired() != 1 {
+			t.Fatalf("reconcile to %s: %+v %v, want 1 differing", w.form, rep, err)
+		}
+		form(w.form)
+		// 1 a day refills a few millionths of a token a second.
+		if st := e.read(t, "moved"); st.Stored < 3 || st.Stored > 3.01 || st.Config.DecimalState != (w.form == "decimal") {
+			t.Fatalf("after the reconcile to %s: %+v, want 3 tokens kept", w.form, st)
+		}
+		if rep, err := w.worker.Reconcile(ctx); err != nil || rep.Repaired() != 0 {
+			t.Fatalf("second reconcile to %s: %+v %v, want nothing to repair", w.form, rep, err)
+		}
+	}
+}

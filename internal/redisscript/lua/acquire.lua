@@ -32,9 +32,11 @@ local n = count(ARGV[2])
 if not n or n < 1 then
   return {-4, 0, 0, 0, 0, 0, 0}
 end
--- The state, the packed limit and the apps in one HMGET (lua/packed.lua).
-local f = redis.call('HMGET', KEYS[1], 'tokens', 'ts', 'cfg', 'apps')
-local kind, capacity, pm, period, lease_ms, shadow_f, reserve = unpacked(f[3])
+-- The binary state, the packed limit and the apps in one HMGET
+-- (lua/state.lua, lua/packed.lua); a hash without the binary state keeps
+-- the decimal one.
+local f = redis.call('HMGET', KEYS[1], 'st', 'cfg', 'apps')
+local kind, capacity, pm, period, lease_ms, shadow_f, reserve = unpacked(f[2])
 if not kind then
   kind, capacity, pm, period, lease_ms, shadow_f, reserve = unpacked_fields(redis.call('HMGET', KEYS[1], 'kind',
     'capacity', 'permits', 'period', 'lease_ms', 'shadow', 'reserve'))
@@ -44,7 +46,7 @@ end
 if kind ~= 0 and kind ~= 1 then
   return {-1, 0, 0, 0, 0, 0, 0}
 end
-if not app_ok(ARGV[1], f[4]) then
+if not app_ok(ARGV[1], f[3]) then
   return {-2, 0, 0, 0, capacity, pm, period}
 end
 local res = 0
@@ -84,9 +86,16 @@ if kind == 1 then
   end
   return answer
 end
-local tokens, ts = refill(f[1], f[2], now_us(), capacity, pm, period)
+local binary, t0, ts0 = binary_state(f[1])
+if binary then
+  t0, ts0 = stored(f[1])
+else
+  local d = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+  t0, ts0 = d[1], d[2]
+end
+local tokens, ts = refill(t0, ts0, now_us(), capacity, pm, period)
 local left, answer = take(tokens, n, capacity, pm, period, shadow, r, lease, sh, res)
 -- A denial writes nothing: refill is a pure function of time, so the
 -- stored (tokens, ts) pair still yields the same count later.
-if left then put(KEYS[1], left, ts) end
+if left then put(KEYS[1], left, ts, binary) end
 return answer

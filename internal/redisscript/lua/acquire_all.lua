@@ -54,7 +54,7 @@ local function plain(key, n)
   local s = state[key]
   if not s then
     local f = redis.call('HMGET', key, 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'shadow', 'kind',
-      'reserve')
+      'reserve', 'st')
     s = {want = 0, r = 0}
     if not f[8] or f[8] == 'bucket' or f[8] == 'quota' then
       s.capacity, s.pm, s.period = kind_limit(f[8], f[1], f[2], f[3])
@@ -75,7 +75,9 @@ local function plain(key, n)
       end
       s.shadow = f[7] == '1'
     else
-      s.tokens, s.ts = refill(f[5], f[6], now, s.capacity, s.pm, s.period)
+      s.tokens, s.ts = stored(f[10], f[5], f[6])
+      s.tokens, s.ts = refill(s.tokens, s.ts, now, s.capacity, s.pm, s.period)
+      s.binary = binary_state(f[10])
       s.shadow = f[7] == '1'
       s.r = kept(f[9], s.capacity, critical)
     end
@@ -173,7 +175,7 @@ if overall == 1 then
         redis.call('HSET', key, 'used', string.format('%d', s.used), 'pstart', string.format('%d', s.ps))
       end
     elseif not s.keyed then
-      put(key, s.tokens, s.ts)
+      put(key, s.tokens, s.ts, s.binary)
     elseif s.took and s.ps then
       quota_put(key, s.id, s.ps, s.pe, s.used, now)
     elseif s.took then

@@ -13,7 +13,7 @@ local op, n = ARGV[2], count(ARGV[3])
 if (op ~= 'refund' and op ~= 'charge' and op ~= 'reserve') or not n or n < 1 then
   return {-4, 0, 0, 0, 0, 0, 0, 0}
 end
-local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'kind')
+local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'kind', 'st')
 local capacity, pm, period = limit_of(f[1], f[2], f[3])
 -- Only a token bucket has tokens to adjust: a quota or another kind is not
 -- this script's.
@@ -26,7 +26,8 @@ end
 if op == 'reserve' and n > capacity then
   return {-3, 0, 0, 0, capacity, pm, period, 0}
 end
-local tokens, ts = refill(f[5], f[6], now_us(), capacity, pm, period)
+local tokens, ts = stored(f[8], f[5], f[6])
+tokens, ts = refill(tokens, ts, now_us(), capacity, pm, period)
 local floor = -capacity -- the deepest debt
 if tokens < floor then tokens = floor end
 local before = tokens
@@ -47,7 +48,7 @@ else
   -- The reservation is honoured once the debt is paid.
   retry = until_us(-tokens, pm, period)
 end
-put(KEYS[1], tokens, ts)
+put(KEYS[1], tokens, ts, binary_state(f[8]))
 local applied = tokens - before
 if applied < 0 then applied = -applied end
 return {1, math.floor(tokens), retry, until_us(capacity - tokens, pm, period), capacity, pm, period,

@@ -128,11 +128,3 @@ local function take(tokens, n, capacity, pm, period, shadow, r, x8, x9, x10)
   return nil, {code, above(tokens, r), until_us(n + r - tokens, pm, period), until_us(capacity - tokens, pm, period),
     capacity, pm, period, x8, x9, x10}
 end
-
--- put writes a bucket's tokens and ts: a whole count prints the same with
--- '%d' as with '%.17g', and faster.
-local function put(key, tokens, ts)
-  local fmt = '%.17g'
-  if math.floor(tokens) == tokens then fmt = '%d' end
-  redis.call('HSET', key, 'tokens', string.format(fmt, tokens), 'ts', string.format('%d', ts))
-end

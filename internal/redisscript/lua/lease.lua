@@ -11,7 +11,7 @@ if not want or not back then
   return {-4, 0, 0, 0, 0, 0, 0, 0}
 end
 local f = redis.call('HMGET', KEYS[1], 'capacity', 'permits', 'period', 'apps', 'tokens', 'ts', 'lease_ms', 'kind',
-  'reserve')
+  'reserve', 'st')
 local capacity, pm, period = limit_of(f[1], f[2], f[3])
 -- Only a token bucket has tokens to lease: a quota or another kind is not
 -- this script's.
@@ -26,7 +26,8 @@ end
 if lease <= 0 then want = 0 end
 local r = kept(f[9], capacity, false)
 if want > capacity - r then want = capacity - r end
-local tokens, ts = refill(f[5], f[6], now_us(), capacity, pm, period)
+local tokens, ts = stored(f[10], f[5], f[6])
+tokens, ts = refill(tokens, ts, now_us(), capacity, pm, period)
 -- Returned tokens were taken and not used: they go back, never above
 -- capacity. A debt stays a debt.
 tokens = tokens + back
@@ -34,7 +35,7 @@ if tokens > capacity then tokens = capacity end
 local granted = above(tokens, r)
 if granted > want then granted = want end
 tokens = tokens - granted
-if granted > 0 or back > 0 then put(KEYS[1], tokens, ts) end
+if granted > 0 or back > 0 then put(KEYS[1], tokens, ts, binary_state(f[10])) end
 -- retry_us: when nothing was granted, the time until one token above the
 -- reserve is there.
 local retry = 0
