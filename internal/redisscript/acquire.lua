@@ -253,20 +253,26 @@ end
 -- library keeps the decimal form.
 local STATE, STATE_LEN = '<dd', 16
 
--- binary_state is whether st is a bucket's state in the binary form.
-local function binary_state(st)
-  return type(st) == 'string' and #st == STATE_LEN
+-- stored returns the tokens and ts of a hash whose fields st, tokens and
+-- ts hold st, tokens and ts, and whether they are in the binary form: the
+-- binary form's when st holds one, else the decimal fields (refill reads
+-- them; absent is a full bucket).
+local function stored(st, tokens, ts)
+  if type(st) == 'string' and #st == STATE_LEN then
+    local t, s = struct.unpack(STATE, st)
+    return t, s, true
+  end
+  return tokens, ts, false
 end
 
--- stored returns the tokens and ts of a hash whose fields st, tokens and
--- ts hold st, tokens and ts: the binary form's when it holds one, else
--- the decimal fields (refill reads them; absent is a full bucket).
-local function stored(st, tokens, ts)
-  if binary_state(st) then
-    local t, s = struct.unpack(STATE, st)
-    return t, s
-  end
-  return tokens, ts
+-- state_of is stored for the hash key whose field st read st, reading the
+-- decimal fields only when st holds no binary state: the acquire asks for
+-- st alone, the common case.
+local function state_of(key, st)
+  local t, s, binary = stored(st)
+  if binary then return t, s, true end
+  local d = redis.call('HMGET', key, 'tokens', 'ts')
+  return d[1], d[2], false
 end
 
 -- decimal prints a count of tokens: a whole count prints the same with
@@ -383,14 +389,8 @@ if kind == 1 then
   end
   return answer
 end
-local binary, t0, ts0 = binary_state(f[1])
-if binary then
-  t0, ts0 = stored(f[1])
-else
-  local d = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-  t0, ts0 = d[1], d[2]
-end
-local tokens, ts = refill(t0, ts0, now_us(), capacity, pm, period)
+local tokens, ts, binary = state_of(KEYS[1], f[1])
+tokens, ts = refill(tokens, ts, now_us(), capacity, pm, period)
 local left, answer = take(tokens, n, capacity, pm, period, shadow, r, lease, sh, res)
 -- A denial writes nothing: refill is a pure function of time, so the
 -- stored (tokens, ts) pair still yields the same count later.

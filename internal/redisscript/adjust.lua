@@ -141,20 +141,26 @@ end
 -- library keeps the decimal form.
 local STATE, STATE_LEN = '<dd', 16
 
--- binary_state is whether st is a bucket's state in the binary form.
-local function binary_state(st)
-  return type(st) == 'string' and #st == STATE_LEN
+-- stored returns the tokens and ts of a hash whose fields st, tokens and
+-- ts hold st, tokens and ts, and whether they are in the binary form: the
+-- binary form's when st holds one, else the decimal fields (refill reads
+-- them; absent is a full bucket).
+local function stored(st, tokens, ts)
+  if type(st) == 'string' and #st == STATE_LEN then
+    local t, s = struct.unpack(STATE, st)
+    return t, s, true
+  end
+  return tokens, ts, false
 end
 
--- stored returns the tokens and ts of a hash whose fields st, tokens and
--- ts hold st, tokens and ts: the binary form's when it holds one, else
--- the decimal fields (refill reads them; absent is a full bucket).
-local function stored(st, tokens, ts)
-  if binary_state(st) then
-    local t, s = struct.unpack(STATE, st)
-    return t, s
-  end
-  return tokens, ts
+-- state_of is stored for the hash key whose field st read st, reading the
+-- decimal fields only when st holds no binary state: the acquire asks for
+-- st alone, the common case.
+local function state_of(key, st)
+  local t, s, binary = stored(st)
+  if binary then return t, s, true end
+  local d = redis.call('HMGET', key, 'tokens', 'ts')
+  return d[1], d[2], false
 end
 
 -- decimal prints a count of tokens: a whole count prints the same with
@@ -211,7 +217,7 @@ end
 if op == 'reserve' and n > capacity then
   return {-3, 0, 0, 0, capacity, pm, period, 0}
 end
-local tokens, ts = stored(f[8], f[5], f[6])
+local tokens, ts, binary = stored(f[8], f[5], f[6])
 tokens, ts = refill(tokens, ts, now_us(), capacity, pm, period)
 local floor = -capacity -- the deepest debt
 if tokens < floor then tokens = floor end
@@ -233,7 +239,7 @@ else
   -- The reservation is honoured once the debt is paid.
   retry = until_us(-tokens, pm, period)
 end
-put(KEYS[1], tokens, ts, binary_state(f[8]))
+put(KEYS[1], tokens, ts, binary)
 local applied = tokens - before
 if applied < 0 then applied = -applied end
 return {1, math.floor(tokens), retry, until_us(capacity - tokens, pm, period), capacity, pm, period,

@@ -118,17 +118,16 @@ end
 if stale(cid, tonumber(cur[2]) or -1, id, version, force) then
   return 4
 end
-local was_binary = binary_state(cur[16])
+local tokens, ts, was_binary = stored(cur[16], cur[7], cur[8])
 if same_config(cur) and was_binary == binary and (cur[9] or '0') == lease and (cur[10] or '0') == shadow
-    and (cur[11] or 'bucket') == kind and (cur[12] or '0') == slot_ms and (cur[13] or '') == bounds and (cur[14] or '0') == reserve
-    and (cur[15] or false) == (cfg or false) then
+    and (cur[11] or 'bucket') == kind and (cur[12] or '0') == slot_ms and (cur[13] or '') == bounds
+    and (cur[14] or '0') == reserve and (cur[15] or false) == (cfg or false) then
   return 3
 end
 
 -- Keep the tokens: refill up to now at the old rate so nothing accrued is
 -- lost, then clamp to the new capacity.
 local ocap, operm, oper = tonumber(cur[3]), tonumber(cur[4]), tonumber(cur[5])
-local tokens, ts = stored(cur[16], cur[7], cur[8])
 tokens, ts = tonumber(tokens), tonumber(ts)
 if not tokens or not ts or not ocap or not operm or not oper or oper < 1 then
   tokens, ts = capacity, now
@@ -143,21 +142,19 @@ end
 if tokens > capacity then tokens = capacity end
 if tokens < 0 then tokens = 0 end
 if was_binary ~= binary then
-  -- The state changes form: the hash is written anew, the state first
-  -- (where the acquire finds it soonest), keeping every field that write
-  -- does not set (a quota's count, for one).
+  -- The state changes form: the hash is written anew with the state in
+  -- its new form first (where the acquire finds it soonest), then every
+  -- other field it held, in its order; write then sets the config in place.
   local old = redis.call('HGETALL', KEYS[1])
   redis.call('DEL', KEYS[1])
-  write(tokens, ts, false)
-  local rest = {'HSETNX', KEYS[1]}
+  local c = state_fields({'HSET', KEYS[1]}, tokens, ts, binary)
   for i = 1, #old, 2 do
     local k = old[i]
     if k ~= 'st' and k ~= 'tokens' and k ~= 'ts' then
-      rest[3], rest[4] = k, old[i + 1]
-      redis.call(unpack(rest))
+      c[#c + 1], c[#c + 2] = k, old[i + 1]
     end
   end
-  return 2
+  redis.call(unpack(c))
 end
 write(tokens, ts, false)
 return 2

@@ -343,7 +343,7 @@ func (w *Worker) checkBuckets(ctx context.Context, ds []*buckets.Bucket) ([]repa
 		switch {
 		case !st.Exists:
 			kind = repairMissing
-		case !sameConfig(st.Config, want), st.PackedDiffers, !st.StateFormRight(w.decimal):
+		case !w.hashCurrent(st, want):
 			kind = repairDiffering
 		case !tableCurrent(st.Config.Bounds, want.Bounds):
 			kind = renewTable
@@ -459,7 +459,7 @@ func (w *Worker) removeExtra(ctx context.Context, t *tally, name string) error {
 	case err == nil && cur.Keyed:
 		// A keyed bucket has no bucket hash: this one goes.
 	case err == nil:
-		if st.Exists && sameConfig(st.Config, ConfigOf(cur)) && !st.PackedDiffers && st.StateFormRight(w.decimal) {
+		if st.Exists && w.hashCurrent(st, ConfigOf(cur)) {
 			return nil
 		}
 		return w.repair(ctx, t, repairJob{name: name, kind: repairDiffering})
@@ -486,6 +486,13 @@ func (w *Worker) removeExtra(ctx context.Context, t *tally, name string) error {
 		t.add(repairExtra)
 	}
 	return w.unregister(ctx, name)
+}
+
+// hashCurrent reports whether the existing hash read as st holds want as
+// the worker writes it: the same config, a packed limit that agrees with
+// it, and the state in the worker's form.
+func (w *Worker) hashCurrent(st redisscript.State, want redisscript.Config) bool {
+	return sameConfig(st.Config, want) && !st.PackedDiffers && st.StateFormRight(w.decimal)
 }
 
 // sameConfig compares configs, allowed apps as a set.

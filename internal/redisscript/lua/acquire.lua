@@ -86,14 +86,8 @@ if kind == 1 then
   end
   return answer
 end
-local binary, t0, ts0 = binary_state(f[1])
-if binary then
-  t0, ts0 = stored(f[1])
-else
-  local d = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-  t0, ts0 = d[1], d[2]
-end
-local tokens, ts = refill(t0, ts0, now_us(), capacity, pm, period)
+local tokens, ts, binary = state_of(KEYS[1], f[1])
+tokens, ts = refill(tokens, ts, now_us(), capacity, pm, period)
 local left, answer = take(tokens, n, capacity, pm, period, shadow, r, lease, sh, res)
 -- A denial writes nothing: refill is a pure function of time, so the
 -- stored (tokens, ts) pair still yields the same count later.

@@ -75,9 +75,8 @@ local function plain(key, n)
       end
       s.shadow = f[7] == '1'
     else
-      s.tokens, s.ts = stored(f[10], f[5], f[6])
+      s.tokens, s.ts, s.binary = stored(f[10], f[5], f[6])
       s.tokens, s.ts = refill(s.tokens, s.ts, now, s.capacity, s.pm, s.period)
-      s.binary = binary_state(f[10])
       s.shadow = f[7] == '1'
       s.r = kept(f[9], s.capacity, critical)
     end

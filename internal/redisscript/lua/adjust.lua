@@ -26,7 +26,7 @@ end
 if op == 'reserve' and n > capacity then
   return {-3, 0, 0, 0, capacity, pm, period, 0}
 end
-local tokens, ts = stored(f[8], f[5], f[6])
+local tokens, ts, binary = stored(f[8], f[5], f[6])
 tokens, ts = refill(tokens, ts, now_us(), capacity, pm, period)
 local floor = -capacity -- the deepest debt
 if tokens < floor then tokens = floor end
@@ -48,7 +48,7 @@ else
   -- The reservation is honoured once the debt is paid.
   retry = until_us(-tokens, pm, period)
 end
-put(KEYS[1], tokens, ts, binary_state(f[8]))
+put(KEYS[1], tokens, ts, binary)
 local applied = tokens - before
 if applied < 0 then applied = -applied end
 return {1, math.floor(tokens), retry, until_us(capacity - tokens, pm, period), capacity, pm, period,

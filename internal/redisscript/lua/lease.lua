@@ -26,7 +26,7 @@ end
 if lease <= 0 then want = 0 end
 local r = kept(f[9], capacity, false)
 if want > capacity - r then want = capacity - r end
-local tokens, ts = stored(f[10], f[5], f[6])
+local tokens, ts, binary = stored(f[10], f[5], f[6])
 tokens, ts = refill(tokens, ts, now_us(), capacity, pm, period)
 -- Returned tokens were taken and not used: they go back, never above
 -- capacity. A debt stays a debt.
@@ -35,7 +35,7 @@ if tokens > capacity then tokens = capacity end
 local granted = above(tokens, r)
 if granted > want then granted = want end
 tokens = tokens - granted
-if granted > 0 or back > 0 then put(KEYS[1], tokens, ts, binary_state(f[10])) end
+if granted > 0 or back > 0 then put(KEYS[1], tokens, ts, binary) end
 -- retry_us: when nothing was granted, the time until one token above the
 -- reserve is there.
 local retry = 0

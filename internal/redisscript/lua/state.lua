@@ -11,20 +11,26 @@
 -- library keeps the decimal form.
 local STATE, STATE_LEN = '<dd', 16
 
--- binary_state is whether st is a bucket's state in the binary form.
-local function binary_state(st)
-  return type(st) == 'string' and #st == STATE_LEN
+-- stored returns the tokens and ts of a hash whose fields st, tokens and
+-- ts hold st, tokens and ts, and whether they are in the binary form: the
+-- binary form's when st holds one, else the decimal fields (refill reads
+-- them; absent is a full bucket).
+local function stored(st, tokens, ts)
+  if type(st) == 'string' and #st == STATE_LEN then
+    local t, s = struct.unpack(STATE, st)
+    return t, s, true
+  end
+  return tokens, ts, false
 end
 
--- stored returns the tokens and ts of a hash whose fields st, tokens and
--- ts hold st, tokens and ts: the binary form's when it holds one, else
--- the decimal fields (refill reads them; absent is a full bucket).
-local function stored(st, tokens, ts)
-  if binary_state(st) then
-    local t, s = struct.unpack(STATE, st)
-    return t, s
-  end
-  return tokens, ts
+-- state_of is stored for the hash key whose field st read st, reading the
+-- decimal fields only when st holds no binary state: the acquire asks for
+-- st alone, the common case.
+local function state_of(key, st)
+  local t, s, binary = stored(st)
+  if binary then return t, s, true end
+  local d = redis.call('HMGET', key, 'tokens', 'ts')
+  return d[1], d[2], false
 end
 
 -- decimal prints a count of tokens: a whole count prints the same with
