@@ -18,8 +18,8 @@ import (
 // one pipeline. So there is no sender goroutine to wake, load turns into
 // larger pipelines rather than a longer queue, and each call still runs
 // as its own atomic script in Redis. How many places there are is pace's
-// decision (pace.go): one per pooled connection, fewer while round trips
-// slow down.
+// decision (pace.go): one per pooled connection, fewer where fewer answer
+// more calls a second.
 //
 // The batcher knows nothing of Redis: it groups calls and hands each group
 // to its send function, which fills in every call's reply or error.
@@ -32,16 +32,13 @@ var (
 // Call states. A call is waiting in the queue or in a round trip; done
 // when its sender filled it in; abandoned when its caller gave up first;
 // promoted when it was handed a place in flight and its caller must send
-// the queue; probe when it was handed the one place of a probe and its
-// caller must send it alone; sending while its own caller sends it and
-// reads it directly.
+// the queue; sending while its own caller sends it and reads it directly.
 const (
 	callWaiting int32 = iota
 	callDone
 	callAbandoned
 	callPromoted
 	callSending
-	callProbe
 )
 
 // call is one acquire. Calls are pooled; whoever owns a call last (its
@@ -61,7 +58,9 @@ type call struct {
 	done  chan struct{}
 	timer *time.Timer
 	batch []*call // the calls this call's caller sends when it leads
-	probe bool    // sent alone for pace's probe
+	// flight is how many round trips were in flight, its own included,
+	// when this call's caller took its place (for pace).
+	flight int
 	// cmd is the command object of the call, kept with it so that it is
 	// reused; the sender owns it.
 	cmd any
@@ -85,7 +84,7 @@ func getCall() *call {
 }
 
 func putCall(c *call) {
-	c.reply, c.err, c.probe = nil, nil, false
+	c.reply, c.err, c.flight = nil, nil, 0
 	c.args, c.nargs, c.src = [10]any{}, 0, nil
 	if len(c.xargs) > 0 {
 		// The command's arguments are xargs', which the next user of c
@@ -141,10 +140,7 @@ type batcher struct {
 	limit    int     // the most round trips in flight now: paced, or 1 while narrow
 	inflight int     // round trips being sent, and places handed to promoted calls
 	queue    []*call // calls waiting for a place
-	// probe counts the lone round trips still to send for pace's probe,
-	// one at a time, each with nothing else in flight.
-	probe  int
-	closed bool
+	closed   bool
 }
 
 func newBatcher(send func([]*call), limit int, detached bool) *batcher {
@@ -176,23 +172,11 @@ func (b *batcher) do(ctx context.Context, c *call, timeout time.Duration) ([]int
 		putCall(c)
 		return nil, ErrClosed
 	}
-	switch {
-	case b.probe > 0:
-		// A probe: c goes alone if nothing is in flight, else it queues
-		// until the round trips in flight ended.
-		if b.inflight > 0 || len(b.queue) > 0 {
-			break
-		}
-		b.probe--
-		b.inflight++
-		b.mu.Unlock()
-		c.probe = true
-		c.batch = append(c.batch, c)
-		return b.start(ctx, c, timeout)
-	case b.inflight < b.limit:
+	if b.inflight < b.limit {
 		// A free place: c goes now, with any calls still queued (the
 		// places were just raised).
 		b.inflight++
+		c.flight = b.inflight
 		c.batch = append(c.batch, c)
 		if len(b.queue) > 0 {
 			b.appendQueue(c)
@@ -218,18 +202,16 @@ func (b *batcher) start(ctx context.Context, c *call, timeout time.Duration) ([]
 // lead sends c.batch, which holds c, on the caller's goroutine.
 func (b *batcher) lead(c *call) ([]int64, error) {
 	c.state.Store(callSending)
-	b.run(c.batch, c.probe)
+	b.run(c.batch, c.flight)
 	reply, err := c.reply, c.err
 	putCall(c)
 	return reply, err
 }
 
-// run sends one round trip, hands out its outcomes, tells pace how long
-// it took and passes its place on.
-func (b *batcher) run(calls []*call, probe bool) {
-	start := nanotime()
+// run sends one round trip, which took its place with flight round trips
+// in flight, hands out its outcomes, tells pace and passes its place on.
+func (b *batcher) run(calls []*call, flight int) {
 	b.send(calls)
-	end := nanotime()
 	answered := true
 	for _, c := range calls {
 		if c.err != nil {
@@ -241,17 +223,11 @@ func (b *batcher) run(calls []*call, probe bool) {
 		c.finish()
 	}
 	if answered {
-		places, startProbe := b.pace.roundTrip(n, end-start, end, b.full, probe)
-		if places > 0 || startProbe {
+		if places := b.pace.roundTrip(n, flight, nanotime(), b.full); places > 0 {
 			b.mu.Lock()
-			if places > 0 {
-				b.paced = places
-				if !b.narrow.Load() {
-					b.limit = places
-				}
-			}
-			if startProbe {
-				b.probe = paceProbeRoundTrips
+			b.paced = places
+			if !b.narrow.Load() {
+				b.limit = places
 			}
 			b.mu.Unlock()
 		}
@@ -262,14 +238,13 @@ func (b *batcher) run(calls []*call, probe bool) {
 // runDetached sends c.batch on a goroutine of its own. The batch is
 // copied: c may be finished and recycled before the others are.
 func (b *batcher) runDetached(c *call) {
-	calls, probe := slices.Clone(c.batch), c.probe
+	calls, flight := slices.Clone(c.batch), c.flight
 	clear(c.batch)
 	c.batch = c.batch[:0]
-	go b.run(calls, probe)
+	go b.run(calls, flight)
 }
 
-// wait waits for a queued call, which may be promoted to send the queue
-// (or, for a probe, to go alone).
+// wait waits for a queued call, which may be promoted to send the queue.
 func (b *batcher) wait(ctx context.Context, c *call, timeout time.Duration) ([]int64, error) {
 	c.timer.Reset(timeout)
 	var gaveUp error
@@ -288,7 +263,7 @@ func (b *batcher) wait(ctx context.Context, c *call, timeout time.Duration) ([]i
 		}
 		<-c.done // finished or promoted meanwhile
 	}
-	if s := c.state.Load(); s == callPromoted || s == callProbe {
+	if c.state.Load() == callPromoted {
 		if gaveUp != nil {
 			// Too late to send: pass the place on.
 			putCall(c)
@@ -296,11 +271,7 @@ func (b *batcher) wait(ctx context.Context, c *call, timeout time.Duration) ([]i
 			return nil, gaveUp
 		}
 		c.batch = append(c.batch, c)
-		if s == callProbe {
-			c.probe = true
-		} else {
-			b.takeQueue(c)
-		}
+		b.takeQueue(c)
 		if b.detached {
 			c.state.Store(callWaiting)
 		}
@@ -333,29 +304,10 @@ func (b *batcher) appendQueue(c *call) {
 }
 
 // release ends a round trip's hold on its place: the place goes to a
-// queued call, if one still waits, or becomes free. During a probe, a
-// place ends until one is left in flight, which goes to one queued call to
-// send alone.
+// queued call, if one still waits, or becomes free.
 func (b *batcher) release() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.probe > 0 {
-		if b.inflight == 1 {
-			for len(b.queue) > 0 {
-				c := b.queue[0]
-				b.queue[0] = nil
-				b.queue = b.queue[1:]
-				if c.state.CompareAndSwap(callWaiting, callProbe) {
-					b.probe--
-					c.done <- struct{}{}
-					return
-				}
-				putCall(c) // abandoned
-			}
-		}
-		b.inflight--
-		return
-	}
 	// More in flight than the limit (it was just narrowed): the place ends.
 	for len(b.queue) > 0 && b.inflight <= b.limit {
 		last := len(b.queue) - 1
@@ -363,6 +315,7 @@ func (b *batcher) release() {
 		b.queue[last] = nil
 		b.queue = b.queue[:last]
 		if c.state.CompareAndSwap(callWaiting, callPromoted) {
+			c.flight = b.inflight
 			c.done <- struct{}{}
 			return
 		}

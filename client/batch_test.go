@@ -20,7 +20,6 @@ type fakeTransport struct {
 	entered  chan struct{} // receives one value per round trip started
 	inflight atomic.Int32
 	most     atomic.Int32
-	alone    []int32 // round trips in flight as each batch was sent, itself included
 }
 
 func newFake(gated bool) *fakeTransport {
@@ -41,7 +40,6 @@ func (f *fakeTransport) send(calls []*call) {
 	}
 	f.mu.Lock()
 	f.batches = append(f.batches, ns)
-	f.alone = append(f.alone, n)
 	gate := f.gate
 	f.mu.Unlock()
 	select {

@@ -16,53 +16,59 @@ import (
 // in a queue (Redis's, the network's, or for a core shared with Redis),
 // and takes CPU time that the calls could use.
 //
-// Saturation shows in the round trips' own times, whatever its cause and
-// whatever the machine: pace keeps base, the mean time of a round trip of
-// one call when they were fastest (a floor remembered for minutes), and
-// after every paceEpoch round trips compares their mean time with it.
-// Below paceTolerance times base, places are added (up to one per pooled
-// connection: a caller never waits while a connection could carry its
-// call); beyond it, they are removed in proportion, down to paceFloor, so
-// that round trips take about paceTolerance times base at most. On an idle
-// machine or at low concurrency round trips stay near base and every
-// caller sends alone, as a plain call would; when the client's cores,
-// Redis or the network saturate, calls go together in as few round trips
-// as keep round-trip times near base. No knob: base and the tolerance are
-// ratios of what the Limiter itself measures.
+// Whether going together pays is measured, not guessed. pace counts the
+// calls answered per second in windows of at least paceWindow and
+// paceWindowRoundTrips round trips, and now and then runs one window with
+// other places, a trial: fewer places than the round trips that were in
+// flight, or more places when calls queued. Comparing the trial's calls
+// per second with the windows just before and after it is Little's law
+// read from outside: with the callers the same, more calls a second at
+// fewer places means round trips got shorter by more than the queued
+// calls waited, which is saturation, whatever its cause (the client's
+// cores, Redis, the network) and whatever the machine. A trial with fewer
+// places is kept when it gained more than paceGain; one with more places
+// unless it lost more than paceLoss, so that while both answer alike,
+// callers wait less. A trial not kept waits twice as many windows as
+// before to run again in its direction (paceMaxWait at most); a trial
+// kept lets both directions run again at once. No knob: every threshold
+// is a ratio of what the Limiter itself measures.
+//
+// Round-trip times alone could not tell: on a 2-core machine a lone round
+// trip takes from 35 to 180 µs depending on whether the cores were awake,
+// so at 5 callers, where going together costs a tenth of the throughput,
+// round trips took 3 to 5 times the fastest lone ones, as long as at 20
+// callers, where it gains a third.
 
 const (
-	// paceEpoch is how many round trips each adjustment looks at.
-	paceEpoch = 32
-	// paceBaseEpoch is how many lone round trips make one sample of base;
-	// the mean of many is a floor that single fast round trips do not
-	// drag down.
-	paceBaseEpoch = 64
-	// paceTolerance is how much longer than base round trips may take
-	// before places are removed. On a quiet 2-core machine shared with
-	// Redis, lone callers' round trips take 2.6 times base at 10 callers
-	// and 4.1 times at 20, where Redis saturates (throughput stops
-	// growing); at 2.5 calls went together from 5 callers on, where it
-	// cost a fifth of the throughput. A pipeline's round trip takes
-	// longer than a lone one's by itself, so a tolerance too close to
-	// the unsaturated times also keeps batches once they formed.
-	paceTolerance = 4
+	// paceWindow and paceWindowRoundTrips are the least a window lasts:
+	// long enough that a scheduler's hiccup does not decide a trial.
+	paceWindow           = int64(10 * time.Millisecond)
+	paceWindowRoundTrips = 32
+	// paceStale: a window longer than this (calls paused, or came too
+	// slowly to fill it) measures the callers, not the places; it is
+	// dropped with any trial it was part of.
+	paceStale = int64(time.Second)
+	// paceStep is the factor between held and tried places.
+	paceStep = 1.6
+	// paceGain and paceLoss are the changes in calls per second that keep
+	// a trial with fewer places (a gain above 5%) and one with more (a
+	// loss below 2%). Between two windows on an idle 2-core machine calls
+	// per second differ by a few percent; fewer places at 5 callers cost
+	// about 10%, at 20 they gain about 30%.
+	paceGain = 1.05
+	paceLoss = 0.98
+	// paceMaxWait is the most held windows between two trials in one
+	// direction: a trial that loses 10% for one window in 64 costs 0.2%.
+	paceMaxWait = 64
 	// paceFloor is the fewest places: one round trip in Redis while the
 	// next is being built and the last one's answers handed out.
 	paceFloor = 2
-	// paceAging is how long base takes to grow by itself by its own size,
-	// so that a lasting change of the path to Redis is learnt within
-	// minutes.
-	paceAging = int64(10 * time.Minute)
-	// paceProbeEvery: when no sample of base came within paceConfirm of it
-	// for that long (the Limiter was busy all along), or none came at all,
-	// pace asks for a probe: paceProbeRoundTrips lone round trips, one at a
-	// time with nothing else in flight, whose mean is a sample of base.
-	// The calls that arrive meanwhile wait a few round trips (every 10 s
-	// at most).
-	paceProbeEvery      = int64(10 * time.Second)
-	paceProbeRoundTrips = 8
-	// paceConfirm: a sample of base within this ratio of it confirms it.
-	paceConfirm = 1.25
+)
+
+// Trial directions.
+const (
+	fewer = iota
+	more
 )
 
 // clockStart is the origin of nanotime.
@@ -71,82 +77,120 @@ var clockStart = time.Now()
 // nanotime is a monotonic clock in ns.
 func nanotime() int64 { return int64(time.Since(clockStart)) }
 
-// pace decides the places of a batcher from its round trips' times. The
-// zero value is ready; it is safe for concurrent use.
+// pace decides the places of a batcher from the calls it answers a
+// second. The zero value is ready; it is safe for concurrent use.
 type pace struct {
-	mu sync.Mutex
-	// base is the lowest mean time of lone round trips sampled, at baseAt
-	// (ns of nanotime), 0 until sampled; confirmed is when a sample last
-	// came within paceConfirm of it, probed when a probe was last asked.
-	base, baseAt      int64
-	confirmed, probed int64
-	ln, lsum          int64 // lone round trips since the last sample of base
-	pn, psum          int64 // probe round trips since the last sample of base
-	n, sum            int64 // round trips since the last adjustment
-	places            int   // the places decided, 0 until the first adjustment
+	mu     sync.Mutex
+	places int // the places held, 0 for every one (full)
+
+	// The window being measured: since start (ns of nanotime, 0 before
+	// the first round trip), rts round trips answering calls calls; peak
+	// is the most round trips that were in flight, queued whether calls
+	// went together.
+	start, rts, calls int64
+	peak              int
+	queued            bool
+
+	phase  int     // what the window is: held, trial or after
+	trial  int     // the places tried, in the trial and after windows
+	dir    int     // the trial's direction
+	before float64 // calls a second of the held window before the trial
+	during float64 // and of the trial
+
+	wait, backoff [2]int // per direction: held windows until its next trial, and how many it waits after one not kept
+	next          int    // the direction tried first when both are due
 }
 
-// roundTrip records a round trip of size calls answered by Redis that
-// took rtt ns, ending at now, sent for a probe or not. It returns the
-// places to allow from now on, at most full (0 keeps them), and whether to
-// start a probe.
-func (p *pace) roundTrip(size int, rtt, now int64, full int, probe bool) (places int, startProbe bool) {
+// Window phases: a held window at the held places, a trial window at
+// other places, and the window after it, at the held places again, which
+// judges the trial.
+const (
+	held = iota
+	trying
+	after
+)
+
+// roundTrip records a round trip of calls calls, which took its place with
+// flight round trips in flight, answered by Redis at now. It returns the
+// places to allow from now on, at most full (0 keeps them).
+func (p *pace) roundTrip(calls, flight int, now int64, full int) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if probe {
-		p.pn++
-		p.psum += rtt
-		if p.pn == paceProbeRoundTrips {
-			p.sampleBase(p.psum/p.pn, now)
-			p.pn, p.psum = 0, 0
+	if p.start == 0 {
+		p.start = now
+		return 0
+	}
+	p.rts++
+	p.calls += int64(calls)
+	p.peak = max(p.peak, flight)
+	p.queued = p.queued || calls > 1
+	elapsed := now - p.start
+	if p.rts < paceWindowRoundTrips || elapsed < paceWindow {
+		return 0
+	}
+	rate := float64(p.calls) / float64(elapsed)
+	peak, queued := p.peak, p.queued
+	p.start, p.rts, p.calls, p.peak, p.queued = now, 0, 0, 0, false
+	cur := p.places
+	if cur == 0 {
+		cur = full
+	}
+	if elapsed > paceStale {
+		phase := p.phase
+		p.phase = held
+		if phase == trying {
+			return cur
 		}
-		return 0, false
+		return 0
 	}
-	if size == 1 {
-		p.ln++
-		p.lsum += rtt
-		if p.ln == paceBaseEpoch {
-			p.sampleBase(p.lsum/p.ln, now)
-			p.ln, p.lsum = 0, 0
+	switch p.phase {
+	case trying:
+		p.during, p.phase = rate, after
+		return cur
+	case after:
+		p.phase = held
+		return p.judge(rate, full)
+	}
+	for d := range p.wait {
+		p.wait[d] = max(0, p.wait[d]-1)
+	}
+	for _, d := range [2]int{p.next, 1 - p.next} {
+		if p.wait[d] > 0 {
+			continue
+		}
+		t := 0
+		switch {
+		case d == fewer && min(cur, peak) > paceFloor:
+			t = max(paceFloor, int(math.Round(float64(min(cur, peak))/paceStep)))
+		case d == more && queued && cur < full:
+			t = min(full, int(math.Ceil(float64(cur)*paceStep)))
+		}
+		if t > 0 {
+			p.next = 1 - d
+			p.phase, p.trial, p.dir, p.before = trying, t, d, rate
+			return t
 		}
 	}
-	p.n++
-	p.sum += rtt
-	if p.n < paceEpoch {
-		return 0, false
-	}
-	mean := float64(p.sum) / float64(p.n)
-	p.n, p.sum = 0, 0
-	if (p.base == 0 || now-p.confirmed > paceProbeEvery) && now-p.probed > paceProbeEvery {
-		p.probed, startProbe = now, true
-	}
-	if p.base == 0 {
-		return 0, startProbe // no floor known yet: keep one place per connection
-	}
-	places = p.places
-	if places == 0 {
-		places = full
-	}
-	// Proportional, at most halved or grown by half (and one) at a time.
-	k := float64(places) * paceTolerance * float64(p.aged(now)) / mean
-	k = min(max(k, float64(places)/2), float64(places)*3/2+1)
-	p.places = max(paceFloor, min(full, int(math.Round(k))))
-	return p.places, startProbe
+	return 0
 }
 
-// sampleBase takes mean, the mean time of lone round trips ending at
-// now, as a sample of base.
-func (p *pace) sampleBase(mean, now int64) {
-	a := p.aged(now)
-	switch {
-	case p.base == 0 || mean < a:
-		p.base, p.baseAt, p.confirmed = mean, now, now
-	case float64(mean) <= float64(a)*paceConfirm:
-		p.confirmed = now
+// judge ends a trial, given the calls a second of the window after it,
+// and returns the places to hold.
+func (p *pace) judge(rate float64, full int) int {
+	ref := (p.before + rate) / 2
+	kept := p.during > ref*paceGain
+	if p.dir == more {
+		kept = p.during >= ref*paceLoss
 	}
-}
-
-// aged is base at now: base grows by itself by its size every paceAging.
-func (p *pace) aged(now int64) int64 {
-	return p.base + int64(float64(p.base)*float64(now-p.baseAt)/float64(paceAging))
+	if !kept {
+		p.backoff[p.dir] = min(paceMaxWait, max(1, 2*p.backoff[p.dir]))
+		p.wait[p.dir] = p.backoff[p.dir]
+		return 0
+	}
+	p.backoff, p.wait = [2]int{}, [2]int{}
+	p.places = p.trial
+	if p.places >= full {
+		p.places = 0
+	}
+	return p.trial
 }

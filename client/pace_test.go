@@ -7,157 +7,125 @@ import (
 	"time"
 )
 
-const us = int64(time.Microsecond)
-
-// feed records k round trips of size calls taking rtt each, ending 1 µs
-// apart from *now on, and returns the last places decided (0: none) and
-// how many probes were asked for.
-func feed(p *pace, k, size int, rtt int64, now *int64, full int) (places, probes int) {
-	for range k {
-		*now += us
-		pl, probe := p.roundTrip(size, rtt, *now, full, false)
-		if pl > 0 {
-			places = pl
-		}
-		if probe {
-			probes++
-		}
+// loop drives p as a Limiter with callers callers always calling would,
+// for d of simulated time, on a system that answers rate(places) calls a
+// second when at most places round trips are in flight, with full
+// connections. It returns the share of the time spent at each number of
+// places and the trials run (windows at other places than the held ones).
+func loop(p *pace, callers, full int, rate func(places int) float64, d time.Duration) (share map[int]float64, trials int) {
+	share = map[int]float64{}
+	limit, now, end := full, int64(1), int64(d)
+	if p.places > 0 {
+		limit = p.places
 	}
-	return places, probes
-}
-
-func TestPaceKeepsEveryPlaceWithoutAFloorAndProbesForOne(t *testing.T) {
-	var p pace
-	now := int64(0)
-	// Round trips of several calls only: no lone round trip, so no base.
-	if places, probes := feed(&p, 1000, 5, 900*us, &now, 20); places != 0 || probes != 0 {
-		t.Fatalf("places %d, %d probes without any lone round trip in the first ms: want none", places, probes)
-	}
-	// Still none after a while: a probe is asked for, once every paceProbeEvery.
-	now += paceProbeEvery
-	if places, probes := feed(&p, 1000, 5, 900*us, &now, 20); places != 0 || probes != 1 {
-		t.Fatalf("places %d, %d probes after %v without a lone round trip: want none decided, one probe",
-			places, probes, time.Duration(paceProbeEvery))
-	}
-	for range paceProbeRoundTrips {
-		now += us
-		p.roundTrip(1, 100*us, now, 20, true)
-	}
-	if p.base != 100*us {
-		t.Fatalf("base %v after the probe, want 100µs", time.Duration(p.base))
-	}
-	if places, _ := feed(&p, paceEpoch, 5, time.Millisecond.Nanoseconds(), &now, 20); places != 10 {
-		t.Fatalf("places %d with round trips at 10 base after the probe, want 10 (halved at most)", places)
-	}
-}
-
-func TestPaceKeepsEveryPlaceWhileRoundTripsStayNearBase(t *testing.T) {
-	var p pace
-	now := int64(0)
-	feed(&p, paceBaseEpoch, 1, 100*us, &now, 20) // base: 100 µs
-	// Twice as long as base: below the tolerance, every place stays.
-	places, _ := feed(&p, 10*paceEpoch, 1, 200*us, &now, 20)
-	if places != 20 {
-		t.Fatalf("places %d with round trips at twice base, want all 20", places)
-	}
-}
-
-func TestPaceRemovesPlacesWhileRoundTripsSlowDownAndAddsThemBack(t *testing.T) {
-	var p pace
-	now := int64(0)
-	feed(&p, paceBaseEpoch, 1, 100*us, &now, 20)
-	// Ten times base: places go down, to the floor and no further.
-	places, _ := feed(&p, paceEpoch, 4, time.Millisecond.Nanoseconds(), &now, 20)
-	if places >= 20 || places < 10 {
-		t.Fatalf("places %d after one slow epoch, want fewer than 20, at most halved", places)
-	}
-	places, _ = feed(&p, 20*paceEpoch, 4, time.Millisecond.Nanoseconds(), &now, 20)
-	if places != paceFloor {
-		t.Fatalf("places %d after many slow epochs, want the floor %d", places, paceFloor)
-	}
-	// Back near base: every place again, and no more than the pool's.
-	places, _ = feed(&p, 20*paceEpoch, 1, 110*us, &now, 20)
-	if places != 20 {
-		t.Fatalf("places %d once round trips are near base again, want all 20", places)
-	}
-	// In between: places settle where round trips take the tolerance
-	// times base (here they take twice that at 20 places, so about 10).
-	p = pace{}
-	feed(&p, paceBaseEpoch, 1, 100*us, &now, 20)
-	places, _ = feed(&p, paceEpoch, 2, int64(2*paceTolerance*100)*us, &now, 20)
-	if places != 10 {
-		t.Fatalf("places %d with round trips at twice the tolerance (%v) times base, want 10", places, paceTolerance)
-	}
-}
-
-func TestPaceBaseIsTheFastestMeanOfLoneRoundTrips(t *testing.T) {
-	var p pace
-	now := int64(0)
-	feed(&p, paceBaseEpoch, 1, 300*us, &now, 20)
-	// One fast round trip among slow ones does not make the base.
-	feed(&p, paceBaseEpoch-1, 1, 300*us, &now, 20)
-	feed(&p, 1, 1, 10*us, &now, 20)
-	if want := 300*us - 290*us/paceBaseEpoch; p.base < want-us {
-		t.Fatalf("base %v after one fast round trip among slow ones, want about %v", time.Duration(p.base), time.Duration(want))
-	}
-	feed(&p, paceBaseEpoch, 1, 100*us, &now, 20)
-	if p.base != 100*us {
-		t.Fatalf("base %v after a faster epoch, want 100µs", time.Duration(p.base))
-	}
-	// Round trips of several calls never make the base.
-	feed(&p, 10*paceBaseEpoch, 3, 50*us, &now, 20)
-	if p.base != 100*us {
-		t.Fatalf("base %v after fast round trips of 3 calls, want 100µs still", time.Duration(p.base))
-	}
-}
-
-func TestPaceBaseAgesAndLearnsASlowerPath(t *testing.T) {
-	var p pace
-	now := int64(0)
-	feed(&p, paceBaseEpoch, 1, 100*us, &now, 20)
-	// Redis moved further away: lone round trips now take 400 µs. The base
-	// follows within minutes, not at once.
-	feed(&p, paceBaseEpoch, 1, 400*us, &now, 20)
-	if p.base != 100*us {
-		t.Fatalf("base %v right after the path slowed down, want 100µs still", time.Duration(p.base))
-	}
-	now += 4 * paceAging
-	feed(&p, paceBaseEpoch, 1, 400*us, &now, 20)
-	if p.base != 400*us {
-		t.Fatalf("base %v long after the path slowed down, want 400µs", time.Duration(p.base))
-	}
-}
-
-func TestPaceAsksForAProbeWhileBusyAndItsRoundTripsMakeTheBase(t *testing.T) {
-	var p pace
-	now := int64(0)
-	feed(&p, paceBaseEpoch, 1, 100*us, &now, 20)
-	// Busy: only round trips of several calls, for a minute.
-	probes := 0
-	for range 60 {
-		now += int64(time.Second)
-		_, k := feed(&p, paceEpoch, 10, time.Millisecond.Nanoseconds(), &now, 20)
-		probes += k
-	}
-	if probes < 5 || probes > 6 {
-		t.Fatalf("%d probes asked for over a busy minute, want one every %v", probes, time.Duration(paceProbeEvery))
-	}
-	// The base aged meanwhile; a probe's lone round trips bring it down.
-	if p.aged(now) <= 100*us {
-		t.Fatalf("base %v after a minute, want it aged", time.Duration(p.aged(now)))
-	}
-	for range paceProbeRoundTrips {
-		now += us
-		if places, probe := p.roundTrip(1, 100*us, now, 20, true); places != 0 || probe {
-			t.Fatalf("a probe round trip decided places %d or asked for a probe", places)
+	for now < end {
+		inFlight := min(limit, callers)
+		size := (callers + inFlight - 1) / inFlight
+		// One round trip of size calls ends every size/rate seconds.
+		step := int64(float64(size) / rate(limit) * 1e9)
+		now += step
+		share[limit] += float64(step) / float64(end)
+		if pl := p.roundTrip(size, inFlight, now, full); pl > 0 {
+			if p.phase == trying {
+				trials++
+			}
+			limit = pl
 		}
 	}
-	if p.base != 100*us || p.aged(now) != 100*us {
-		t.Fatalf("base %v after the probe, want 100µs", time.Duration(p.aged(now)))
+	return share, trials
+}
+
+// unsaturated answers every caller in flight at once at 30,000 calls a
+// second; fewer places than callers cost 10% (5 callers on 2 cores).
+func unsaturated(callers int) func(int) float64 {
+	return func(places int) float64 {
+		if places < callers {
+			return 27_000
+		}
+		return 30_000
 	}
-	// Confirmed: no probe for the next paceProbeEvery.
-	if _, k := feed(&p, paceEpoch, 10, time.Millisecond.Nanoseconds(), &now, 20); k != 0 {
-		t.Fatalf("a probe asked for right after one confirmed the base")
+}
+
+// saturated answers more calls a second the fewer the places, down to 2
+// (20 callers on 2 cores: calls going together save the cores' time).
+func saturated(places int) float64 { return 40_000 * 20 / float64(10+places) }
+
+func TestPaceHoldsEveryPlaceWhileFewerCostThroughput(t *testing.T) {
+	var p pace
+	share, trials := loop(&p, 5, 20, unsaturated(5), 60*time.Second)
+	if p.places != 0 {
+		t.Fatalf("held %d places after a minute of 5 callers that fewer places slow down, want every one (0)", p.places)
+	}
+	if fewer := 1 - share[20]; fewer > 2.0/paceMaxWait {
+		t.Fatalf("%.2f%% of the time at fewer places than the pool's, want at most one window in %d (trials only)",
+			100*fewer, paceMaxWait/2)
+	}
+	// Trials back off: one in 64 windows at most once they keep failing.
+	if windows := 60 * time.Second / time.Duration(paceWindow); trials > int(windows)/paceMaxWait+20 {
+		t.Fatalf("%d trials over %d windows, want about one in %d", trials, windows, paceMaxWait)
+	}
+	// A trial holds fewer places than the callers in flight, not than
+	// the pool's connections: 5 callers in 20 places try 3.
+	if share[3] == 0 || share[12] != 0 {
+		t.Fatalf("time at 3 places %.4f, at 12 %.4f: want the trials at 3 (5 in flight / %v)", share[3], share[12], paceStep)
+	}
+}
+
+func TestPaceRemovesPlacesWhileFewerGainThroughput(t *testing.T) {
+	var p pace
+	loop(&p, 20, 20, saturated, time.Second)
+	if p.places != paceFloor {
+		t.Fatalf("held %d places after a second of 20 callers whom fewer places speed up, want the floor %d", p.places, paceFloor)
+	}
+	// The same callers no longer gain: the places come back.
+	loop(&p, 20, 20, unsaturated(20), 60*time.Second)
+	if p.places != 0 {
+		t.Fatalf("held %d places after a minute where fewer cost throughput, want every one (0)", p.places)
+	}
+}
+
+func TestPaceAddsPlacesBackWhenTheyCostNothing(t *testing.T) {
+	// Calls come at a rate of their own (a service's steady traffic):
+	// places change nothing, and with a tie pace holds more, so callers
+	// wait less.
+	p := pace{places: paceFloor}
+	loop(&p, 20, 20, func(int) float64 { return 10_000 }, 10*time.Second)
+	if p.places != 0 {
+		t.Fatalf("held %d places where every number answers alike, want every one (0)", p.places)
+	}
+}
+
+func TestPaceTriesOnlyWhatCanChangeSomething(t *testing.T) {
+	// Two callers: no fewer places than the floor, and no more than the
+	// round trips in flight ever need.
+	var p pace
+	if _, trials := loop(&p, 2, 20, unsaturated(2), 10*time.Second); trials != 0 {
+		t.Fatalf("%d trials with 2 callers, want none", trials)
+	}
+}
+
+func TestPaceDropsATrialAcrossAPause(t *testing.T) {
+	var p pace
+	now := int64(1)
+	step := func(k int, gap int64) int {
+		pl := 0
+		for range k {
+			now += gap
+			if got := p.roundTrip(1, 5, now, 20); got > 0 {
+				pl = got
+			}
+		}
+		return pl
+	}
+	step(1, 0)
+	// A window of 5 in flight, then a trial starts at 3 places.
+	if pl := step(paceWindowRoundTrips, paceWindow); pl != 3 || p.phase != trying {
+		t.Fatalf("places %d, phase %d after the first window, want a trial at 3", pl, p.phase)
+	}
+	// Calls pause for two seconds in the trial's window: it is dropped
+	// and the held places come back.
+	if pl := step(paceWindowRoundTrips, 2*paceStale/paceWindowRoundTrips); pl != 20 || p.phase != held {
+		t.Fatalf("places %d, phase %d after a pause in the trial, want 20 held again", pl, p.phase)
 	}
 }
 
@@ -190,42 +158,38 @@ func TestBatcherRaisedPlacesTakeTheQueue(t *testing.T) {
 	}
 }
 
-// TestBatcherProbeSendsLoneCallsWithNothingElseInFlight: during a probe,
-// the round trips in flight end, then queued calls go one at a time, each
-// alone; after the probe the rest go together, and places are used again.
-func TestBatcherProbeSendsLoneCallsWithNothingElseInFlight(t *testing.T) {
-	f := newFake(true)
-	b := newBatcher(f.send, 3, false)
-	var chs []chan outcome
-	for n := int64(1); n <= 2; n++ {
-		chs = append(chs, doAsync(b, context.Background(), n))
-		<-f.entered
-	}
-	b.mu.Lock()
-	b.probe = 2
-	b.mu.Unlock()
-	for n := int64(3); n <= 6; n++ {
-		chs = append(chs, doAsync(b, context.Background(), n))
-		queued(b, int(n-2)) // a place is free, but a probe waits for nothing in flight
-	}
-	f.release()
-	for i, ch := range chs {
-		if o := <-ch; o.err != nil || !slices.Equal(o.reply, []int64{int64(i + 1)}) {
-			t.Fatalf("call %d: %v %v", i+1, o.reply, o.err)
+// TestBatcherTellsPaceTheRoundTripsInFlight: each round trip reports how
+// many were in flight when it took its place, a free one or a promoted
+// call's.
+func TestBatcherTellsPaceTheRoundTripsInFlight(t *testing.T) {
+	run := func(limit int, n int64) *pace {
+		f := newFake(true)
+		b := newBatcher(f.send, limit, false)
+		var chs []chan outcome
+		for k := range n {
+			chs = append(chs, doAsync(b, context.Background(), k+1))
+			if int(k) < limit {
+				<-f.entered
+			} else {
+				queued(b, int(k)-limit+1)
+			}
 		}
+		f.release()
+		for _, ch := range chs {
+			if o := <-ch; o.err != nil {
+				t.Fatal(o.err)
+			}
+		}
+		return &b.pace
 	}
-	got := f.recorded()
-	// [1] [2], then the probe: [3] and [4] alone (in the order they
-	// queued), then [5 6] or [6 5] together.
-	if len(got) != 5 || !slices.Equal(got[2], []int64{3}) || !slices.Equal(got[3], []int64{4}) || len(got[4]) != 2 {
-		t.Fatalf("batches %v, want [1] [2] [3] [4] then 5 and 6 together", got)
+	// One place: the first round trip starts pace's window; the two
+	// queued calls go together when promoted, with 1 in flight.
+	if p := run(1, 3); p.rts != 1 || p.calls != 2 || p.peak != 1 {
+		t.Fatalf("promoted: pace counted %d round trips, %d calls, at most %d in flight; want 1, 2, 1", p.rts, p.calls, p.peak)
 	}
-	if f.alone[2] != 1 || f.alone[3] != 1 {
-		t.Fatalf("round trips in flight when the probe's were sent: %v, want 1", f.alone[2:4])
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.probe != 0 || b.inflight != 0 {
-		t.Fatalf("probe %d, %d places taken after every call ended", b.probe, b.inflight)
+	// Two free places: whichever ends second counts, with 1 or 2 in
+	// flight when it took its place.
+	if p := run(2, 2); p.rts != 1 || p.calls != 1 || p.peak < 1 {
+		t.Fatalf("free places: pace counted %d round trips, %d calls, at most %d in flight; want 1, 1, 1 or 2", p.rts, p.calls, p.peak)
 	}
 }

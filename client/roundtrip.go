@@ -77,7 +77,7 @@ type pipeline struct {
 // connection of rdb's pool, so that a caller that finds one free can send
 // at once, alone, as a plain go-redis call would. The pool's size is
 // go-redis's (10 per GOMAXPROCS by default): it follows the machine without
-// a knob of its own. Fewer are allowed while round trips slow down
+// a knob of its own. Fewer are allowed where fewer answer more calls
 // (pace.go): then calls go together.
 func inFlight(rdb redis.UniversalClient) int {
 	var size int
