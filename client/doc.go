@@ -83,10 +83,11 @@
 // carries a round trip queue, and when one ends, one of the queued callers
 // sends them all as one pipeline. So no caller waits while a connection
 // could carry its call, and a hundred goroutines share the pool's round
-// trips instead of waiting for a connection each. While round trips take
-// four times their fastest (the cores or Redis are saturated), fewer are
-// let in flight and more calls go together. Slot, AcquireAll and
-// adjustment calls share the same round trips.
+// trips instead of waiting for a connection each. Where fewer round trips
+// in flight answer more calls a second (the cores or Redis are saturated),
+// which the Limiter tries now and then, fewer are let in flight and more
+// calls go together. Slot, AcquireAll and adjustment calls share the same
+// round trips.
 //
 // After Redis denies a bucket or key, calls it certainly denies too (the
 // level the denial implies, plus the refill since, less what this Limiter
