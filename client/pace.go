@@ -95,7 +95,7 @@ type pace struct {
 	peak              int
 	queued            bool
 
-	phase  int     // what the window is: held, trial or after
+	phase  int     // what the window is: held, trying or after
 	trial  int     // the places tried, in the trial and after windows
 	dir    int     // the trial's direction
 	before float64 // calls a second of the held window before the trial
