@@ -88,16 +88,14 @@ type pace struct {
 	places int // the places held, 0 for every one (full)
 
 	// The window being measured: since start (ns of nanotime, 0 before
-	// the first round trip), rts round trips answering calls calls; peak
-	// is the most round trips that were in flight, queued whether calls
-	// went together.
+	// the first round trip), rts round trips answering calls calls (more
+	// calls than round trips: some went together); peak is the most round
+	// trips that were in flight.
 	start, rts, calls int64
 	peak              int
-	queued            bool
 
 	phase  int     // what the window is: held, trying or after
 	trial  int     // the places tried, in the trial and after windows
-	dir    int     // the trial's direction
 	before float64 // calls a second of the held window before the trial
 	during float64 // and of the trial
 
@@ -127,14 +125,13 @@ func (p *pace) roundTrip(calls, flight int, now int64, full int) int {
 	p.rts++
 	p.calls += int64(calls)
 	p.peak = max(p.peak, flight)
-	p.queued = p.queued || calls > 1
 	elapsed := now - p.start
 	if p.rts < paceWindowRoundTrips || elapsed < paceWindow {
 		return 0
 	}
 	rate := float64(p.calls) / float64(elapsed)
-	peak, queued := p.peak, p.queued
-	p.start, p.rts, p.calls, p.peak, p.queued = now, 0, 0, 0, false
+	peak, queued := p.peak, p.calls > p.rts
+	p.start, p.rts, p.calls, p.peak = now, 0, 0, 0
 	cur := p.places
 	if cur == 0 {
 		cur = full
@@ -153,7 +150,7 @@ func (p *pace) roundTrip(calls, flight int, now int64, full int) int {
 		return cur
 	case after:
 		p.phase = held
-		return p.judge(rate, full)
+		return p.judge(rate, cur, full)
 	}
 	for d := range p.wait {
 		p.wait[d] = max(0, p.wait[d]-1)
@@ -171,24 +168,25 @@ func (p *pace) roundTrip(calls, flight int, now int64, full int) int {
 		}
 		if t > 0 {
 			p.next = 1 - d
-			p.phase, p.trial, p.dir, p.before = trying, t, d, rate
+			p.phase, p.trial, p.before = trying, t, rate
 			return t
 		}
 	}
 	return 0
 }
 
-// judge ends a trial, given the calls a second of the window after it,
-// and returns the places to hold.
-func (p *pace) judge(rate float64, full int) int {
+// judge ends a trial of other places than cur, the places held, given
+// the calls a second of the window after it, and returns the places to
+// hold.
+func (p *pace) judge(rate float64, cur, full int) int {
 	ref := (p.before + rate) / 2
-	kept := p.during > ref*paceGain
-	if p.dir == more {
-		kept = p.during >= ref*paceLoss
+	dir, kept := fewer, p.during > ref*paceGain
+	if p.trial > cur {
+		dir, kept = more, p.during >= ref*paceLoss
 	}
 	if !kept {
-		p.backoff[p.dir] = min(paceMaxWait, max(1, 2*p.backoff[p.dir]))
-		p.wait[p.dir] = p.backoff[p.dir]
+		p.backoff[dir] = min(paceMaxWait, max(1, 2*p.backoff[dir]))
+		p.wait[dir] = p.backoff[dir]
 		return 0
 	}
 	p.backoff, p.wait = [2]int{}, [2]int{}
